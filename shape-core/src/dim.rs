@@ -1,0 +1,168 @@
+//! Dimensions: one axis of a tensor, either known or still a variable.
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+/// A dimension variable: an axis whose size the solver has yet to find.
+///
+/// Ids are dense and allocated by the solver, so an environment can index
+/// entries by id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DimVar(pub u32);
+
+impl DimVar {
+    /// The index of this variable in the solver's environment.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for DimVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "d{}", self.0)
+    }
+}
+
+/// The semantic label of a dimension, such as `rgb` for a size-3 colour axis.
+///
+/// Two axes that must agree on their size must also agree on their labels
+/// when both have one; an unlabeled size takes the label of the other side.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Label(Arc<str>);
+
+impl Label {
+    /// Creates a label from its text.
+    pub fn new(text: &str) -> Self {
+        Label(Arc::from(text))
+    }
+
+    /// The label's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A dimension whose size is known: at least 1, optionally labeled.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KnownDim {
+    size: NonZeroU64,
+    label: Option<Label>,
+}
+
+impl KnownDim {
+    /// An unlabeled dimension of the given size.
+    pub fn new(size: NonZeroU64) -> Self {
+        KnownDim { size, label: None }
+    }
+
+    /// An unlabeled dimension of size `size`, or `None` when `size` is 0.
+    pub fn of(size: u64) -> Option<Self> {
+        NonZeroU64::new(size).map(KnownDim::new)
+    }
+
+    /// The size-1 dimension, which broadcasts against any size.
+    pub fn one() -> Self {
+        KnownDim::new(NonZeroU64::MIN)
+    }
+
+    /// This dimension with the given label.
+    pub fn with_label(mut self, label: Option<Label>) -> Self {
+        self.label = label;
+        self
+    }
+
+    /// The size, always at least 1.
+    pub fn size(&self) -> u64 {
+        self.size.get()
+    }
+
+    /// The size as a non-zero integer.
+    pub fn non_zero_size(&self) -> NonZeroU64 {
+        self.size
+    }
+
+    /// The label, if any.
+    pub fn label(&self) -> Option<&Label> {
+        self.label.as_ref()
+    }
+
+    /// Whether this is a size-1 dimension (which broadcasts).
+    pub fn is_one(&self) -> bool {
+        self.size.get() == 1
+    }
+
+    /// Whether the two dimensions' labels can stand for the same axis:
+    /// equal, or at least one of them absent.
+    pub fn labels_agree(&self, other: &KnownDim) -> bool {
+        match (&self.label, &other.label) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for KnownDim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.label {
+            Some(label) => write!(f, "{label}:{}", self.size),
+            None => write!(f, "{}", self.size),
+        }
+    }
+}
+
+/// One axis of a shape.
+///
+/// New kinds of dimension (dynamic `?` sizes, ragged `var` dims, affine
+/// convolution dims) are added as variants. The enum is deliberately not
+/// `#[non_exhaustive]`: every match in the solver must be revisited when a
+/// variant is added, and a wildcard arm would hide that.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A known size.
+    Known(KnownDim),
+    /// A size still to be inferred.
+    Var(DimVar),
+}
+
+impl Dim {
+    /// A known, unlabeled dimension; `None` when `size` is 0.
+    pub fn known(size: u64) -> Option<Dim> {
+        KnownDim::of(size).map(Dim::Known)
+    }
+
+    /// The known dimension, when this is one.
+    pub fn as_known(&self) -> Option<&KnownDim> {
+        match self {
+            Dim::Known(k) => Some(k),
+            Dim::Var(_) => None,
+        }
+    }
+}
+
+impl From<KnownDim> for Dim {
+    fn from(k: KnownDim) -> Self {
+        Dim::Known(k)
+    }
+}
+
+impl From<DimVar> for Dim {
+    fn from(v: DimVar) -> Self {
+        Dim::Var(v)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Known(k) => k.fmt(f),
+            Dim::Var(v) => v.fmt(f),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Core data types for declarative tensor shape inference.
+//!
+//! A tensor's [`Shape`] has three [`Row`]s of axes: batch, input and output,
+//! written `batch|input->output`. Each axis is a [`Dim`]: a known size, or
+//! a [`DimVar`] the solver (in `shape-solver`) will find. A row may be open:
+//! it then starts with a [`RowVar`] that stands for any number of leading
+//! axes, which is how broadcasting to more axes is inferred.
+//!
+//! The [`spec`] module parses and prints the spec notation.
+//!
+//! ```
+//! use shape_core::spec::ShapeSpec;
+//! let spec = ShapeSpec::parse("..b..|h w -> rgb:3").unwrap();
+//! assert_eq!(spec.to_string(), "..b..|h, w->rgb:3");
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod dim;
+pub mod row;
+pub mod shape;
+pub mod spec;
+
+pub use dim::{Dim, DimVar, KnownDim, Label};
+pub use row::{Row, RowConstraint, RowKind, RowTail, RowVar};
+pub use shape::{Shape, SolvedShape};
+pub use spec::{EinsumSpec, ShapeSpec, SpecError};

@@ -1,0 +1,164 @@
+//! Einsum specs: `ls1;ls2=>ls3` (binary) and `ls1=>ls2` (unary, a permute).
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::parse::{self, Mode};
+use super::{AxisKind, RowVarName, ShapeSpec, Span, SpecError};
+
+/// A parsed einsum spec: operand specs on the left of `=>`, the result spec
+/// on its right.
+///
+/// Labels line up axes across the operands and the result; a label missing
+/// from the result is reduced over. Row variables work like labels for
+/// whole groups of leading axes. Digits are fixed sizes. A row the spec
+/// does not write is, for the batch row, the same row variable in every
+/// operand and the result (`...`), and for the input row, empty.
+///
+/// ```
+/// use shape_core::spec::EinsumSpec;
+/// let mm = EinsumSpec::parse("ij;jk=>ik").unwrap();
+/// assert_eq!(mm.operands.len(), 2);
+/// assert_eq!(mm.reduced_labels(), vec!["j".to_string()]);
+/// assert!(EinsumSpec::parse("ij;jk=>iz").is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EinsumSpec {
+    /// The operands' specs, one or two.
+    pub operands: Vec<ShapeSpec>,
+    /// The result's spec.
+    pub result: ShapeSpec,
+}
+
+impl EinsumSpec {
+    /// Parses and checks an einsum spec.
+    pub fn parse(text: &str) -> Result<EinsumSpec, SpecError> {
+        let err = |span: Span, expected: &str, found: String| SpecError {
+            spec: text.to_string(),
+            span,
+            expected: expected.to_string(),
+            found,
+        };
+        let arrows: Vec<usize> = text.match_indices("=>").map(|(i, _)| i).collect();
+        let arrow = match arrows.as_slice() {
+            [a] => *a,
+            [] => return Err(err(text.len()..text.len(), "`=>` between operands and result", "end of spec".into())),
+            [_, b, ..] => return Err(err(*b..*b + 2, "exactly one `=>`", "a second `=>`".into())),
+        };
+        let mut sections = Vec::new();
+        let mut start = 0;
+        for (i, _) in text[..arrow].match_indices(';') {
+            sections.push(start..i);
+            start = i + 1;
+        }
+        sections.push(start..arrow);
+        if sections.len() > 2 {
+            let s = sections[2].start - 1;
+            return Err(err(s..s + 1, "one or two operands", "a third operand".into()));
+        }
+        let result_span = arrow + 2..text.len();
+        let mut all = sections.clone();
+        all.push(result_span.clone());
+        let mode = Mode::of(text, &all);
+        let operands = sections
+            .into_iter()
+            .map(|s| parse::shape_spec(text, s, mode))
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = parse::shape_spec(text, result_span, mode)?;
+        let spec = EinsumSpec { operands, result };
+        spec.check(text)?;
+        Ok(spec)
+    }
+
+    fn check(&self, text: &str) -> Result<(), SpecError> {
+        let err = |span: Span, expected: &str, found: String| SpecError {
+            spec: text.to_string(),
+            span,
+            expected: expected.to_string(),
+            found,
+        };
+        // Every name is either a dim label or a row variable, never both.
+        let mut dim_names: HashMap<&str, Span> = HashMap::new();
+        let mut row_names: HashMap<&str, Span> = HashMap::new();
+        for spec in self.operands.iter().chain([&self.result]) {
+            for (_, axis) in spec.axes() {
+                if let AxisKind::Label(l) = &axis.kind {
+                    dim_names.entry(l).or_insert(axis.span.clone());
+                }
+            }
+            for (_, name, span) in spec.row_vars() {
+                if let RowVarName::Named(n) = name {
+                    row_names.entry(n).or_insert(span.clone());
+                }
+            }
+        }
+        for (name, span) in &row_names {
+            if dim_names.contains_key(name) {
+                return Err(err(
+                    span.clone(),
+                    "a row variable name that is not also an axis label",
+                    format!("`{name}` used as both"),
+                ));
+            }
+        }
+        // The result may only use what some operand has.
+        for (_, axis) in self.result.axes() {
+            match &axis.kind {
+                AxisKind::Label(l) => {
+                    let found = self
+                        .operands
+                        .iter()
+                        .any(|o| o.axes().any(|(_, a)| a.kind == AxisKind::Label(l.clone())));
+                    if !found {
+                        return Err(err(
+                            axis.span.clone(),
+                            "a result label that appears in an operand",
+                            format!("`{l}`, which no operand has"),
+                        ));
+                    }
+                }
+                AxisKind::Anonymous => {
+                    return Err(err(axis.span.clone(), "a named axis in the result", "`_`".into()));
+                }
+                AxisKind::Size(_) | AxisKind::LabeledSize(..) => {}
+            }
+        }
+        for (_, name, span) in self.result.row_vars() {
+            let found = self.operands.iter().any(|o| o.row_vars().any(|(_, n, _)| n == name));
+            let implicit = matches!(name, RowVarName::OfKind(_));
+            if !found && !implicit {
+                return Err(err(
+                    span.clone(),
+                    "a result row variable that appears in an operand",
+                    format!("`{name}`, which no operand has"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Labels that appear in an operand but not in the result: the
+    /// contraction (reduction) axes, sorted.
+    pub fn reduced_labels(&self) -> Vec<String> {
+        let in_result: Vec<&AxisKind> = self.result.axes().map(|(_, a)| &a.kind).collect();
+        let mut out: Vec<String> = self
+            .operands
+            .iter()
+            .flat_map(|o| o.axes())
+            .filter_map(|(_, a)| match &a.kind {
+                AxisKind::Label(l) if !in_result.contains(&&a.kind) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+impl fmt::Display for EinsumSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ops: Vec<String> = self.operands.iter().map(ShapeSpec::to_string).collect();
+        write!(f, "{}=>{}", ops.join(";"), self.result)
+    }
+}

@@ -1,0 +1,222 @@
+//! The spec notation: `batch|input->output` shape specs and einsum specs.
+//!
+//! A shape spec has up to three rows: `batch|input->output`, `input->output`
+//! or just `output`. A row lists its axes in one of two modes:
+//!
+//! * single-character mode, when no row contains a comma or inner
+//!   whitespace: every letter is one axis label and every run of digits is
+//!   one fixed size (`ij`, `b3`, `..b..hw`);
+//! * multi-character mode otherwise: axes are separated by commas or
+//!   whitespace (`batch, 784`, `h w`, `rgb:3,`); a trailing comma is allowed.
+//!
+//! Axis entries: a label (a dimension variable local to the spec), `_` (an
+//! anonymous variable), digits (a fixed size, at least 1), `label:digits` (a
+//! fixed size with a label), and `..name..` (a row variable standing for any
+//! number of leading axes; it must come first in its row). `...` is the row
+//! variable named after the row it is in, shared by all operands of an einsum.
+
+mod einsum;
+mod parse;
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::ops::Range;
+
+pub use einsum::EinsumSpec;
+
+use crate::row::RowKind;
+
+/// A byte range in the spec text.
+pub type Span = Range<usize>;
+
+/// A malformed spec: where, what was expected, and what was found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid spec `{spec}` at bytes {}..{}: expected {expected}, found {found}", span.start, span.end)]
+pub struct SpecError {
+    /// The whole spec text.
+    pub spec: String,
+    /// The offending bytes.
+    pub span: Span,
+    /// What the parser expected there.
+    pub expected: String,
+    /// What it found instead.
+    pub found: String,
+}
+
+/// What one axis entry of a spec says.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AxisKind {
+    /// A named dimension variable, local to the spec.
+    Label(String),
+    /// A fixed size.
+    Size(NonZeroU64),
+    /// A fixed size with a semantic label, written `label:size`.
+    LabeledSize(String, NonZeroU64),
+    /// `_`: a fresh, anonymous dimension variable.
+    Anonymous,
+}
+
+/// One axis entry with its place in the spec text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AxisSpec {
+    /// What the entry says.
+    pub kind: AxisKind,
+    /// Where it is in the spec text.
+    pub span: Span,
+}
+
+/// The name of a row variable in a spec.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RowVarName {
+    /// `..name..`
+    Named(String),
+    /// `...`: the variable named after the row kind it appears in.
+    OfKind(RowKind),
+}
+
+impl fmt::Display for RowVarName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowVarName::Named(n) => write!(f, "..{n}.."),
+            RowVarName::OfKind(_) => f.write_str("..."),
+        }
+    }
+}
+
+/// One row of a spec: an optional leading row variable and axis entries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct RowSpec {
+    /// The leading row variable, with its span.
+    pub row_var: Option<(RowVarName, Span)>,
+    /// The axis entries, left to right.
+    pub axes: Vec<AxisSpec>,
+}
+
+impl RowSpec {
+    fn entries(&self) -> Vec<String> {
+        let mut out = Vec::with_capacity(self.axes.len() + 1);
+        if let Some((name, _)) = &self.row_var {
+            out.push(name.to_string());
+        }
+        out.extend(self.axes.iter().map(|a| match &a.kind {
+            AxisKind::Label(l) => l.clone(),
+            AxisKind::Size(n) => n.to_string(),
+            AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
+            AxisKind::Anonymous => "_".to_string(),
+        }));
+        out
+    }
+}
+
+/// A parsed shape spec: `batch|input->output`, `input->output` or `output`.
+///
+/// ```
+/// use shape_core::spec::{AxisKind, ShapeSpec};
+/// let spec = ShapeSpec::parse("b|784->10").unwrap();
+/// assert_eq!(spec.output.axes.len(), 1);
+/// assert!(matches!(spec.batch.as_ref().unwrap().axes[0].kind, AxisKind::Label(ref l) if l == "b"));
+/// assert_eq!(spec.to_string(), "b|784->10");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShapeSpec {
+    /// The batch row, when the spec has a `|`.
+    pub batch: Option<RowSpec>,
+    /// The input row, when the spec has a `->`.
+    pub input: Option<RowSpec>,
+    /// The output row.
+    pub output: RowSpec,
+}
+
+impl ShapeSpec {
+    /// Parses a shape spec.
+    pub fn parse(text: &str) -> Result<ShapeSpec, SpecError> {
+        let mode = parse::Mode::of(text, &[0..text.len()]);
+        parse::shape_spec(text, 0..text.len(), mode)
+    }
+
+    /// The row of the given kind, if the spec wrote it.
+    pub fn row(&self, kind: RowKind) -> Option<&RowSpec> {
+        match kind {
+            RowKind::Batch => self.batch.as_ref(),
+            RowKind::Input => self.input.as_ref(),
+            RowKind::Output => Some(&self.output),
+        }
+    }
+
+    /// Every axis entry with the row it is in.
+    pub fn axes(&self) -> impl Iterator<Item = (RowKind, &AxisSpec)> {
+        RowKind::ALL.into_iter().flat_map(move |k| {
+            self.row(k)
+                .into_iter()
+                .flat_map(move |r| r.axes.iter().map(move |a| (k, a)))
+        })
+    }
+
+    /// Every row variable with the row it is in.
+    pub fn row_vars(&self) -> impl Iterator<Item = (RowKind, &RowVarName, &Span)> {
+        RowKind::ALL.into_iter().filter_map(move |k| {
+            self.row(k)
+                .and_then(|r| r.row_var.as_ref())
+                .map(|(n, s)| (k, n, s))
+        })
+    }
+}
+
+impl fmt::Display for ShapeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let batch = self.batch.as_ref().map(RowSpec::entries);
+        let input = self.input.as_ref().map(RowSpec::entries);
+        let output = self.output.entries();
+        f.write_str(&format_rows(batch.as_deref(), input.as_deref(), &output))
+    }
+}
+
+/// Whether an entry can be written in single-character mode.
+fn is_single_char_entry(e: &str) -> bool {
+    e.starts_with("..")
+        || e.chars().all(|c| c.is_ascii_digit())
+        || (e.len() == 1 && e.chars().all(|c| c.is_ascii_alphabetic() || c == '_'))
+}
+
+fn is_digits(e: &str) -> bool {
+    !e.is_empty() && e.chars().all(|c| c.is_ascii_digit())
+}
+
+/// Formats up to three rows in the spec notation, choosing single-character
+/// mode when it reads back unambiguously.
+pub(crate) fn format_rows(
+    batch: Option<&[String]>,
+    input: Option<&[String]>,
+    output: &[String],
+) -> String {
+    let rows: Vec<&[String]> = [batch, input, Some(output)].into_iter().flatten().collect();
+    let single = rows.iter().all(|r| {
+        r.iter().all(|e| is_single_char_entry(e))
+            && r.windows(2).all(|w| !(is_digits(&w[0]) && is_digits(&w[1])))
+    });
+    let sep = if single { "" } else { ", " };
+    let mut joined: Vec<String> = rows.iter().map(|r| r.join(sep)).collect();
+    if !single && rows.iter().all(|r| r.len() <= 1) {
+        // Nothing would mark multi-character mode: a trailing comma does.
+        if let Some(j) = rows.iter().position(|r| r.len() == 1) {
+            joined[j].push(',');
+        }
+    }
+    let mut out = String::new();
+    let mut it = joined.into_iter();
+    if batch.is_some() {
+        out.push_str(&it.next().unwrap_or_default());
+        out.push('|');
+    }
+    if input.is_some() {
+        out.push_str(&it.next().unwrap_or_default());
+        out.push_str("->");
+    }
+    out.push_str(&it.next().unwrap_or_default());
+    out
+}
+
+/// Writes a full `batch|input->output` shape.
+pub(crate) fn write_rows(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>; 3]) -> fmt::Result {
+    f.write_str(&format_rows(Some(&rows[0]), Some(&rows[1]), &rows[2]))
+}

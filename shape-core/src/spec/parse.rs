@@ -1,0 +1,288 @@
+//! The hand-written parser behind [`ShapeSpec::parse`] and [`EinsumSpec::parse`].
+
+use std::num::NonZeroU64;
+
+use super::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec, Span, SpecError};
+use crate::row::RowKind;
+
+/// How axis entries are delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    SingleChar,
+    MultiChar,
+}
+
+impl Mode {
+    /// Multi-character mode when any row in `sections` holds a comma or
+    /// whitespace between entries.
+    pub(crate) fn of(text: &str, sections: &[Span]) -> Mode {
+        let multi = sections.iter().any(|s| {
+            split_rows(&text[s.clone()]).into_iter().any(|r| {
+                let row = text[s.clone()][r].trim();
+                row.contains(|c: char| c == ',' || c.is_whitespace())
+            })
+        });
+        if multi {
+            Mode::MultiChar
+        } else {
+            Mode::SingleChar
+        }
+    }
+}
+
+fn err(text: &str, span: Span, expected: &str, found: &str) -> SpecError {
+    SpecError {
+        spec: text.to_string(),
+        span,
+        expected: expected.to_string(),
+        found: found.to_string(),
+    }
+}
+
+fn describe(text: &str, span: &Span) -> String {
+    if span.start >= text.len() {
+        "end of spec".to_string()
+    } else {
+        format!("`{}`", &text[span.clone()])
+    }
+}
+
+/// Byte ranges of the row sections of one shape spec (relative to `s`),
+/// without validation; used for mode detection.
+fn split_rows(s: &str) -> Vec<Span> {
+    let mut cuts = vec![0];
+    let mut ends = Vec::new();
+    if let Some(p) = s.find('|') {
+        ends.push(p);
+        cuts.push(p + 1);
+    }
+    if let Some(p) = s.find("->") {
+        ends.push(p);
+        cuts.push(p + 2);
+    }
+    ends.push(s.len());
+    cuts.into_iter()
+        .zip(ends)
+        .filter(|(a, b)| a <= b)
+        .map(|(a, b)| a..b)
+        .collect()
+}
+
+/// Parses the shape spec in `text[span]`.
+pub(crate) fn shape_spec(text: &str, span: Span, mode: Mode) -> Result<ShapeSpec, SpecError> {
+    let s = &text[span.clone()];
+    let at = |i: usize| span.start + i;
+    let bars: Vec<usize> = s.match_indices('|').map(|(i, _)| i).collect();
+    let arrows: Vec<usize> = s.match_indices("->").map(|(i, _)| i).collect();
+    if bars.len() > 1 {
+        return Err(err(text, at(bars[1])..at(bars[1] + 1), "at most one `|`", "a second `|`"));
+    }
+    if arrows.len() > 1 {
+        return Err(err(text, at(arrows[1])..at(arrows[1] + 2), "at most one `->`", "a second `->`"));
+    }
+    let bar = bars.first().copied();
+    let arrow = arrows.first().copied();
+    if let (Some(b), Some(a)) = (bar, arrow) {
+        if a < b {
+            return Err(err(
+                text,
+                at(b)..at(b + 1),
+                "the batch row before the input row (`batch|input->output`)",
+                "`|` after `->`",
+            ));
+        }
+    }
+    let out_start = arrow.map(|a| a + 2).or(bar.map(|b| b + 1)).unwrap_or(0);
+    let batch = match bar {
+        Some(b) => Some(row(text, at(0)..at(b), mode, RowKind::Batch)?),
+        None => None,
+    };
+    let input = match arrow {
+        Some(a) => {
+            let start = bar.map(|b| b + 1).unwrap_or(0);
+            Some(row(text, at(start)..at(a), mode, RowKind::Input)?)
+        }
+        None => None,
+    };
+    let output = row(text, at(out_start)..span.end, mode, RowKind::Output)?;
+    Ok(ShapeSpec {
+        batch,
+        input,
+        output,
+    })
+}
+
+fn parse_size(text: &str, span: Span) -> Result<NonZeroU64, SpecError> {
+    let digits = &text[span.clone()];
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| err(text, span.clone(), "a size that fits in 64 bits", &format!("`{digits}`")))?;
+    NonZeroU64::new(n).ok_or_else(|| err(text, span, "a size of at least 1", "`0`"))
+}
+
+fn is_ident_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut cs = s.chars();
+    matches!(cs.next(), Some(c) if is_ident_start(c)) && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Parses a row variable starting at `start` (which begins with `..`);
+/// returns it and the index just past it.
+fn row_var(text: &str, start: usize, end: usize, kind: RowKind) -> Result<(RowVarName, Span), SpecError> {
+    let rest = &text[start..end];
+    if rest.starts_with("...") && !rest[3..].starts_with('.') {
+        // `...` unless it is `...name..` (which is malformed anyway).
+        let after = &rest[3..];
+        if after.is_empty() || !after.starts_with(|c: char| c.is_ascii_alphanumeric()) || !after.contains("..") {
+            return Ok((RowVarName::OfKind(kind), start..start + 3));
+        }
+    }
+    let body = &rest[2..];
+    let close = body.find("..").ok_or_else(|| {
+        err(text, start..end, "a row variable `..name..` closed by `..`", &describe(text, &(start..end)))
+    })?;
+    let name = &body[..close];
+    let span = start..start + 2 + close + 2;
+    if !is_ident(name) || name == "_" {
+        return Err(err(text, span, "a row variable name made of letters, digits and `_`", &format!("`{name}`")));
+    }
+    Ok((RowVarName::Named(name.to_string()), span))
+}
+
+fn push_row_var(
+    text: &str,
+    out: &mut RowSpec,
+    var: (RowVarName, Span),
+) -> Result<(), SpecError> {
+    if let Some((_, first)) = &out.row_var {
+        let _ = first;
+        return Err(err(text, var.1, "at most one row variable per row", "a second row variable"));
+    }
+    if !out.axes.is_empty() {
+        return Err(err(
+            text,
+            var.1,
+            "the row variable first in its row (it stands for the leading axes)",
+            "a row variable after an axis",
+        ));
+    }
+    out.row_var = Some(var);
+    Ok(())
+}
+
+/// Parses one row section `text[span]`.
+fn row(text: &str, span: Span, mode: Mode, kind: RowKind) -> Result<RowSpec, SpecError> {
+    match mode {
+        Mode::SingleChar => single_char_row(text, span, kind),
+        Mode::MultiChar => multi_char_row(text, span, kind),
+    }
+}
+
+fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, SpecError> {
+    let mut out = RowSpec::default();
+    let bytes = text.as_bytes();
+    let mut i = span.start;
+    while i < span.end {
+        let c = text[i..].chars().next().unwrap_or(' ');
+        if c.is_whitespace() {
+            i += c.len_utf8();
+        } else if text[i..span.end].starts_with("..") {
+            let var = row_var(text, i, span.end, kind)?;
+            i = var.1.end;
+            push_row_var(text, &mut out, var)?;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < span.end && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let n = parse_size(text, start..i)?;
+            out.axes.push(AxisSpec { kind: AxisKind::Size(n), span: start..i });
+        } else if is_ident_start(c) {
+            let start = i;
+            i += 1;
+            let kind = if i < span.end && bytes[i] == b':' {
+                let ds = i + 1;
+                let mut de = ds;
+                while de < span.end && bytes[de].is_ascii_digit() {
+                    de += 1;
+                }
+                if de == ds {
+                    return Err(err(text, i..(i + 1).min(span.end), "a size after `:`", &describe(text, &(ds..ds + 1))));
+                }
+                let n = parse_size(text, ds..de)?;
+                i = de;
+                AxisKind::LabeledSize(c.to_string(), n)
+            } else if c == '_' {
+                AxisKind::Anonymous
+            } else {
+                AxisKind::Label(c.to_string())
+            };
+            out.axes.push(AxisSpec { kind, span: start..i });
+        } else {
+            let end = i + c.len_utf8();
+            return Err(err(
+                text,
+                i..end,
+                "an axis label, a size, or a row variable `..name..`",
+                &format!("`{c}`"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn multi_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, SpecError> {
+    let mut out = RowSpec::default();
+    let mut i = span.start;
+    while i < span.end {
+        let c = text[i..].chars().next().unwrap_or(' ');
+        if c == ',' || c.is_whitespace() {
+            i += c.len_utf8();
+            continue;
+        }
+        let start = i;
+        while i < span.end {
+            let c = text[i..].chars().next().unwrap_or(' ');
+            if c == ',' || c.is_whitespace() {
+                break;
+            }
+            i += c.len_utf8();
+        }
+        let tok = &text[start..i];
+        if tok.starts_with("..") {
+            let var = row_var(text, start, i, kind)?;
+            if var.1.end != i {
+                return Err(err(text, var.1.end..i, "a separator after the row variable", &describe(text, &(var.1.end..i))));
+            }
+            push_row_var(text, &mut out, var)?;
+        } else if tok.chars().all(|c| c.is_ascii_digit()) {
+            let n = parse_size(text, start..i)?;
+            out.axes.push(AxisSpec { kind: AxisKind::Size(n), span: start..i });
+        } else if let Some((label, size)) = tok.split_once(':') {
+            if !is_ident(label) || label == "_" {
+                return Err(err(text, start..start + label.len(), "a label before `:`", &format!("`{label}`")));
+            }
+            let ds = start + label.len() + 1;
+            if size.is_empty() || !size.chars().all(|c| c.is_ascii_digit()) {
+                return Err(err(text, ds..i.max(ds + 1).min(text.len().max(ds)), "a size after `:`", &format!("`{size}`")));
+            }
+            let n = parse_size(text, ds..i)?;
+            out.axes.push(AxisSpec { kind: AxisKind::LabeledSize(label.to_string(), n), span: start..i });
+        } else if tok == "_" {
+            out.axes.push(AxisSpec { kind: AxisKind::Anonymous, span: start..i });
+        } else if is_ident(tok) {
+            out.axes.push(AxisSpec { kind: AxisKind::Label(tok.to_string()), span: start..i });
+        } else {
+            return Err(err(
+                text,
+                start..i,
+                "an axis label, a size, `label:size`, or a row variable `..name..`",
+                &format!("`{tok}`"),
+            ));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,87 @@
+//! The constraint language.
+
+use std::num::NonZeroU64;
+
+use shape_core::{Dim, Row};
+
+use crate::origin::Why;
+
+/// One constraint over dims and rows.
+///
+/// `cur >= subr` is broadcasting: `cur` belongs to the tensor that is
+/// computed, `subr` to an operand that may be smaller than expected. For
+/// known sizes `n >= m` holds when `n = m` or `m = 1`; for rows, `cur` has
+/// at least as many axes as `subr` and is `>=` axis by axis, aligned at the
+/// end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Constraint {
+    /// Two dims are equal.
+    DimEq {
+        /// One side.
+        a: Dim,
+        /// The other side.
+        b: Dim,
+        /// Why.
+        why: Why,
+    },
+    /// `cur >= subr` for one axis.
+    DimIneq {
+        /// The broadcast-to side.
+        cur: Dim,
+        /// The broadcast-from side.
+        subr: Dim,
+        /// Why.
+        why: Why,
+    },
+    /// Two rows are equal: same number of axes, equal dims.
+    RowEq {
+        /// One side.
+        a: Row,
+        /// The other side.
+        b: Row,
+        /// Why.
+        why: Why,
+    },
+    /// `cur >= subr` for a whole row.
+    RowIneq {
+        /// The broadcast-to side.
+        cur: Row,
+        /// The broadcast-from side.
+        subr: Row,
+        /// Why.
+        why: Why,
+    },
+    /// The product of the row's dims is `total`.
+    TotalElems {
+        /// The row.
+        row: Row,
+        /// The number of elements.
+        total: NonZeroU64,
+        /// Why.
+        why: Why,
+    },
+    /// `rest` is `whole` without its first (leftmost) axis. Waits until
+    /// `whole` has a known number of axes.
+    DropFirst {
+        /// The longer row.
+        whole: Row,
+        /// The row without the first axis.
+        rest: Row,
+        /// Why.
+        why: Why,
+    },
+}
+
+impl Constraint {
+    /// The reason attached to the constraint.
+    pub fn why(&self) -> Why {
+        match self {
+            Constraint::DimEq { why, .. }
+            | Constraint::DimIneq { why, .. }
+            | Constraint::RowEq { why, .. }
+            | Constraint::RowIneq { why, .. }
+            | Constraint::TotalElems { why, .. }
+            | Constraint::DropFirst { why, .. } => *why,
+        }
+    }
+}

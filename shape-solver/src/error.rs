@@ -1,0 +1,192 @@
+//! Shape errors: what conflicts, where, and where each fact came from.
+
+use std::fmt;
+use std::sync::Arc;
+
+use shape_core::KnownDim;
+
+use crate::origin::{Origin, Relation};
+
+/// A known size together with the place it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimFact {
+    /// The size (and label).
+    pub value: KnownDim,
+    /// The constraint that introduced this size.
+    pub origin: Arc<Origin>,
+    /// The axis within that constraint's row, counted from the end.
+    pub axis_from_end: Option<u32>,
+}
+
+impl fmt::Display for DimFact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, from {}", self.value, self.origin)?;
+        if let Some(a) = self.axis_from_end {
+            write!(f, " at {}", AxisFromEnd(a))?;
+        }
+        Ok(())
+    }
+}
+
+/// An axis position written Python-style from the end: `axis -1` is last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisFromEnd(pub u32);
+
+impl fmt::Display for AxisFromEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "axis -{}", self.0 + 1)
+    }
+}
+
+fn axis_text(axis: &Option<u32>) -> String {
+    match axis {
+        Some(a) => format!(" {}", AxisFromEnd(*a)),
+        None => String::new(),
+    }
+}
+
+/// A failure to solve shape constraints.
+///
+/// Every variant carries the constraint in which the failure showed up
+/// (`context`), which names the operation, the tensors and the rows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShapeError {
+    /// Two sizes that must agree do not.
+    #[error(
+        "size mismatch in {context}{}: {} {} (got {left}) vs {} (got {right})",
+        axis_text(axis),
+        match relation { Relation::Equal => "these must be equal:", Relation::Broadcasts => "this cannot broadcast:" },
+        left.value, right.value
+    )]
+    DimMismatch {
+        /// The constraint where the conflict showed up.
+        context: Arc<Origin>,
+        /// The axis of the constraint's rows, from the end.
+        axis: Option<u32>,
+        /// Equality, or broadcasting of `right` to `left`.
+        relation: Relation,
+        /// The result-side (or first) size.
+        left: DimFact,
+        /// The operand-side (or second) size.
+        right: DimFact,
+    },
+    /// Two sizes agree but carry different labels.
+    #[error(
+        "label mismatch in {context}{}: {} is labeled differently from {} (got {left}) vs (got {right})",
+        axis_text(axis), left.value, right.value
+    )]
+    LabelMismatch {
+        /// The constraint where the conflict showed up.
+        context: Arc<Origin>,
+        /// The axis, from the end.
+        axis: Option<u32>,
+        /// One labeled size.
+        left: DimFact,
+        /// The other.
+        right: DimFact,
+    },
+    /// Rows with a fixed number of axes disagree on it.
+    #[error(
+        "axis count mismatch in {context}: {} ({left_row}) has {left_len} axes but {} ({right_row}) has {right_len}{}",
+        match relation { Relation::Equal => "the left row", Relation::Broadcasts => "the result row" },
+        match relation { Relation::Equal => "the right row", Relation::Broadcasts => "the operand row" },
+        match relation { Relation::Equal => "", Relation::Broadcasts => "; an operand cannot have more axes than the result it broadcasts to" }
+    )]
+    AxisCountMismatch {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// Equality or broadcasting.
+        relation: Relation,
+        /// The left (result) row, printed.
+        left_row: String,
+        /// Its number of axes.
+        left_len: usize,
+        /// The right (operand) row, printed.
+        right_row: String,
+        /// Its number of axes.
+        right_len: usize,
+    },
+    /// A row variable would need infinitely many axes.
+    #[error("infinite number of axes in {context}: row variable {row_var} would have to contain itself plus more axes ({detail})")]
+    InfiniteAxes {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The row variable, printed.
+        row_var: String,
+        /// The rows involved.
+        detail: String,
+    },
+    /// A `TotalElems` row cannot divide its total by its known sizes.
+    #[error("element count mismatch in {context}: the row {row} must hold {total} elements, but its known sizes multiply to {known_product}, which {}", if *exact { "is different" } else { "does not divide it" })]
+    TotalElems {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The row, printed.
+        row: String,
+        /// The required number of elements.
+        total: u64,
+        /// The product of the row's known sizes.
+        known_product: u128,
+        /// Whether every size was known (so the product had to be exact).
+        exact: bool,
+    },
+    /// A `TotalElems` row still has several unknown sizes at finalization.
+    #[error("not enough information in {context}: the row {row} must hold {total} elements, but {unknowns} of its sizes are unknown; give all but one of them")]
+    Underdetermined {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The row, printed.
+        row: String,
+        /// The required number of elements.
+        total: u64,
+        /// How many sizes are unknown.
+        unknowns: usize,
+    },
+    /// A batch slice of a tensor without batch axes.
+    #[error("cannot slice in {context}: the row {row} has no axis to drop")]
+    NothingToSlice {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The row, printed.
+        row: String,
+    },
+    /// A dimension or row variable that this solver never created.
+    #[error("unknown {what} variable {id}: it was not created by this solver")]
+    UnknownVariable {
+        /// `dim` or `row`.
+        what: &'static str,
+        /// The variable's id.
+        id: u32,
+    },
+}
+
+impl ShapeError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ShapeError::DimMismatch { .. } => "dim_mismatch",
+            ShapeError::LabelMismatch { .. } => "label_mismatch",
+            ShapeError::AxisCountMismatch { .. } => "axis_count_mismatch",
+            ShapeError::InfiniteAxes { .. } => "infinite_axes",
+            ShapeError::TotalElems { .. } => "total_elems",
+            ShapeError::Underdetermined { .. } => "underdetermined",
+            ShapeError::NothingToSlice { .. } => "nothing_to_slice",
+            ShapeError::UnknownVariable { .. } => "unknown_variable",
+        }
+    }
+
+    /// The constraint in which the error showed up, if any.
+    pub fn context(&self) -> Option<&Origin> {
+        match self {
+            ShapeError::DimMismatch { context, .. }
+            | ShapeError::LabelMismatch { context, .. }
+            | ShapeError::AxisCountMismatch { context, .. }
+            | ShapeError::InfiniteAxes { context, .. }
+            | ShapeError::TotalElems { context, .. }
+            | ShapeError::Underdetermined { context, .. }
+            | ShapeError::NothingToSlice { context, .. } => Some(context),
+            ShapeError::UnknownVariable { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Finalization: closing every variable that solving left open.
+//!
+//! This is the one step that is a policy rather than a consequence of the
+//! constraints, so it is separate and explicit. Rounds, highest priority
+//! first, each followed by full simplification:
+//!
+//! 1. a dim variable with a least upper bound takes it;
+//! 2. a row variable all of whose upper bounds are closed rows takes as
+//!    many fresh axes as the shortest of them allows (their sizes then
+//!    follow from rule 1);
+//! 3. a row variable with no upper bound at all becomes empty;
+//! 4. a dim variable with no upper bound at all becomes 1;
+//! 5. what is left (variables that bound each other in a cycle) closes the
+//!    same way, lowest id first;
+//! 6. an element-count constraint still waiting on two or more unknown
+//!    sizes is an error: the solution would be a guess.
+//!
+//! Results flow down from the results of a computation to its leaves, so a
+//! parameter gets the largest shape its uses allow and an intermediate
+//! result gets the smallest.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use imbl::Vector;
+use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
+
+use crate::constraint::Constraint;
+use crate::env::{DimEntry, Env, ResolvedDim, RowEntry};
+use crate::error::ShapeError;
+use crate::origin::{Origin, Why};
+use crate::solver::Solver;
+
+/// Variables whose closing rules may have become applicable.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Dirty {
+    pub dims: BTreeSet<DimVar>,
+    pub rows: BTreeSet<RowVar>,
+}
+
+impl Solver {
+    /// Closes every open variable and returns the fully solved state.
+    ///
+    /// `self` is not changed, so more constraints can be added and
+    /// finalization run again.
+    pub fn finalize(&self) -> Result<Solution, ShapeError> {
+        let mut s = self.clone();
+        let fin = Why::of(s.add_origin(Origin::Finalization));
+        let mut dirty = Dirty::default();
+        for (i, e) in s.env.dims.iter().enumerate() {
+            if matches!(e, DimEntry::Open(_)) {
+                dirty.dims.insert(DimVar(i as u32));
+            }
+        }
+        for (i, e) in s.env.rows.iter().enumerate() {
+            if matches!(e, RowEntry::Open(_)) {
+                dirty.rows.insert(RowVar(i as u32));
+            }
+        }
+        s.dirty = Some(dirty);
+        loop {
+            s.run()?;
+            if s.close_dirty(fin)? {
+                continue;
+            }
+            let (blocked_dims, blocked_rows, waiting) = s.blocked()?;
+            if s.close_top_rows(fin, &blocked_rows)? || s.close_top_dims(fin, &blocked_dims)? {
+                continue;
+            }
+            if s.close_leftover(fin, &blocked_dims, &blocked_rows)? {
+                continue;
+            }
+            if let Some(c) = waiting {
+                return Err(s.underdetermined(c));
+            }
+            break;
+        }
+        s.dirty = None;
+        Ok(Solution {
+            env: s.env,
+            origins: s.origins,
+        })
+    }
+
+    /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
+    fn close_dirty(&mut self, fin: Why) -> Result<bool, ShapeError> {
+        let Some(d) = self.dirty.as_mut() else { return Ok(false) };
+        if let Some(v) = d.dims.pop_first() {
+            if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
+                self.push(Constraint::DimEq {
+                    a: Dim::Var(v),
+                    b: Dim::Known(lub),
+                    why: lw,
+                });
+            }
+            return Ok(true);
+        }
+        if let Some(r) = d.rows.pop_first() {
+            if let Some(len) = self.closed_upper_len(r)? {
+                let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.fresh_dim())).collect();
+                if let Some(d) = self.dirty.as_mut() {
+                    d.dims.extend(fresh.iter().filter_map(as_var));
+                }
+                self.push(Constraint::RowEq {
+                    a: Row::open(r, vec![]),
+                    b: Row::closed(fresh),
+                    why: fin,
+                });
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The stored inequalities that bound `r` from above, resolved.
+    fn uppers(&self, r: RowVar) -> Result<Vec<(Row, usize)>, ShapeError> {
+        let Some(b) = self.env.row_bounds(r) else { return Ok(vec![]) };
+        let mut out = Vec::new();
+        for c in &b.ineqs {
+            if let Constraint::RowIneq { cur, subr, .. } = c {
+                let rs = self.env.resolve_row(subr)?;
+                let rc = self.env.resolve_row(cur)?;
+                if rs.tail == RowTail::Open(r) && rc.tail != RowTail::Open(r) {
+                    out.push((
+                        Row {
+                            dims: rc.dims,
+                            tail: rc.tail,
+                            constraint: Default::default(),
+                        },
+                        rs.dims.len(),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rule 2: when every upper bound of `r` is closed, the number of axes
+    /// the shortest one leaves for `r`.
+    fn closed_upper_len(&self, r: RowVar) -> Result<Option<usize>, ShapeError> {
+        let ups = self.uppers(r)?;
+        if ups.is_empty() || ups.iter().any(|(u, _)| !u.is_closed()) {
+            return Ok(None);
+        }
+        Ok(ups.iter().map(|(u, n)| u.dims.len().saturating_sub(*n)).min())
+    }
+
+    fn unsolved_rows(&self) -> Vec<RowVar> {
+        let mut out = Vec::new();
+        for (i, e) in self.env.rows.iter().enumerate() {
+            if matches!(e, RowEntry::Open(_)) {
+                out.push(RowVar(i as u32));
+            }
+        }
+        out
+    }
+
+    fn unsolved_dims(&self) -> Vec<DimVar> {
+        let mut out = Vec::new();
+        for (i, e) in self.env.dims.iter().enumerate() {
+            if matches!(e, DimEntry::Open(_)) {
+                out.push(DimVar(i as u32));
+            }
+        }
+        out
+    }
+
+    /// Variables that deferred constraints will decide: dims of element-count
+    /// rows with two or more unknowns, rows that are the rest of a pending
+    /// slice. Also returns one such element-count constraint.
+    #[allow(clippy::type_complexity)]
+    fn blocked(&self) -> Result<(BTreeSet<DimVar>, BTreeSet<RowVar>, Option<Constraint>), ShapeError> {
+        let mut dims = BTreeSet::new();
+        let mut rows = BTreeSet::new();
+        let mut waiting = None;
+        let watchers = self
+            .env
+            .dims
+            .iter()
+            .filter_map(|e| match e {
+                DimEntry::Open(b) => Some(&b.watchers),
+                _ => None,
+            })
+            .chain(self.env.rows.iter().filter_map(|e| match e {
+                RowEntry::Open(b) => Some(&b.watchers),
+                _ => None,
+            }));
+        for ws in watchers {
+            for c in ws {
+                match c {
+                    Constraint::TotalElems { row, why, .. } => {
+                        let rr = self.env.resolve_row(row)?;
+                        let mut unknown = Vec::new();
+                        for d in &rr.dims {
+                            if let ResolvedDim::Var(v) = self.env.resolve_dim(d, *why)? {
+                                unknown.push(v);
+                            }
+                        }
+                        unknown.sort();
+                        unknown.dedup();
+                        if rr.tail == RowTail::Closed && unknown.len() >= 2 {
+                            dims.extend(unknown);
+                            waiting.get_or_insert_with(|| c.clone());
+                        }
+                    }
+                    Constraint::DropFirst { rest, .. } => {
+                        if let RowTail::Open(r) = self.env.resolve_row(rest)?.tail {
+                            rows.insert(r);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok((dims, rows, waiting))
+    }
+
+    /// Rule 3.
+    fn close_top_rows(&mut self, fin: Why, blocked: &BTreeSet<RowVar>) -> Result<bool, ShapeError> {
+        let mut tops = Vec::new();
+        for r in self.unsolved_rows() {
+            if !blocked.contains(&r) && self.uppers(r)?.is_empty() {
+                tops.push(r);
+            }
+        }
+        for &r in &tops {
+            self.close_row_empty(r, fin)?;
+        }
+        Ok(!tops.is_empty())
+    }
+
+    fn close_row_empty(&mut self, r: RowVar, fin: Why) -> Result<(), ShapeError> {
+        if self.env.row_bounds(r).is_some() {
+            self.push(Constraint::RowEq {
+                a: Row::open(r, vec![]),
+                b: Row::empty(),
+                why: fin,
+            });
+            self.run()?;
+        }
+        Ok(())
+    }
+
+    fn close_dim_one(&mut self, v: DimVar, fin: Why) -> Result<(), ShapeError> {
+        if self.env.dim_bounds(v).is_some() {
+            self.push(Constraint::DimEq {
+                a: Dim::Var(v),
+                b: Dim::Known(KnownDim::one()),
+                why: fin,
+            });
+            self.run()?;
+        }
+        Ok(())
+    }
+
+    /// Rule 4.
+    fn close_top_dims(&mut self, fin: Why, blocked: &BTreeSet<DimVar>) -> Result<bool, ShapeError> {
+        let tops: Vec<DimVar> = self
+            .unsolved_dims()
+            .into_iter()
+            .filter(|v| {
+                !blocked.contains(v)
+                    && self
+                        .env
+                        .dim_bounds(*v)
+                        .is_some_and(|b| b.cur.is_empty() && b.lub.is_none())
+            })
+            .collect();
+        for &v in &tops {
+            self.close_dim_one(v, fin)?;
+        }
+        Ok(!tops.is_empty())
+    }
+
+    /// Rule 5: one variable from a cycle of bounds.
+    fn close_leftover(
+        &mut self,
+        fin: Why,
+        blocked_dims: &BTreeSet<DimVar>,
+        blocked_rows: &BTreeSet<RowVar>,
+    ) -> Result<bool, ShapeError> {
+        if let Some(r) = self.unsolved_rows().into_iter().find(|r| !blocked_rows.contains(r)) {
+            self.close_row_empty(r, fin)?;
+            return Ok(true);
+        }
+        if let Some(v) = self.unsolved_dims().into_iter().find(|v| !blocked_dims.contains(v)) {
+            self.close_dim_one(v, fin)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn underdetermined(&self, c: Constraint) -> ShapeError {
+        let Constraint::TotalElems { row, total, why } = c else {
+            unreachable!("only element-count constraints wait on several dims")
+        };
+        match self.env.resolve_row(&row) {
+            Ok(rr) => {
+                let unknowns = rr
+                    .dims
+                    .iter()
+                    .filter(|d| matches!(self.env.resolve_dim(d, why), Ok(ResolvedDim::Var(_))))
+                    .count();
+                ShapeError::Underdetermined {
+                    context: self.origin_arc(why.origin),
+                    row: self.show_row(&rr),
+                    total: total.get(),
+                    unknowns,
+                }
+            }
+            Err(e) => e,
+        }
+    }
+}
+
+fn as_var(d: &Dim) -> Option<DimVar> {
+    match d {
+        Dim::Var(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// A fully solved environment: every variable has a value.
+#[derive(Clone, Debug)]
+pub struct Solution {
+    env: Env,
+    origins: Vector<Arc<Origin>>,
+}
+
+/// Why a dimension has its size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provenance {
+    /// The size.
+    pub value: KnownDim,
+    /// Where the size came from: a declaration, an operation, or
+    /// finalization's default.
+    pub source: Arc<Origin>,
+    /// The axis within the source's row, counted from the end.
+    pub source_axis: Option<u32>,
+    /// The constraints that carried the size to this dimension, nearest
+    /// first.
+    pub via: Vec<Arc<Origin>>,
+}
+
+impl Solution {
+    fn origin(&self, why: Why) -> Arc<Origin> {
+        self.origins
+            .get(why.origin.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Origin::Finalization))
+    }
+
+    /// The solved size of a dim.
+    pub fn dim(&self, d: &Dim) -> Result<KnownDim, ShapeError> {
+        Ok(self.provenance(d)?.value)
+    }
+
+    /// The solved sizes of a row.
+    pub fn row(&self, r: &Row) -> Result<Vec<KnownDim>, ShapeError> {
+        let rr = self.env.resolve_row(r)?;
+        if let RowTail::Open(v) = rr.tail {
+            return Err(ShapeError::UnknownVariable { what: "row", id: v.0 });
+        }
+        rr.dims.iter().map(|d| self.dim(d)).collect()
+    }
+
+    /// The solved size of a dim and the chain of constraints that fixed it.
+    pub fn provenance(&self, d: &Dim) -> Result<Provenance, ShapeError> {
+        let mut via = Vec::new();
+        let mut cur = d.clone();
+        loop {
+            match cur {
+                Dim::Known(value) => {
+                    return Ok(Provenance {
+                        value,
+                        source: via.last().cloned().unwrap_or_else(|| Arc::new(Origin::Finalization)),
+                        source_axis: None,
+                        via,
+                    })
+                }
+                Dim::Var(v) => match self.env.dim_entry(v)? {
+                    DimEntry::Solved { value, why, source } => {
+                        via.push(self.origin(*why));
+                        if let Dim::Known(k) = value {
+                            return Ok(Provenance {
+                                value: k.clone(),
+                                source: self.origin(*source),
+                                source_axis: source.axis_from_end,
+                                via,
+                            });
+                        }
+                        cur = value.clone();
+                    }
+                    DimEntry::Open(_) => return Err(ShapeError::UnknownVariable { what: "dim", id: v.0 }),
+                },
+            }
+        }
+    }
+}
+
+impl Solution {
+    /// The value of a solved row variable.
+    pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
+        match self.env.row_entry(v)? {
+            RowEntry::Solved { value, .. } => Ok(value.clone()),
+            RowEntry::Open(_) => Err(ShapeError::UnknownVariable { what: "row", id: v.0 }),
+        }
+    }
+}

@@ -1,0 +1,642 @@
+//! The graph API: tensors, operations, solving, reading shapes back.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use imbl::Vector;
+use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec, SpecError};
+use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowConstraint, RowKind, RowVar, Shape, SolvedShape};
+
+use crate::constraint::Constraint;
+use crate::error::ShapeError;
+use crate::finalize::{Provenance, Solution};
+use crate::ops::{OpContext, OpKind};
+use crate::origin::{OpRef, Origin, TensorRef, Why};
+use crate::solver::Solver;
+
+/// A tensor in a [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TensorId(pub(crate) usize);
+
+impl TensorId {
+    /// The tensor's index in its graph (creation order).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// An operation in a [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OpId(pub(crate) usize);
+
+impl OpId {
+    /// The operation's index in its graph (creation order).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// How a tensor came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    /// Data supplied by the user, with a declared (partial) shape.
+    Input,
+    /// A learned value whose shape is inferred from its uses.
+    Parameter,
+    /// A constant with a declared shape or element count.
+    Constant,
+    /// The result of an operation.
+    Result(OpId),
+}
+
+#[derive(Clone, Debug)]
+struct Tensor {
+    name: Arc<str>,
+    kind: TensorKind,
+    shape: Shape,
+}
+
+/// An operation node.
+#[derive(Clone, Debug)]
+struct OpNode {
+    kind: OpKind,
+    operands: Vec<TensorId>,
+    result: TensorId,
+}
+
+/// A failure of a graph call.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// The shapes do not fit together.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    /// A malformed shape or einsum spec.
+    #[error("in {context}: {source}")]
+    Spec {
+        /// What the spec was for.
+        context: String,
+        /// The parse error.
+        source: SpecError,
+    },
+    /// A tensor id that this graph did not create.
+    #[error("unknown tensor id {0}: it was not created by this graph")]
+    UnknownTensor(usize),
+    /// An operation given the wrong number of operands.
+    #[error("{op} takes {expected} operand(s) but was given {found}")]
+    Arity {
+        /// The operation.
+        op: String,
+        /// Operands it takes.
+        expected: usize,
+        /// Operands given.
+        found: usize,
+    },
+    /// A constant whose element count does not fit its declared shape.
+    #[error("constant `{name}`: {message}")]
+    Constant {
+        /// The constant's name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A tensor program under construction: tensors, operations and the
+/// solver state their shapes induce.
+///
+/// Constraints are solved as operations are added, so a conflict is
+/// reported by the call that introduces it; [`Graph::solve`] then closes
+/// what is left open. Cloning a graph is cheap (persistent structures), so
+/// a clone can be extended to ask "what if".
+///
+/// ```
+/// use shape_solver::Graph;
+/// let mut g = Graph::new();
+/// let x = g.input("x", "8|784").unwrap();
+/// let w1 = g.parameter("w1").unwrap();
+/// let b1 = g.parameter_with_spec("b1", "64").unwrap();
+/// let h = g.compose(w1, x).unwrap();
+/// let h = g.add(h, b1).unwrap();
+/// let h = g.unary("relu", h).unwrap();
+/// let w2 = g.parameter("w2").unwrap();
+/// let y = g.compose(w2, h).unwrap();
+/// g.require(y, "8|->10").unwrap();
+/// let s = g.solve().unwrap();
+/// assert_eq!(s.shape(w1).unwrap().to_string(), "|784->64");
+/// assert_eq!(s.shape(w2).unwrap().to_string(), "|64->10");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    solver: Solver,
+    tensors: Vector<Tensor>,
+    ops: Vector<OpNode>,
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    fn tensor(&self, t: TensorId) -> Result<&Tensor, GraphError> {
+        self.tensors.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
+    }
+
+    fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
+        Ok(TensorRef {
+            id: t.0,
+            name: self.tensor(t)?.name.clone(),
+        })
+    }
+
+    /// The number of tensors.
+    pub fn num_tensors(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// The number of operations.
+    pub fn num_ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// All tensor ids, in creation order.
+    pub fn tensor_ids(&self) -> impl Iterator<Item = TensorId> {
+        (0..self.tensors.len()).map(TensorId)
+    }
+
+    /// A tensor's name.
+    pub fn name(&self, t: TensorId) -> Result<&str, GraphError> {
+        Ok(&self.tensor(t)?.name)
+    }
+
+    /// A tensor's kind.
+    pub fn kind(&self, t: TensorId) -> Result<TensorKind, GraphError> {
+        Ok(self.tensor(t)?.kind)
+    }
+
+    /// An operation's kind, operands and result.
+    pub fn op(&self, op: OpId) -> Option<(&OpKind, &[TensorId], TensorId)> {
+        self.ops.get(op.0).map(|o| (&o.kind, o.operands.as_slice(), o.result))
+    }
+
+    /// The solver state (for direct constraints or inspection).
+    pub fn solver(&self) -> &Solver {
+        &self.solver
+    }
+
+    /// The tensor's shape as far as it is known now, variables included.
+    pub fn shape(&self, t: TensorId) -> Result<Shape, GraphError> {
+        let shape = &self.tensor(t)?.shape;
+        Ok(Shape {
+            batch: self.solver.resolve_row(&shape.batch)?,
+            input: self.solver.resolve_row(&shape.input)?,
+            output: self.solver.resolve_row(&shape.output)?,
+        })
+    }
+
+    /// The tensor's declared rows, unresolved: the variables the solver
+    /// knows it by.
+    pub fn shape_vars(&self, t: TensorId) -> Result<&Shape, GraphError> {
+        Ok(&self.tensor(t)?.shape)
+    }
+
+    fn push_tensor(&mut self, name: &str, kind: TensorKind, shape: Shape) -> TensorId {
+        let id = TensorId(self.tensors.len());
+        self.tensors.push_back(Tensor {
+            name: Arc::from(name),
+            kind,
+            shape,
+        });
+        id
+    }
+
+    fn parse_spec(text: &str, context: impl FnOnce() -> String) -> Result<ShapeSpec, GraphError> {
+        ShapeSpec::parse(text).map_err(|source| GraphError::Spec {
+            context: context(),
+            source,
+        })
+    }
+
+    /// Declares an input with a (partial) shape in the spec notation.
+    ///
+    /// Labels are dimension variables local to this spec, digits are fixed
+    /// sizes, `..name..` is a row variable; rows the spec leaves out are
+    /// empty (`"784"` has no batch and no input axes).
+    pub fn input(&mut self, name: &str, spec: &str) -> Result<TensorId, GraphError> {
+        self.declare(name, spec, TensorKind::Input, None)
+    }
+
+    /// Declares a parameter whose shape is inferred from its uses: no batch
+    /// axes, any input and output axes.
+    pub fn parameter(&mut self, name: &str) -> Result<TensorId, GraphError> {
+        let shape = Shape {
+            batch: Row::empty(),
+            input: Row::open(self.solver.fresh_row(), vec![]),
+            output: Row::open(self.solver.fresh_row(), vec![]),
+        };
+        Ok(self.push_tensor(name, TensorKind::Parameter, shape))
+    }
+
+    /// Declares a parameter with a (partial) shape in the spec notation.
+    pub fn parameter_with_spec(&mut self, name: &str, spec: &str) -> Result<TensorId, GraphError> {
+        self.declare(name, spec, TensorKind::Parameter, None)
+    }
+
+    /// Declares a constant holding `num_elems` values laid out in the given
+    /// shape; the output row must account for exactly the elements the
+    /// batch and input rows leave, so one unknown output size is inferred.
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// let mut g = Graph::new();
+    /// let c = g.constant("c", "3->k", 12).unwrap();
+    /// assert_eq!(g.solve().unwrap().shape(c).unwrap().to_string(), "|3->4");
+    /// ```
+    pub fn constant(&mut self, name: &str, spec: &str, num_elems: u64) -> Result<TensorId, GraphError> {
+        let n = NonZeroU64::new(num_elems).ok_or_else(|| GraphError::Constant {
+            name: name.to_string(),
+            message: "a constant needs at least one element".into(),
+        })?;
+        self.declare(name, spec, TensorKind::Constant, Some(n))
+    }
+
+    fn declare(
+        &mut self,
+        name: &str,
+        spec_text: &str,
+        kind: TensorKind,
+        num_elems: Option<NonZeroU64>,
+    ) -> Result<TensorId, GraphError> {
+        let spec = Self::parse_spec(spec_text, || format!("the declared shape of `{name}`"))?;
+        let mut g = self.clone();
+        let id = TensorId(g.tensors.len());
+        let tref = TensorRef {
+            id: id.0,
+            name: Arc::from(name),
+        };
+        let mut names = SpecNames::default();
+        let mut constraints = Vec::new();
+        let mut rows = Vec::new();
+        for kind in RowKind::ALL {
+            let origin = Origin::Declared {
+                tensor: tref.clone(),
+                kind,
+                spec: Arc::from(spec_text),
+            };
+            let why = Why::of(g.solver.add_origin(origin));
+            let row = match spec.row(kind) {
+                Some(r) => g.row_from_spec(r, &mut names, why, &mut constraints),
+                None => Row::empty(),
+            };
+            rows.push(row);
+        }
+        let [batch, input, mut output]: [Row; 3] = rows.try_into().expect("three rows");
+        if let Some(n) = num_elems {
+            let mut others: u128 = 1;
+            for kind in [RowKind::Batch, RowKind::Input] {
+                let Some(r) = spec.row(kind) else { continue };
+                for a in &r.axes {
+                    match (&a.kind, &r.row_var) {
+                        (AxisKind::Size(n) | AxisKind::LabeledSize(_, n), None) => others *= n.get() as u128,
+                        _ => {
+                            return Err(GraphError::Constant {
+                                name: name.into(),
+                                message: format!(
+                                    "the batch and input rows of \"{spec_text}\" must be fixed sizes when the element count is given"
+                                ),
+                            })
+                        }
+                    }
+                }
+                if r.row_var.is_some() {
+                    return Err(GraphError::Constant {
+                        name: name.into(),
+                        message: format!("the batch and input rows of \"{spec_text}\" must not have row variables when the element count is given"),
+                    });
+                }
+            }
+            let per_output = (n.get() as u128)
+                .checked_rem(others)
+                .filter(|r| *r == 0)
+                .map(|_| n.get() as u128 / others);
+            let Some(per_output) = per_output.and_then(|p| NonZeroU64::new(p as u64)) else {
+                return Err(GraphError::Constant {
+                    name: name.into(),
+                    message: format!(
+                        "{num} elements do not fill whole rows of the {others} elements that the batch and input rows of \"{spec_text}\" hold",
+                        num = n.get()
+                    ),
+                });
+            };
+            output = output.with_constraint(RowConstraint::TotalElems(per_output));
+            let why = Why::of(g.solver.add_origin(Origin::Declared {
+                tensor: tref.clone(),
+                kind: RowKind::Output,
+                spec: Arc::from(format!("{spec_text}\" with {} elements, \"", n.get())),
+            }));
+            constraints.push(Constraint::TotalElems {
+                row: Row {
+                    constraint: RowConstraint::Unconstrained,
+                    ..output.clone()
+                },
+                total: per_output,
+                why,
+            });
+        }
+        g.push_tensor(name, kind, Shape { batch, input, output });
+        g.solver.add_all(constraints)?;
+        *self = g;
+        Ok(id)
+    }
+
+    /// Builds a row of fresh variables for a spec row; fixed sizes become
+    /// equations recorded in `constraints`, so every tensor axis is a
+    /// variable whose solution remembers where its size came from.
+    fn row_from_spec(&mut self, r: &RowSpec, names: &mut SpecNames, why: Why, constraints: &mut Vec<Constraint>) -> Row {
+        let n = r.axes.len();
+        let mut dims = Vec::with_capacity(n);
+        for (i, a) in r.axes.iter().enumerate() {
+            let known = match &a.kind {
+                AxisKind::Label(l) => {
+                    let v = *names.dims.entry(l.clone()).or_insert_with(|| self.solver.fresh_dim());
+                    dims.push(Dim::Var(v));
+                    continue;
+                }
+                AxisKind::Anonymous => {
+                    dims.push(Dim::Var(self.solver.fresh_dim()));
+                    continue;
+                }
+                AxisKind::Size(s) => KnownDim::new(*s),
+                AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
+            };
+            let v = self.solver.fresh_dim();
+            dims.push(Dim::Var(v));
+            constraints.push(Constraint::DimEq {
+                a: Dim::Var(v),
+                b: Dim::Known(known),
+                why: why.at_axis(n - 1 - i),
+            });
+        }
+        match &r.row_var {
+            Some((name, _)) => {
+                let v = *names.rows.entry(name.clone()).or_insert_with(|| self.solver.fresh_row());
+                Row::open(v, dims)
+            }
+            None => Row::closed(dims),
+        }
+    }
+
+    /// Requires a tensor to have the shape given in the spec notation; rows
+    /// the spec leaves out are not constrained.
+    pub fn require(&mut self, t: TensorId, spec_text: &str) -> Result<(), GraphError> {
+        let tref = self.tensor_ref(t)?;
+        let spec = Self::parse_spec(spec_text, || format!("the required shape of `{}`", tref.name))?;
+        let mut g = self.clone();
+        let shape = g.tensor(t)?.shape.clone();
+        let mut names = SpecNames::default();
+        let mut constraints = Vec::new();
+        for kind in RowKind::ALL {
+            if let Some(r) = spec.row(kind) {
+                let origin = Origin::Required {
+                    tensor: tref.clone(),
+                    kind,
+                    spec: Arc::from(spec_text),
+                };
+                let why = Why::of(g.solver.add_origin(origin));
+                let row = g.row_from_spec(r, &mut names, why, &mut constraints);
+                constraints.push(Constraint::RowEq {
+                    a: shape.row(kind).clone(),
+                    b: row,
+                    why,
+                });
+            }
+        }
+        g.solver.add_all(constraints)?;
+        *self = g;
+        Ok(())
+    }
+
+    /// Applies an operation; the result is named `t<id>`.
+    pub fn apply(&mut self, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+        let name = format!("t{}", self.tensors.len());
+        self.apply_named(&name, kind, operands)
+    }
+
+    /// Applies an operation and names its result.
+    pub fn apply_named(&mut self, name: &str, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+        if operands.len() != kind.arity() {
+            return Err(GraphError::Arity {
+                op: kind.name(),
+                expected: kind.arity(),
+                found: operands.len(),
+            });
+        }
+        let operand_refs = operands
+            .iter()
+            .map(|&t| self.tensor_ref(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut g = self.clone();
+        let op_id = OpId(g.ops.len());
+        let result_shape = Shape {
+            batch: Row::open(g.solver.fresh_row(), vec![]),
+            input: Row::open(g.solver.fresh_row(), vec![]),
+            output: Row::open(g.solver.fresh_row(), vec![]),
+        };
+        let result = g.push_tensor(name, TensorKind::Result(op_id), result_shape.clone());
+        let mut shapes = vec![result_shape];
+        for &t in operands {
+            shapes.push(g.tensor(t)?.shape.clone());
+        }
+        let op = OpRef {
+            id: op_id.0,
+            name: Arc::from(kind.name()),
+            operands: operand_refs,
+            result: TensorRef {
+                id: result.0,
+                name: Arc::from(name),
+            },
+        };
+        let mut ctx = OpContext {
+            solver: &mut g.solver,
+            op,
+            shapes,
+        };
+        let constraints = ctx.constraints(&kind);
+        g.solver.add_all(constraints)?;
+        g.ops.push_back(OpNode {
+            kind,
+            operands: operands.to_vec(),
+            result,
+        });
+        *self = g;
+        Ok(result)
+    }
+
+    /// A pointwise unary function, such as `relu` or `exp`.
+    pub fn unary(&mut self, name: &str, a: TensorId) -> Result<TensorId, GraphError> {
+        self.apply(OpKind::Unary(Arc::from(name)), &[a])
+    }
+
+    /// A pointwise binary function, such as `add` or `mul`.
+    pub fn binary(&mut self, name: &str, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
+        self.apply(OpKind::Binary(Arc::from(name)), &[a, b])
+    }
+
+    /// Pointwise addition with broadcasting.
+    pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
+        self.binary("add", a, b)
+    }
+
+    /// Pointwise multiplication with broadcasting.
+    pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
+        self.binary("mul", a, b)
+    }
+
+    /// `a * b` with `b`'s outputs feeding `a`'s inputs (matrix product).
+    pub fn compose(&mut self, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
+        self.apply(OpKind::Compose, &[a, b])
+    }
+
+    /// Swaps input and output axes.
+    pub fn transpose(&mut self, a: TensorId) -> Result<TensorId, GraphError> {
+        self.apply(OpKind::Transpose, &[a])
+    }
+
+    /// Drops the leftmost batch axis.
+    pub fn batch_slice(&mut self, a: TensorId) -> Result<TensorId, GraphError> {
+        self.apply(OpKind::BatchSlice, &[a])
+    }
+
+    /// An einsum such as `"ij;jk=>ik"` over the given operands.
+    pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+        let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
+            context: format!("einsum \"{spec}\""),
+            source,
+        })?;
+        self.apply(OpKind::Einsum(parsed), operands)
+    }
+
+    /// A permutation (or reduction) of one operand: a unary einsum such as
+    /// `"ij=>ji"`.
+    pub fn permute(&mut self, spec: &str, a: TensorId) -> Result<TensorId, GraphError> {
+        let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
+            context: format!("permute \"{spec}\""),
+            source,
+        })?;
+        if parsed.operands.len() != 1 {
+            return Err(GraphError::Arity {
+                op: format!("permute \"{spec}\""),
+                expected: 1,
+                found: parsed.operands.len(),
+            });
+        }
+        self.apply(OpKind::Einsum(parsed), &[a])
+    }
+
+    /// Closes every open variable and returns every tensor's solved shape.
+    /// The graph itself is unchanged, so it can be extended and solved
+    /// again.
+    pub fn solve(&self) -> Result<SolvedGraph, GraphError> {
+        let solution = self.solver.finalize()?;
+        let mut shapes = Vec::with_capacity(self.tensors.len());
+        for t in &self.tensors {
+            shapes.push(SolvedShape {
+                batch: solution.row(&t.shape.batch)?,
+                input: solution.row(&t.shape.input)?,
+                output: solution.row(&t.shape.output)?,
+            });
+        }
+        Ok(SolvedGraph {
+            graph: self.clone(),
+            shapes,
+            solution,
+        })
+    }
+}
+
+/// Variables named in one spec.
+#[derive(Default)]
+struct SpecNames {
+    dims: HashMap<String, shape_core::DimVar>,
+    rows: HashMap<RowVarName, RowVar>,
+}
+
+
+/// The result of [`Graph::solve`]: every tensor's shape, fully solved.
+#[derive(Clone, Debug)]
+pub struct SolvedGraph {
+    graph: Graph,
+    shapes: Vec<SolvedShape>,
+    solution: Solution,
+}
+
+impl SolvedGraph {
+    /// The tensor's solved shape.
+    pub fn shape(&self, t: TensorId) -> Result<&SolvedShape, GraphError> {
+        self.shapes.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
+    }
+
+    /// The graph that was solved.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The solved environment.
+    pub fn solution(&self) -> &Solution {
+        &self.solution
+    }
+
+    /// Why axis `axis` (from the left) of row `kind` of tensor `t` has its
+    /// size: the declaration, operation or default that fixed it.
+    pub fn explain(&self, t: TensorId, kind: RowKind, axis: usize) -> Result<Provenance, GraphError> {
+        let shape = self.graph.tensor(t)?.shape.clone();
+        let rr = self.graph.solver.env.resolve_row(shape.row(kind)).map_err(GraphError::Shape)?;
+        let row = self.solution.row(shape.row(kind))?;
+        if axis >= row.len() {
+            return Err(GraphError::UnknownTensor(t.0));
+        }
+        // Axes of a still-open row sit after the variable's expansion.
+        let full = self.full_row(shape.row(kind), &rr.dims)?;
+        Ok(self.solution.provenance(&full[axis])?)
+    }
+
+    fn full_row(&self, r: &Row, _resolved: &[Dim]) -> Result<Vec<Dim>, GraphError> {
+        // Walk the solution's row variables to the dims behind every axis.
+        let mut dims = r.dims.clone();
+        let mut tail = r.tail;
+        while let shape_core::RowTail::Open(v) = tail {
+            let solved = self.solution_row_var(v)?;
+            let mut d = solved.dims.clone();
+            d.extend(dims);
+            dims = d;
+            tail = solved.tail;
+        }
+        Ok(dims)
+    }
+
+    fn solution_row_var(&self, v: RowVar) -> Result<Row, GraphError> {
+        self.solution.row_var(v).map_err(GraphError::Shape)
+    }
+
+    /// Every tensor with its name and solved shape, in creation order.
+    pub fn iter(&self) -> impl Iterator<Item = (TensorId, &str, &SolvedShape)> {
+        self.graph
+            .tensors
+            .iter()
+            .zip(&self.shapes)
+            .enumerate()
+            .map(|(i, (t, s))| (TensorId(i), &*t.name, s))
+    }
+}
+
+impl fmt::Display for SolvedGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (_, name, shape) in self.iter() {
+            writeln!(f, "{name}: {shape}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,39 @@
+//! The declarative shape solver.
+//!
+//! Front ends (the [`Graph`] API, spec strings) produce [`Constraint`]s over
+//! the dims and rows of `shape-core`; the [`Solver`] simplifies them over
+//! persistent maps, in any order, to the same result; [`Solver::finalize`]
+//! closes what is left open and yields a [`Solution`], in which every
+//! dimension has a size and a [`Provenance`].
+//!
+//! ```
+//! use shape_solver::Graph;
+//! let mut g = Graph::new();
+//! let x = g.input("x", "32|784").unwrap();
+//! let w = g.parameter("w").unwrap();
+//! let b = g.parameter_with_spec("b", "10").unwrap();
+//! let y = g.compose(w, x).unwrap();
+//! let y = g.add(y, b).unwrap();
+//! let solved = g.solve().unwrap();
+//! assert_eq!(solved.shape(w).unwrap().to_string(), "|784->10");
+//! assert_eq!(solved.shape(y).unwrap().to_string(), "32|->10");
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod constraint;
+mod env;
+mod error;
+mod finalize;
+mod graph;
+mod ops;
+mod origin;
+mod solver;
+
+pub use constraint::Constraint;
+pub use error::{AxisFromEnd, DimFact, ShapeError};
+pub use finalize::{Provenance, Solution};
+pub use graph::{Graph, GraphError, OpId, SolvedGraph, TensorId, TensorKind};
+pub use ops::OpKind;
+pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
+pub use solver::Solver;

@@ -1,0 +1,224 @@
+//! Operation logic: the constraints each kind of operation imposes.
+//!
+//! Broadcasting operations relate the result (`cur`) to each operand
+//! (`subr`) by row inequalities; einsum and permute relate every row to a
+//! template built from the spec by row equalities.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec};
+use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, Shape};
+
+use crate::constraint::Constraint;
+use crate::origin::{OpRef, Origin, Relation, RowSite, Why};
+use crate::solver::Solver;
+
+/// What an operation does to shapes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpKind {
+    /// A pointwise function of one tensor (`relu`, `exp`, ...): the result
+    /// broadcasts from the operand in all three rows.
+    Unary(Arc<str>),
+    /// A pointwise function of two tensors (`add`, `mul`, ...): numpy-style
+    /// broadcasting in each of the three rows.
+    Binary(Arc<str>),
+    /// `a * b`: `b`'s outputs feed `a`'s inputs (matrix multiplication,
+    /// function composition); batch axes broadcast.
+    Compose,
+    /// An einsum over one or two operands, given by a spec.
+    Einsum(EinsumSpec),
+    /// Swaps the input and output rows; batch axes are kept.
+    Transpose,
+    /// Drops the leftmost batch axis.
+    BatchSlice,
+}
+
+impl OpKind {
+    /// How many operands the operation takes.
+    pub fn arity(&self) -> usize {
+        match self {
+            OpKind::Unary(_) | OpKind::Transpose | OpKind::BatchSlice => 1,
+            OpKind::Binary(_) | OpKind::Compose => 2,
+            OpKind::Einsum(spec) => spec.operands.len(),
+        }
+    }
+
+    /// The name used in messages.
+    pub fn name(&self) -> String {
+        match self {
+            OpKind::Unary(n) | OpKind::Binary(n) => n.to_string(),
+            OpKind::Compose => "compose".into(),
+            OpKind::Einsum(spec) if spec.operands.len() == 1 => format!("permute \"{spec}\""),
+            OpKind::Einsum(spec) => format!("einsum \"{spec}\""),
+            OpKind::Transpose => "transpose".into(),
+            OpKind::BatchSlice => "batch_slice".into(),
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Builds the constraints of one operation instance. Position 0 is the
+/// result, positions 1.. the operands.
+pub(crate) struct OpContext<'a> {
+    pub solver: &'a mut Solver,
+    pub op: OpRef,
+    pub shapes: Vec<Shape>,
+}
+
+impl OpContext<'_> {
+    fn site(&self, i: usize, kind: RowKind) -> RowSite {
+        let tensor = if i == 0 {
+            self.op.result.clone()
+        } else {
+            self.op.operands[i - 1].clone()
+        };
+        RowSite { tensor, kind }
+    }
+
+    /// `left.kl` related to `right.kr`.
+    fn relate(&mut self, left: (usize, RowKind), right: (usize, RowKind), relation: Relation) -> Constraint {
+        let origin = Origin::Op {
+            op: self.op.clone(),
+            left: self.site(left.0, left.1),
+            right: self.site(right.0, right.1),
+            relation,
+        };
+        let why = Why::of(self.solver.add_origin(origin));
+        let a = self.shapes[left.0].row(left.1).clone();
+        let b = self.shapes[right.0].row(right.1).clone();
+        match relation {
+            Relation::Equal => Constraint::RowEq { a, b, why },
+            Relation::Broadcasts => Constraint::RowIneq { cur: a, subr: b, why },
+        }
+    }
+
+    fn row_why(&mut self, i: usize, kind: RowKind, what: String) -> Why {
+        let origin = Origin::OpRow {
+            op: self.op.clone(),
+            site: self.site(i, kind),
+            what: what.into(),
+        };
+        Why::of(self.solver.add_origin(origin))
+    }
+
+    /// The constraints of `kind` applied to the shapes in this context.
+    pub fn constraints(&mut self, kind: &OpKind) -> Vec<Constraint> {
+        use Relation::{Broadcasts as Ge, Equal as Eq};
+        use RowKind::{Batch as B, Input as I, Output as O};
+        match kind {
+            OpKind::Unary(_) => RowKind::ALL.iter().map(|&k| self.relate((0, k), (1, k), Ge)).collect(),
+            OpKind::Binary(_) => RowKind::ALL
+                .iter()
+                .flat_map(|&k| [((0, k), (1, k)), ((0, k), (2, k))])
+                .map(|(l, r)| self.relate(l, r, Ge))
+                .collect(),
+            OpKind::Compose => vec![
+                self.relate((1, I), (2, O), Ge),
+                self.relate((0, B), (1, B), Ge),
+                self.relate((0, B), (2, B), Ge),
+                self.relate((0, I), (2, I), Ge),
+                self.relate((0, O), (1, O), Ge),
+            ],
+            OpKind::Transpose => vec![
+                self.relate((0, B), (1, B), Ge),
+                self.relate((0, I), (1, O), Ge),
+                self.relate((0, O), (1, I), Ge),
+            ],
+            OpKind::BatchSlice => {
+                let why = self.row_why(0, B, "to be the operand's batch row without its first axis".into());
+                vec![
+                    Constraint::DropFirst {
+                        whole: self.shapes[1].batch.clone(),
+                        rest: self.shapes[0].batch.clone(),
+                        why,
+                    },
+                    self.relate((0, I), (1, I), Eq),
+                    self.relate((0, O), (1, O), Eq),
+                ]
+            }
+            OpKind::Einsum(spec) => self.einsum(spec),
+        }
+    }
+
+    fn einsum(&mut self, spec: &EinsumSpec) -> Vec<Constraint> {
+        let mut dims: HashMap<String, Dim> = HashMap::new();
+        let mut rows: HashMap<RowVarName, shape_core::RowVar> = HashMap::new();
+        let specs: Vec<ShapeSpec> = std::iter::once(spec.result.clone()).chain(spec.operands.iter().cloned()).collect();
+        let mut out = Vec::new();
+        for (i, s) in specs.iter().enumerate() {
+            for kind in RowKind::ALL {
+                let template = match (s.row(kind), kind) {
+                    (Some(r), _) => self.template(r, &mut dims, &mut rows),
+                    (None, RowKind::Batch) => {
+                        let name = RowVarName::OfKind(RowKind::Batch);
+                        let v = *rows.entry(name).or_insert_with(|| self.solver.fresh_row());
+                        Row::open(v, vec![])
+                    }
+                    (None, _) => Row::empty(),
+                };
+                let what = match s.row(kind) {
+                    Some(r) => format!("to match \"{}\" of the spec", RowText(r)),
+                    None if kind == RowKind::Batch => "to equal the batch rows of the other operands".into(),
+                    None => "to be empty, as the spec does not write it".into(),
+                };
+                let why = self.row_why(i, kind, what);
+                out.push(Constraint::RowEq {
+                    a: self.shapes[i].row(kind).clone(),
+                    b: template,
+                    why,
+                });
+            }
+        }
+        out
+    }
+
+    fn template(
+        &mut self,
+        r: &RowSpec,
+        dims: &mut HashMap<String, Dim>,
+        rows: &mut HashMap<RowVarName, shape_core::RowVar>,
+    ) -> Row {
+        let ds = r
+            .axes
+            .iter()
+            .map(|a| match &a.kind {
+                AxisKind::Label(l) => dims
+                    .entry(l.clone())
+                    .or_insert_with(|| Dim::Var(self.solver.fresh_dim()))
+                    .clone(),
+                AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
+                AxisKind::LabeledSize(l, n) => Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l)))),
+                AxisKind::Anonymous => Dim::Var(self.solver.fresh_dim()),
+            })
+            .collect();
+        match &r.row_var {
+            Some((name, _)) => {
+                let v = *rows.entry(name.clone()).or_insert_with(|| self.solver.fresh_row());
+                Row::open(v, ds)
+            }
+            None => Row::closed(ds),
+        }
+    }
+}
+
+/// A row spec printed on its own.
+struct RowText<'a>(&'a RowSpec);
+
+impl fmt::Display for RowText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spec = ShapeSpec {
+            batch: None,
+            input: None,
+            output: self.0.clone(),
+        };
+        spec.fmt(f)
+    }
+}

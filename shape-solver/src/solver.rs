@@ -1,0 +1,747 @@
+//! The solver: a worklist of unification and inequality simplification.
+//!
+//! All of the solving rules live in this module, one method per constraint
+//! kind; finalization (closing what is left open) lives in `finalize`.
+//!
+//! Rules, in short (the tables in `docs/constraint-semantics.md` say the
+//! same at length):
+//! * `DimEq`: known = known must agree in size and label; a variable is
+//!   bound and its recorded inequalities are re-emitted against its value.
+//! * `DimIneq cur >= subr`: `n >= m` iff `n = m` or `m = 1`; `v >= m` with
+//!   `m > 1` forces `v = m`; `1 >= v` forces `v = 1`; `n >= v` records `n`
+//!   as the least upper bound of `v` (a second, different bound forces
+//!   `v = 1`); `v >= w` is recorded on both and `v`'s bound passes to `w`.
+//! * `RowEq`: aligned at the end, dims pairwise equal; a row variable takes
+//!   the leading surplus of the other side; closed rows need equal lengths.
+//! * `RowIneq cur >= subr`: aligned at the end, dims pairwise `>=`; an open
+//!   `cur` shorter than `subr` is expanded with a template of fresh dim
+//!   variables; what cannot be decided yet is stored on the row variables
+//!   and retried when one of them is solved.
+//! * `TotalElems`: solved when at most one unknown size remains and the row
+//!   is closed; known sizes must divide the total.
+//! * `DropFirst`: waits until the longer row is closed.
+
+use std::sync::Arc;
+
+use imbl::Vector;
+use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
+
+use crate::constraint::Constraint;
+use crate::env::{DimBounds, DimEntry, Env, ResolvedDim, ResolvedRow, RowBounds, RowEntry};
+use crate::error::{DimFact, ShapeError};
+use crate::origin::{Origin, OriginId, Relation, Why};
+
+/// A declarative shape solver over persistent maps.
+///
+/// Cloning a solver is O(1): the environment, the origin table and the
+/// deferred constraints are persistent structures, so a state can be forked
+/// to try alternatives.
+///
+/// ```
+/// use shape_core::{Dim, Row, KnownDim};
+/// use shape_solver::{Constraint, Origin, Solver, Why};
+///
+/// let mut s = Solver::new();
+/// let why = Why::of(s.add_origin(Origin::Direct { what: "example".into() }));
+/// let (v, r) = (s.fresh_dim(), s.fresh_row());
+/// // [..r.., v] >= [4, 3]: the result row broadcasts from a (4, 3) operand.
+/// let cur = Row::open(r, vec![Dim::Var(v)]);
+/// let subr = Row::closed(vec![Dim::known(4).unwrap(), Dim::known(3).unwrap()]);
+/// s.add(Constraint::RowIneq { cur: cur.clone(), subr, why }).unwrap();
+/// let solution = s.finalize().unwrap();
+/// let sizes: Vec<u64> = solution.row(&cur).unwrap().iter().map(KnownDim::size).collect();
+/// assert_eq!(sizes, vec![4, 3]);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Solver {
+    pub(crate) env: Env,
+    pub(crate) origins: Vector<Arc<Origin>>,
+    /// Row variables created through the API (not by templates).
+    api_row_vars: u32,
+    /// Work still to do; empty between public calls.
+    queue: WorkQueue,
+    /// Variables to re-examine during finalization.
+    pub(crate) dirty: Option<crate::finalize::Dirty>,
+    steps: u64,
+}
+
+impl Solver {
+    /// An empty solver.
+    pub fn new() -> Solver {
+        Solver::default()
+    }
+
+    /// A new dim variable.
+    pub fn fresh_dim(&mut self) -> DimVar {
+        let v = DimVar(self.env.dims.len() as u32);
+        self.env.dims.push_back(DimEntry::Open(DimBounds::default()));
+        v
+    }
+
+    /// A new row variable.
+    pub fn fresh_row(&mut self) -> RowVar {
+        self.api_row_vars += 1;
+        self.mint_row(0)
+    }
+
+    fn mint_row(&mut self, depth: u32) -> RowVar {
+        let v = RowVar(self.env.rows.len() as u32);
+        self.env.rows.push_back(RowEntry::Open(RowBounds {
+            depth,
+            ..RowBounds::default()
+        }));
+        if let Some(d) = &mut self.dirty {
+            d.rows.insert(v);
+        }
+        v
+    }
+
+    /// Registers where constraints come from; returns its id for [`Why`].
+    pub fn add_origin(&mut self, origin: Origin) -> OriginId {
+        let id = OriginId(self.origins.len() as u32);
+        self.origins.push_back(Arc::new(origin));
+        id
+    }
+
+    /// The origin with the given id.
+    pub fn origin(&self, id: OriginId) -> Option<&Origin> {
+        self.origins.get(id.0 as usize).map(|o| o.as_ref())
+    }
+
+    pub(crate) fn origin_arc(&self, id: OriginId) -> Arc<Origin> {
+        self.origins
+            .get(id.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Origin::Finalization))
+    }
+
+    /// The number of constraint-processing steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Adds a constraint and simplifies until nothing more follows.
+    ///
+    /// On error the solver is left exactly as it was before the call.
+    pub fn add(&mut self, c: Constraint) -> Result<(), ShapeError> {
+        self.add_all(std::iter::once(c))
+    }
+
+    /// Adds several constraints at once; on error none of them is kept.
+    pub fn add_all(&mut self, cs: impl IntoIterator<Item = Constraint>) -> Result<(), ShapeError> {
+        let snapshot = self.clone();
+        self.push_all(cs);
+        match self.run() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                *self = snapshot;
+                Err(e)
+            }
+        }
+    }
+
+    /// A dim with solved variables substituted.
+    pub fn resolve_dim(&self, d: &Dim) -> Result<Dim, ShapeError> {
+        let why = Why::of(OriginId(0));
+        Ok(match self.env.resolve_dim(d, why)? {
+            ResolvedDim::Known { value, .. } => Dim::Known(value),
+            ResolvedDim::Var(v) => Dim::Var(v),
+        })
+    }
+
+    /// A row with solved variables substituted, dims included.
+    pub fn resolve_row(&self, r: &Row) -> Result<Row, ShapeError> {
+        let rr = self.env.resolve_row(r)?;
+        let dims = rr
+            .dims
+            .iter()
+            .map(|d| self.resolve_dim(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Row {
+            dims,
+            tail: rr.tail,
+            constraint: r.constraint,
+        })
+    }
+
+    pub(crate) fn push(&mut self, c: Constraint) {
+        self.queue.push(c);
+    }
+
+    fn push_all(&mut self, cs: impl IntoIterator<Item = Constraint>) {
+        for c in cs {
+            self.queue.push(c);
+        }
+    }
+
+    pub(crate) fn run(&mut self) -> Result<(), ShapeError> {
+        while let Some(c) = self.queue.pop() {
+            self.steps += 1;
+            if let Err(e) = self.step(c) {
+                self.queue.clear();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, c: Constraint) -> Result<(), ShapeError> {
+        match c {
+            Constraint::DimEq { a, b, why } => self.unify_dim(&a, &b, why),
+            Constraint::DimIneq { cur, subr, why } => self.dim_ineq(&cur, &subr, why),
+            Constraint::RowEq { a, b, why } => {
+                self.row_constraints_of(&a, why);
+                self.row_constraints_of(&b, why);
+                self.unify_row(&a, &b, why)
+            }
+            Constraint::RowIneq { cur, subr, why } => {
+                self.row_constraints_of(&cur, why);
+                self.row_constraints_of(&subr, why);
+                self.row_ineq(cur, subr, why)
+            }
+            Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
+            Constraint::DropFirst { whole, rest, why } => self.drop_first(whole, rest, why),
+        }
+    }
+
+    /// A row that carries its own constraint contributes it once it is used.
+    fn row_constraints_of(&mut self, r: &Row, why: Why) {
+        match r.constraint {
+            shape_core::RowConstraint::TotalElems(total) => {
+                let row = Row {
+                    constraint: shape_core::RowConstraint::Unconstrained,
+                    ..r.clone()
+                };
+                self.push(Constraint::TotalElems { row, total, why });
+            }
+            shape_core::RowConstraint::Unconstrained => {}
+        }
+    }
+
+    fn fact(&self, value: KnownDim, source: Why) -> DimFact {
+        DimFact {
+            value,
+            origin: self.origin_arc(source.origin),
+            axis_from_end: source.axis_from_end,
+        }
+    }
+
+    // ----- dims -----------------------------------------------------------
+
+    fn unify_dim(&mut self, a: &Dim, b: &Dim, why: Why) -> Result<(), ShapeError> {
+        let ra = self.env.resolve_dim(a, why)?;
+        let rb = self.env.resolve_dim(b, why)?;
+        match (ra, rb) {
+            (ResolvedDim::Var(v), ResolvedDim::Var(w)) => {
+                if v != w {
+                    self.bind_dim(v, Dim::Var(w), why, why);
+                }
+                Ok(())
+            }
+            (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. })
+            | (ResolvedDim::Known { value, source, .. }, ResolvedDim::Var(v)) => {
+                self.bind_dim(v, Dim::Known(value), why, source);
+                Ok(())
+            }
+            (ra @ ResolvedDim::Known { .. }, rb @ ResolvedDim::Known { .. }) => {
+                self.agree(ra, rb, why, Relation::Equal)
+            }
+        }
+    }
+
+    /// Two known sizes that must be equal: check sizes, then merge labels.
+    fn agree(&mut self, a: ResolvedDim, b: ResolvedDim, why: Why, relation: Relation) -> Result<(), ShapeError> {
+        let (
+            ResolvedDim::Known {
+                value: x,
+                source: sx,
+                holder: hx,
+            },
+            ResolvedDim::Known {
+                value: y,
+                source: sy,
+                holder: hy,
+            },
+        ) = (a, b)
+        else {
+            return Ok(());
+        };
+        if x.size() != y.size() {
+            return Err(ShapeError::DimMismatch {
+                context: self.origin_arc(why.origin),
+                axis: why.axis_from_end,
+                relation,
+                left: self.fact(x, sx),
+                right: self.fact(y, sy),
+            });
+        }
+        if !x.labels_agree(&y) {
+            return Err(ShapeError::LabelMismatch {
+                context: self.origin_arc(why.origin),
+                axis: why.axis_from_end,
+                left: self.fact(x, sx),
+                right: self.fact(y, sy),
+            });
+        }
+        // An unlabeled size takes the label of the other side.
+        match (x.label(), y.label(), hx, hy) {
+            (None, Some(l), Some(h), _) => self.relabel(h, l.clone()),
+            (Some(l), None, _, Some(h)) => self.relabel(h, l.clone()),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn relabel(&mut self, v: DimVar, label: shape_core::Label) {
+        if let Some(DimEntry::Solved {
+            value: Dim::Known(k),
+            ..
+        }) = self.env.dims.get_mut(v.index())
+        {
+            *k = k.clone().with_label(Some(label));
+        }
+    }
+
+    /// Binds an unsolved variable and re-emits what was recorded about it.
+    fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
+        let old = std::mem::replace(
+            &mut self.env.dims[v.index()],
+            DimEntry::Solved {
+                value: value.clone(),
+                why,
+                source,
+            },
+        );
+        let DimEntry::Open(bounds) = old else { return };
+        if let Some(d) = &mut self.dirty {
+            d.dims.extend(bounds.cur.iter().chain(&bounds.subr).map(|(w, _)| *w));
+            if let Dim::Var(w) = value {
+                d.dims.insert(w);
+            }
+        }
+        for (c, cw) in bounds.cur {
+            self.push(Constraint::DimIneq {
+                cur: Dim::Var(c),
+                subr: value.clone(),
+                why: cw,
+            });
+        }
+        for (s, sw) in bounds.subr {
+            self.push(Constraint::DimIneq {
+                cur: value.clone(),
+                subr: Dim::Var(s),
+                why: sw,
+            });
+        }
+        if let Some((lub, lw)) = bounds.lub {
+            self.push(Constraint::DimIneq {
+                cur: Dim::Known(lub),
+                subr: value,
+                why: lw,
+            });
+        }
+        self.push_all(bounds.watchers);
+    }
+
+    fn dim_ineq(&mut self, cur: &Dim, subr: &Dim, why: Why) -> Result<(), ShapeError> {
+        let rc = self.env.resolve_dim(cur, why)?;
+        let rs = self.env.resolve_dim(subr, why)?;
+        match (rc, rs) {
+            (rc @ ResolvedDim::Known { .. }, rs @ ResolvedDim::Known { .. }) => {
+                let (ResolvedDim::Known { value: n, .. }, ResolvedDim::Known { value: m, .. }) = (&rc, &rs) else {
+                    return Ok(());
+                };
+                if m.is_one() {
+                    Ok(())
+                } else {
+                    let same = n.size() == m.size();
+                    let r = self.agree(rc, rs, why, Relation::Broadcasts);
+                    debug_assert!(same || r.is_err());
+                    r
+                }
+            }
+            (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. }) => {
+                // v >= m with m > 1 leaves only v = m.
+                if !value.is_one() {
+                    self.bind_dim(v, Dim::Known(value), why, source);
+                }
+                Ok(())
+            }
+            (ResolvedDim::Known { value, source, .. }, ResolvedDim::Var(w)) => {
+                if value.is_one() {
+                    self.bind_dim(w, Dim::Known(value), why, source);
+                } else {
+                    self.add_lub(w, value, source);
+                }
+                Ok(())
+            }
+            (ResolvedDim::Var(v), ResolvedDim::Var(w)) => {
+                if v != w {
+                    self.record_dim_ineq(v, w, why);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `n >= w` for an unsolved `w` and `n > 1`.
+    fn add_lub(&mut self, w: DimVar, n: KnownDim, source: Why) {
+        let Some(bounds) = self.env.dim_bounds(w) else { return };
+        match &bounds.lub {
+            None => {
+                let subs: Vec<(DimVar, Why)> = bounds.subr.clone();
+                self.env.update_dim_bounds(w, |b| b.lub = Some((n.clone(), source)));
+                if let Some(d) = &mut self.dirty {
+                    d.dims.insert(w);
+                }
+                for (s, _) in subs {
+                    self.push(Constraint::DimIneq {
+                        cur: Dim::Known(n.clone()),
+                        subr: Dim::Var(s),
+                        why: source,
+                    });
+                }
+            }
+            Some((l, _)) if l.size() == n.size() && l.labels_agree(&n) => {
+                if l.label().is_none() && n.label().is_some() {
+                    self.env.update_dim_bounds(w, |b| b.lub = Some((n, source)));
+                }
+            }
+            Some(_) => {
+                // Two different upper bounds above 1: only 1 is below both.
+                self.bind_dim(w, Dim::Known(KnownDim::one()), source, source);
+            }
+        }
+    }
+
+    fn record_dim_ineq(&mut self, v: DimVar, w: DimVar, why: Why) {
+        let mut lub = None;
+        let mut fresh = false;
+        self.env.update_dim_bounds(v, |b| {
+            if !b.subr.iter().any(|(s, _)| *s == w) {
+                b.subr.push((w, why));
+                fresh = true;
+            }
+            lub = b.lub.clone();
+        });
+        if !fresh {
+            return;
+        }
+        self.env.update_dim_bounds(w, |b| b.cur.push((v, why)));
+        if let Some((l, lw)) = lub {
+            self.push(Constraint::DimIneq {
+                cur: Dim::Known(l),
+                subr: Dim::Var(w),
+                why: lw,
+            });
+        }
+    }
+
+    // ----- rows -----------------------------------------------------------
+
+    pub(crate) fn show_row(&self, r: &ResolvedRow) -> String {
+        let row = Row {
+            dims: r
+                .dims
+                .iter()
+                .map(|d| self.resolve_dim(d).unwrap_or_else(|_| d.clone()))
+                .collect(),
+            tail: r.tail,
+            constraint: shape_core::RowConstraint::Unconstrained,
+        };
+        format!("[{row}]")
+    }
+
+    fn unify_row(&mut self, a: &Row, b: &Row, why: Why) -> Result<(), ShapeError> {
+        let ra = self.env.resolve_row(a)?;
+        let rb = self.env.resolve_row(b)?;
+        let (la, lb) = (ra.dims.len(), rb.dims.len());
+        let mismatch = |s: &Self| ShapeError::AxisCountMismatch {
+            context: s.origin_arc(why.origin),
+            relation: Relation::Equal,
+            left_row: s.show_row(&ra),
+            left_len: la,
+            right_row: s.show_row(&rb),
+            right_len: lb,
+        };
+        match (ra.tail, rb.tail) {
+            (RowTail::Closed, RowTail::Closed) if la != lb => return Err(mismatch(self)),
+            (RowTail::Open(_), RowTail::Closed) if la > lb => return Err(mismatch(self)),
+            (RowTail::Closed, RowTail::Open(_)) if la < lb => return Err(mismatch(self)),
+            (RowTail::Open(v), RowTail::Open(w)) if v == w && la != lb => {
+                return Err(ShapeError::InfiniteAxes {
+                    context: self.origin_arc(why.origin),
+                    row_var: v.to_string(),
+                    detail: format!("{} = {}", self.show_row(&ra), self.show_row(&rb)),
+                })
+            }
+            _ => {}
+        }
+        for i in 0..la.min(lb) {
+            self.push(Constraint::DimEq {
+                a: ra.dims[la - 1 - i].clone(),
+                b: rb.dims[lb - 1 - i].clone(),
+                why: why.at_axis(i),
+            });
+        }
+        match (ra.tail, rb.tail) {
+            (RowTail::Open(v), RowTail::Closed) => {
+                self.bind_row(v, Row::closed(rb.dims[..lb - la].to_vec()), why)
+            }
+            (RowTail::Closed, RowTail::Open(w)) => {
+                self.bind_row(w, Row::closed(ra.dims[..la - lb].to_vec()), why)
+            }
+            (RowTail::Open(v), RowTail::Open(w)) if v != w => {
+                if la <= lb {
+                    self.bind_row(v, Row::open(w, rb.dims[..lb - la].to_vec()), why)
+                } else {
+                    self.bind_row(w, Row::open(v, ra.dims[..la - lb].to_vec()), why)
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Binds an unsolved row variable and retries what was stored on it.
+    fn bind_row(&mut self, v: RowVar, value: Row, why: Why) {
+        let value_tail = value.tail;
+        let old = std::mem::replace(&mut self.env.rows[v.index()], RowEntry::Solved { value, why });
+        let RowEntry::Open(bounds) = old else { return };
+        if let Some(d) = &mut self.dirty {
+            if let RowTail::Open(w) = value_tail {
+                d.rows.insert(w);
+            }
+            for c in &bounds.ineqs {
+                if let Constraint::RowIneq { cur, subr, .. } = c {
+                    d.rows.extend(cur.row_var().into_iter().chain(subr.row_var()));
+                }
+            }
+        }
+        self.push_all(bounds.ineqs);
+        self.push_all(bounds.watchers);
+    }
+
+    fn row_ineq(&mut self, cur: Row, subr: Row, why: Why) -> Result<(), ShapeError> {
+        let rc = self.env.resolve_row(&cur)?;
+        let rs = self.env.resolve_row(&subr)?;
+        let (lc, ls) = (rc.dims.len(), rs.dims.len());
+        if lc < ls {
+            match rc.tail {
+                RowTail::Closed => {
+                    return Err(ShapeError::AxisCountMismatch {
+                        context: self.origin_arc(why.origin),
+                        relation: Relation::Broadcasts,
+                        left_row: self.show_row(&rc),
+                        left_len: lc,
+                        right_row: self.show_row(&rs),
+                        right_len: ls,
+                    })
+                }
+                RowTail::Open(cv) => {
+                    // The result must have at least the operand's axes: expand
+                    // it with a template of fresh dim variables, then retry.
+                    if rs.tail == RowTail::Open(cv) {
+                        return Err(ShapeError::InfiniteAxes {
+                            context: self.origin_arc(why.origin),
+                            row_var: cv.to_string(),
+                            detail: format!("{} >= {}", self.show_row(&rc), self.show_row(&rs)),
+                        });
+                    }
+                    let depth_of = |s: &Self, v: RowVar| s.env.row_bounds(v).map_or(0, |b| b.depth);
+                    let sub_depth = match rs.tail {
+                        RowTail::Open(sv) => depth_of(self, sv),
+                        RowTail::Closed => 0,
+                    };
+                    let depth = 1 + depth_of(self, cv).max(sub_depth);
+                    if depth > 2 * self.api_row_vars + 64 {
+                        return Err(ShapeError::InfiniteAxes {
+                            context: self.origin_arc(why.origin),
+                            row_var: cv.to_string(),
+                            detail: format!(
+                                "{} >= {}: broadcasting constraints among row variables form a cycle that adds axes on every round",
+                                self.show_row(&rc),
+                                self.show_row(&rs)
+                            ),
+                        });
+                    }
+                    let nv = self.mint_row(depth);
+                    let fresh: Vec<Dim> = (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
+                    if let Some(d) = &mut self.dirty {
+                        d.dims.extend(fresh.iter().filter_map(|x| match x {
+                            Dim::Var(v) => Some(*v),
+                            _ => None,
+                        }));
+                    }
+                    self.bind_row(cv, Row::open(nv, fresh), why);
+                    self.push(Constraint::RowIneq { cur, subr, why });
+                    return Ok(());
+                }
+            }
+        }
+        for i in 0..ls {
+            self.push(Constraint::DimIneq {
+                cur: rc.dims[lc - 1 - i].clone(),
+                subr: rs.dims[ls - 1 - i].clone(),
+                why: why.at_axis(i),
+            });
+        }
+        let RowTail::Open(sv) = rs.tail else {
+            // A closed operand: the result's extra leading axes are free.
+            return Ok(());
+        };
+        let prefix = rc.dims[..lc - ls].to_vec();
+        match rc.tail {
+            RowTail::Closed if prefix.is_empty() => {
+                self.bind_row(sv, Row::empty(), why);
+            }
+            RowTail::Closed => {
+                let stored = Constraint::RowIneq {
+                    cur: Row::closed(prefix),
+                    subr: Row::open(sv, vec![]),
+                    why,
+                };
+                self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
+                if let Some(d) = &mut self.dirty {
+                    d.rows.insert(sv);
+                }
+            }
+            RowTail::Open(cv) => {
+                if cv == sv && prefix.is_empty() {
+                    return Ok(());
+                }
+                let stored = Constraint::RowIneq {
+                    cur: Row::open(cv, prefix),
+                    subr: Row::open(sv, vec![]),
+                    why,
+                };
+                if cv != sv {
+                    let copy = stored.clone();
+                    self.env.update_row_bounds(cv, |b| b.ineqs.push(copy));
+                }
+                self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
+            }
+        }
+        Ok(())
+    }
+
+    // ----- row constraints ------------------------------------------------
+
+    /// Stores `c` on each unsolved variable it waits for.
+    fn defer(&mut self, c: Constraint, dims: &[DimVar], row: Option<RowVar>) {
+        for &v in dims {
+            let copy = c.clone();
+            self.env.update_dim_bounds(v, |b| b.watchers.push(copy));
+        }
+        if let Some(r) = row {
+            self.env.update_row_bounds(r, |b| b.watchers.push(c));
+        }
+    }
+
+    fn total_elems(&mut self, row: Row, total: std::num::NonZeroU64, why: Why) -> Result<(), ShapeError> {
+        let rr = self.env.resolve_row(&row)?;
+        let mut known: u128 = 1;
+        let mut vars: Vec<DimVar> = Vec::new();
+        for d in &rr.dims {
+            match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, .. } => known = known.saturating_mul(value.size() as u128),
+                ResolvedDim::Var(v) => vars.push(v),
+            }
+        }
+        let t = total.get() as u128;
+        let fail = |s: &Self, exact: bool| ShapeError::TotalElems {
+            context: s.origin_arc(why.origin),
+            row: s.show_row(&rr),
+            total: total.get(),
+            known_product: known,
+            exact,
+        };
+        if t % known != 0 {
+            return Err(fail(self, false));
+        }
+        let quotient = t / known;
+        let mut distinct = vars.clone();
+        distinct.sort();
+        distinct.dedup();
+        let c = Constraint::TotalElems { row, total, why };
+        match (rr.tail, distinct.as_slice()) {
+            (RowTail::Closed, []) => {
+                if quotient != 1 {
+                    return Err(fail(self, true));
+                }
+            }
+            (RowTail::Closed, [v]) => {
+                // v appears `k` times: its size is the k-th root.
+                let k = vars.len() as u32;
+                match integer_root(quotient, k).and_then(|r| KnownDim::of(r as u64)) {
+                    Some(size) => self.bind_dim(*v, Dim::Known(size), why, why),
+                    None => return Err(fail(self, false)),
+                }
+            }
+            (RowTail::Closed, _) => self.defer(c, &distinct, None),
+            (RowTail::Open(r), _) => self.defer(c, &distinct, Some(r)),
+        }
+        Ok(())
+    }
+
+    fn drop_first(&mut self, whole: Row, rest: Row, why: Why) -> Result<(), ShapeError> {
+        let rw = self.env.resolve_row(&whole)?;
+        match rw.tail {
+            RowTail::Closed => {
+                if rw.dims.is_empty() {
+                    return Err(ShapeError::NothingToSlice {
+                        context: self.origin_arc(why.origin),
+                        row: self.show_row(&rw),
+                    });
+                }
+                self.push(Constraint::RowEq {
+                    a: rest,
+                    b: Row::closed(rw.dims[1..].to_vec()),
+                    why,
+                });
+            }
+            RowTail::Open(r) => self.defer(Constraint::DropFirst { whole, rest, why }, &[], Some(r)),
+        }
+        Ok(())
+    }
+}
+
+/// Pending constraints, by class: dim constraints first, then row
+/// constraints, then the row-level ones that wait for whole rows. Taking the
+/// cheapest, most local facts first makes the error a conflict reports less
+/// dependent on the order constraints were added in.
+#[derive(Clone, Debug, Default)]
+struct WorkQueue {
+    dims: Vec<Constraint>,
+    rows: Vec<Constraint>,
+    whole_rows: Vec<Constraint>,
+}
+
+impl WorkQueue {
+    fn push(&mut self, c: Constraint) {
+        match c {
+            Constraint::DimEq { .. } | Constraint::DimIneq { .. } => self.dims.push(c),
+            Constraint::RowEq { .. } | Constraint::RowIneq { .. } => self.rows.push(c),
+            Constraint::TotalElems { .. } | Constraint::DropFirst { .. } => self.whole_rows.push(c),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Constraint> {
+        self.dims.pop().or_else(|| self.rows.pop()).or_else(|| self.whole_rows.pop())
+    }
+
+    fn clear(&mut self) {
+        self.dims.clear();
+        self.rows.clear();
+        self.whole_rows.clear();
+    }
+}
+
+/// The integer `r` with `r^k = n`, if there is one.
+fn integer_root(n: u128, k: u32) -> Option<u128> {
+    if k == 1 {
+        return Some(n);
+    }
+    let guess = (n as f64).powf(1.0 / k as f64).round() as u128;
+    (guess.saturating_sub(1)..=guess + 1).find(|r| r.checked_pow(k) == Some(n))
+}

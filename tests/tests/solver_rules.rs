@@ -1,0 +1,500 @@
+//! Every rule of the constraint semantics, checked on small cases with the
+//! values worked out by hand.
+
+use shape_core::{Dim, KnownDim, Label, Row, RowKind};
+use shape_solver::{Constraint, Graph, GraphError, Origin, Relation, ShapeError, Solver, Why};
+
+fn k(n: u64) -> Dim {
+    Dim::known(n).unwrap()
+}
+
+fn kl(n: u64, l: &str) -> Dim {
+    Dim::Known(KnownDim::of(n).unwrap().with_label(Some(Label::new(l))))
+}
+
+fn why(s: &mut Solver) -> Why {
+    Why::of(s.add_origin(Origin::Direct { what: "test".into() }))
+}
+
+fn sizes(s: &shape_solver::Solution, r: &Row) -> Vec<u64> {
+    s.row(r).unwrap().iter().map(KnownDim::size).collect()
+}
+
+fn dim_ineq(cur: Dim, subr: Dim) -> Result<(), ShapeError> {
+    let mut s = Solver::new();
+    let why = why(&mut s);
+    s.add(Constraint::DimIneq { cur, subr, why })
+}
+
+#[test]
+fn ground_dim_inequality_holds_iff_equal_or_operand_is_one() {
+    assert!(dim_ineq(k(5), k(5)).is_ok());
+    assert!(dim_ineq(k(5), k(1)).is_ok());
+    assert!(dim_ineq(k(1), k(1)).is_ok());
+    assert!(matches!(dim_ineq(k(1), k(5)), Err(ShapeError::DimMismatch { relation: Relation::Broadcasts, .. })));
+    assert!(matches!(dim_ineq(k(3), k(5)), Err(ShapeError::DimMismatch { .. })));
+}
+
+#[test]
+fn dim_equality_of_known_sizes() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    assert!(s.add(Constraint::DimEq { a: k(4), b: k(4), why: w }).is_ok());
+    let err = s.add(Constraint::DimEq { a: k(4), b: k(1), why: w }).unwrap_err();
+    assert!(matches!(err, ShapeError::DimMismatch { relation: Relation::Equal, .. }));
+}
+
+#[test]
+fn variable_above_a_size_greater_than_one_takes_it() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimIneq { cur: Dim::Var(v), subr: k(7), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), k(7));
+}
+
+#[test]
+fn variable_above_one_stays_free_and_finalizes_to_one() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimIneq { cur: Dim::Var(v), subr: k(1), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), Dim::Var(v));
+    assert_eq!(s.finalize().unwrap().dim(&Dim::Var(v)).unwrap().size(), 1);
+}
+
+#[test]
+fn variable_below_one_is_one() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimIneq { cur: k(1), subr: Dim::Var(v), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), k(1));
+}
+
+#[test]
+fn least_upper_bound_is_kept_and_finalization_takes_it() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimIneq { cur: k(6), subr: Dim::Var(v), why: w }).unwrap();
+    s.add(Constraint::DimIneq { cur: k(6), subr: Dim::Var(v), why: w }).unwrap();
+    // Still open: it could be 1 or 6.
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), Dim::Var(v));
+    assert_eq!(s.finalize().unwrap().dim(&Dim::Var(v)).unwrap().size(), 6);
+}
+
+#[test]
+fn two_different_upper_bounds_force_one() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimIneq { cur: k(3), subr: Dim::Var(v), why: w }).unwrap();
+    s.add(Constraint::DimIneq { cur: k(5), subr: Dim::Var(v), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), k(1));
+}
+
+#[test]
+fn bounds_pass_along_chains_of_variables() {
+    // 5 >= a >= b: b's least upper bound is 5 as well.
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (a, b) = (s.fresh_dim(), s.fresh_dim());
+    s.add(Constraint::DimIneq { cur: Dim::Var(a), subr: Dim::Var(b), why: w }).unwrap();
+    s.add(Constraint::DimIneq { cur: k(5), subr: Dim::Var(a), why: w }).unwrap();
+    let sol = s.finalize().unwrap();
+    assert_eq!(sol.dim(&Dim::Var(a)).unwrap().size(), 5);
+    assert_eq!(sol.dim(&Dim::Var(b)).unwrap().size(), 5);
+    // And a conflict further down the chain is found: 3 >= b contradicts 5 >= b
+    // only by forcing b = 1, and then a >= 1 still holds.
+    s.add(Constraint::DimIneq { cur: k(3), subr: Dim::Var(b), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(b)).unwrap(), k(1));
+}
+
+#[test]
+fn a_lower_bound_greater_than_one_travels_up() {
+    // a >= b and b = 4 give a = 4.
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (a, b) = (s.fresh_dim(), s.fresh_dim());
+    s.add(Constraint::DimIneq { cur: Dim::Var(a), subr: Dim::Var(b), why: w }).unwrap();
+    s.add(Constraint::DimEq { a: Dim::Var(b), b: k(4), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(a)).unwrap(), k(4));
+}
+
+#[test]
+fn labels_must_agree_and_unlabeled_sizes_inherit_them() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    s.add(Constraint::DimEq { a: Dim::Var(v), b: k(3), why: w }).unwrap();
+    s.add(Constraint::DimEq { a: Dim::Var(v), b: kl(3, "rgb"), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), kl(3, "rgb"));
+    let err = s.add(Constraint::DimEq { a: Dim::Var(v), b: kl(3, "hsv"), why: w }).unwrap_err();
+    assert!(matches!(err, ShapeError::LabelMismatch { .. }), "{err}");
+    // A size-1 operand broadcasts whatever its label.
+    assert!(dim_ineq(kl(3, "rgb"), kl(1, "x")).is_ok());
+}
+
+#[test]
+fn row_equality_binds_the_row_variable_to_the_leading_surplus() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (r, d) = (s.fresh_row(), s.fresh_dim());
+    let open = Row::open(r, vec![Dim::Var(d)]);
+    s.add(Constraint::RowEq { a: open.clone(), b: Row::closed(vec![k(2), k(3), k(4)]), why: w }).unwrap();
+    assert_eq!(s.resolve_row(&open).unwrap(), Row::closed(vec![k(2), k(3), k(4)]));
+}
+
+#[test]
+fn row_equality_of_closed_rows_needs_equal_axis_counts() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let err = s
+        .add(Constraint::RowEq { a: Row::closed(vec![k(2)]), b: Row::closed(vec![k(2), k(2)]), why: w })
+        .unwrap_err();
+    assert!(matches!(err, ShapeError::AxisCountMismatch { left_len: 1, right_len: 2, .. }));
+}
+
+#[test]
+fn row_equality_with_itself_plus_axes_is_infinite() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let r = s.fresh_row();
+    let err = s
+        .add(Constraint::RowEq { a: Row::open(r, vec![]), b: Row::open(r, vec![k(2)]), why: w })
+        .unwrap_err();
+    assert!(matches!(err, ShapeError::InfiniteAxes { .. }));
+    // Through a second variable too.
+    let q = s.fresh_row();
+    s.add(Constraint::RowEq { a: Row::open(q, vec![]), b: Row::open(r, vec![k(2)]), why: w }).unwrap();
+    let err = s
+        .add(Constraint::RowEq { a: Row::open(r, vec![]), b: Row::open(q, vec![]), why: w })
+        .unwrap_err();
+    assert!(matches!(err, ShapeError::InfiniteAxes { .. }));
+}
+
+#[test]
+fn ground_row_inequality() {
+    let check = |cur: Vec<u64>, subr: Vec<u64>| {
+        let mut s = Solver::new();
+        let w = why(&mut s);
+        s.add(Constraint::RowIneq {
+            cur: Row::closed(cur.into_iter().map(k).collect()),
+            subr: Row::closed(subr.into_iter().map(k).collect()),
+            why: w,
+        })
+    };
+    assert!(check(vec![5, 2, 3], vec![2, 3]).is_ok());
+    assert!(check(vec![5, 2, 3], vec![1, 3]).is_ok());
+    assert!(check(vec![5, 2, 3], vec![5, 1, 1]).is_ok());
+    assert!(matches!(check(vec![2, 3], vec![5, 2, 3]), Err(ShapeError::AxisCountMismatch { .. })));
+    assert!(matches!(check(vec![2, 3], vec![2, 4]), Err(ShapeError::DimMismatch { axis: Some(0), .. })));
+}
+
+#[test]
+fn open_result_row_gets_a_template_of_the_operand_axes() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let r = s.fresh_row();
+    let cur = Row::open(r, vec![]);
+    s.add(Constraint::RowIneq { cur: cur.clone(), subr: Row::closed(vec![k(4), k(1), k(3)]), why: w }).unwrap();
+    let now = s.resolve_row(&cur).unwrap();
+    assert_eq!(now.dims.len(), 3, "{now}");
+    assert!(!now.is_closed());
+    assert_eq!(now.dims[0], k(4));
+    assert!(matches!(now.dims[1], Dim::Var(_)));
+    assert_eq!(now.dims[2], k(3));
+    assert_eq!(sizes(&s.finalize().unwrap(), &cur), vec![4, 1, 3]);
+}
+
+#[test]
+fn operand_row_variable_below_a_closed_row_takes_its_axes_at_finalization() {
+    // [2, 3] >= [..r..]: the operand is a leaf, so it takes the largest shape.
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let r = s.fresh_row();
+    let subr = Row::open(r, vec![]);
+    s.add(Constraint::RowIneq { cur: Row::closed(vec![k(2), k(3)]), subr: subr.clone(), why: w }).unwrap();
+    assert_eq!(sizes(&s.finalize().unwrap(), &subr), vec![2, 3]);
+}
+
+#[test]
+fn unconstrained_row_variables_finalize_empty_and_dims_to_one() {
+    let mut s = Solver::new();
+    let (r, d) = (s.fresh_row(), s.fresh_dim());
+    let row = Row::open(r, vec![Dim::Var(d)]);
+    assert_eq!(sizes(&s.finalize().unwrap(), &row), vec![1]);
+}
+
+#[test]
+fn total_elems_solves_the_one_unknown() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let d = s.fresh_dim();
+    let row = Row::closed(vec![k(2), Dim::Var(d), k(3)]);
+    s.add(Constraint::TotalElems { row: row.clone(), total: 24.try_into().unwrap(), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(d)).unwrap(), k(4));
+}
+
+#[test]
+fn total_elems_that_do_not_divide_fail() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let d = s.fresh_dim();
+    let row = Row::closed(vec![k(5), Dim::Var(d)]);
+    let err = s.add(Constraint::TotalElems { row, total: 24.try_into().unwrap(), why: w }).unwrap_err();
+    assert!(matches!(err, ShapeError::TotalElems { total: 24, known_product: 5, exact: false, .. }), "{err}");
+    let err = s
+        .add(Constraint::TotalElems { row: Row::closed(vec![k(2), k(3)]), total: 12.try_into().unwrap(), why: w })
+        .unwrap_err();
+    assert!(matches!(err, ShapeError::TotalElems { exact: true, .. }));
+}
+
+#[test]
+fn total_elems_waits_for_the_row_to_close() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (r, d) = (s.fresh_row(), s.fresh_dim());
+    let row = Row::open(r, vec![Dim::Var(d)]);
+    s.add(Constraint::TotalElems { row: row.clone(), total: 12.try_into().unwrap(), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(d)).unwrap(), Dim::Var(d));
+    s.add(Constraint::RowEq { a: row.clone(), b: Row::closed(vec![k(3), Dim::Var(d)]), why: w }).unwrap();
+    assert_eq!(s.resolve_dim(&Dim::Var(d)).unwrap(), k(4));
+    // Finalization closes the row empty, which leaves one unknown too.
+    let mut s = Solver::new();
+    let (r, d) = (s.fresh_row(), s.fresh_dim());
+    let w = why(&mut s);
+    let row = Row::open(r, vec![Dim::Var(d)]);
+    s.add(Constraint::TotalElems { row: row.clone(), total: 12.try_into().unwrap(), why: w }).unwrap();
+    assert_eq!(sizes(&s.finalize().unwrap(), &row), vec![12]);
+}
+
+#[test]
+fn total_elems_with_two_unknowns_is_underdetermined() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (a, b) = (s.fresh_dim(), s.fresh_dim());
+    let row = Row::closed(vec![Dim::Var(a), Dim::Var(b)]);
+    s.add(Constraint::TotalElems { row, total: 12.try_into().unwrap(), why: w }).unwrap();
+    assert!(matches!(s.finalize(), Err(ShapeError::Underdetermined { unknowns: 2, total: 12, .. })));
+    // Knowing one of them settles it.
+    s.add(Constraint::DimEq { a: Dim::Var(a), b: k(3), why: w }).unwrap();
+    assert_eq!(s.finalize().unwrap().dim(&Dim::Var(b)).unwrap().size(), 4);
+}
+
+#[test]
+fn failed_constraints_leave_the_solver_unchanged() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (a, b) = (s.fresh_dim(), s.fresh_dim());
+    let before = s.resolve_dim(&Dim::Var(a)).unwrap();
+    let err = s.add_all([
+        Constraint::DimEq { a: Dim::Var(a), b: k(3), why: w },
+        Constraint::DimEq { a: Dim::Var(b), b: Dim::Var(a), why: w },
+        Constraint::DimEq { a: Dim::Var(b), b: k(4), why: w },
+    ]);
+    assert!(err.is_err());
+    assert_eq!(s.resolve_dim(&Dim::Var(a)).unwrap(), before);
+}
+
+#[test]
+fn forks_are_independent() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    let mut fork = s.clone();
+    fork.add(Constraint::DimEq { a: Dim::Var(v), b: k(8), why: w }).unwrap();
+    assert_eq!(fork.resolve_dim(&Dim::Var(v)).unwrap(), k(8));
+    assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), Dim::Var(v));
+}
+
+#[test]
+fn foreign_variables_are_errors_not_panics() {
+    let s = Solver::new();
+    let foreign = Dim::Var(shape_core::DimVar(99));
+    assert!(matches!(s.resolve_dim(&foreign), Err(ShapeError::UnknownVariable { .. })));
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    assert!(s.add(Constraint::DimEq { a: foreign, b: k(1), why: w }).is_err());
+}
+
+// ----- operations through the graph API -----------------------------------
+
+fn shape_of(g: &Graph, t: shape_solver::TensorId) -> String {
+    g.solve().unwrap().shape(t).unwrap().to_string()
+}
+
+#[test]
+fn pointwise_binary_broadcasts_like_numpy_in_every_row() {
+    let mut g = Graph::new();
+    let a = g.input("a", "5,1|3->2,1").unwrap();
+    let b = g.input("b", "4|1->1,7").unwrap();
+    let c = g.add(a, b).unwrap();
+    assert_eq!(shape_of(&g, c), "5, 4|3->2, 7");
+}
+
+#[test]
+fn pointwise_binary_conflict_names_both_tensors() {
+    let mut g = Graph::new();
+    let a = g.input("a", "3").unwrap();
+    let b = g.input("b", "4").unwrap();
+    let err = g.add(a, b).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("`a`") && msg.contains("`b`"), "{msg}");
+    assert!(matches!(err, GraphError::Shape(ShapeError::DimMismatch { .. })));
+    // The graph is unchanged by the failed call.
+    assert_eq!(g.num_ops(), 0);
+    assert_eq!(g.num_tensors(), 2);
+}
+
+#[test]
+fn pointwise_unary_keeps_the_shape() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2|3->4").unwrap();
+    let b = g.unary("relu", a).unwrap();
+    assert_eq!(shape_of(&g, b), "2|3->4");
+}
+
+#[test]
+fn compose_is_matrix_multiplication_with_broadcast_batch() {
+    let mut g = Graph::new();
+    let w = g.input("w", "7|3->4").unwrap();
+    let x = g.input("x", "1|2->3").unwrap();
+    let y = g.compose(w, x).unwrap();
+    assert_eq!(shape_of(&g, y), "7|2->4");
+    let bad = g.input("bad", "5").unwrap();
+    assert!(g.compose(w, bad).is_err());
+}
+
+#[test]
+fn compose_infers_parameter_input_axes() {
+    let mut g = Graph::new();
+    let x = g.input("x", "8|28,28").unwrap();
+    let w = g.parameter("w").unwrap();
+    let b = g.parameter_with_spec("b", "10").unwrap();
+    let y = g.compose(w, x).unwrap();
+    let y = g.add(y, b).unwrap();
+    let s = g.solve().unwrap();
+    assert_eq!(s.shape(w).unwrap().to_string(), "|28, 28->10");
+    assert_eq!(s.shape(y).unwrap().to_string(), "8|->10");
+}
+
+#[test]
+fn transpose_swaps_input_and_output() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2|3->4").unwrap();
+    let t = g.transpose(a).unwrap();
+    assert_eq!(shape_of(&g, t), "2|4->3");
+}
+
+#[test]
+fn batch_slice_drops_the_leftmost_batch_axis() {
+    let mut g = Graph::new();
+    let a = g.input("a", "5,6|3->4").unwrap();
+    let s = g.batch_slice(a).unwrap();
+    assert_eq!(shape_of(&g, s), "6|3->4");
+    let no_batch = g.input("n", "3->4").unwrap();
+    let err = g.batch_slice(no_batch).unwrap_err();
+    assert!(matches!(err, GraphError::Shape(ShapeError::NothingToSlice { .. })), "{err}");
+}
+
+#[test]
+fn batch_slice_of_a_parameter_waits_for_its_batch_row() {
+    let mut g = Graph::new();
+    let p = g.parameter_with_spec("p", "..b..|2").unwrap();
+    let s = g.batch_slice(p).unwrap();
+    let x = g.input("x", "3,4|2").unwrap();
+    let _ = g.add(p, x).unwrap();
+    assert_eq!(shape_of(&g, s), "4|->2");
+}
+
+#[test]
+fn einsum_contraction_and_reduction() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    let b = g.input("b", "3,5").unwrap();
+    let c = g.einsum("ij;jk=>ik", &[a, b]).unwrap();
+    assert_eq!(shape_of(&g, c), "|->2, 5");
+    let r = g.permute("ij=>i", a).unwrap();
+    assert_eq!(shape_of(&g, r), "|->2");
+    let bad = g.input("bad", "4,5").unwrap();
+    assert!(g.einsum("ij;jk=>ik", &[a, bad]).is_err());
+}
+
+#[test]
+fn einsum_infers_a_parameter_from_the_spec() {
+    let mut g = Graph::new();
+    let x = g.input("x", "b|s,d").unwrap();
+    let w = g.parameter("w").unwrap();
+    g.require(x, "8|16,32").unwrap();
+    let y = g.einsum("b|s,d;d->e=>b|s,e", &[x, w]).unwrap();
+    g.require(y, "8|16,64").unwrap();
+    let s = g.solve().unwrap();
+    assert_eq!(s.shape(w).unwrap().to_string(), "|32->64");
+    assert_eq!(s.shape(y).unwrap().to_string(), "8|->16, 64");
+}
+
+#[test]
+fn einsum_row_variables_line_up_leading_axes() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3,4,5").unwrap();
+    let p = g.permute("..r..ij=>..r..ji", a).unwrap();
+    assert_eq!(shape_of(&g, p), "|->2, 3, 5, 4");
+    let s = g.permute("..r..ij=>ij", a).unwrap();
+    assert_eq!(shape_of(&g, s), "|->4, 5");
+}
+
+#[test]
+fn einsum_fixed_sizes_are_checked() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    assert!(g.permute("i3=>i", a).is_ok());
+    let err = g.permute("i4=>i", a).unwrap_err();
+    assert!(matches!(err, GraphError::Shape(ShapeError::DimMismatch { .. })), "{err}");
+}
+
+#[test]
+fn einsum_with_the_wrong_operand_count_is_an_error() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2").unwrap();
+    assert!(matches!(g.einsum("i;i=>i", &[a]), Err(GraphError::Arity { expected: 2, found: 1, .. })));
+    assert!(matches!(g.einsum("i;i=>", &[a, a]), Ok(_)));
+    assert!(matches!(g.einsum("i;i=>x", &[a, a]), Err(GraphError::Spec { .. })));
+}
+
+#[test]
+fn constants_infer_their_last_unknown_from_the_element_count() {
+    let mut g = Graph::new();
+    let c = g.constant("c", "2|3->k", 24).unwrap();
+    assert_eq!(shape_of(&g, c), "2|3->4");
+    assert!(matches!(g.constant("bad", "5->k", 24), Err(GraphError::Constant { .. })));
+    assert!(matches!(g.constant("bad", "k->3", 24), Err(GraphError::Constant { .. })));
+    let err = g.constant("bad", "2->5", 12).unwrap_err();
+    assert!(matches!(err, GraphError::Shape(ShapeError::TotalElems { .. })), "{err}");
+}
+
+#[test]
+fn provenance_names_the_declaration_that_fixed_a_size() {
+    let mut g = Graph::new();
+    let x = g.input("x", "8|784").unwrap();
+    let w = g.parameter("w").unwrap();
+    let _y = g.compose(w, x).unwrap();
+    let s = g.solve().unwrap();
+    let p = s.explain(w, RowKind::Input, 0).unwrap();
+    assert_eq!(p.value.size(), 784);
+    assert!(p.source.to_string().contains("declared shape \"8|784\" of `x`"), "{}", p.source);
+    assert!(p.via.iter().any(|o| o.op().is_some()), "{:?}", p.via);
+}
+
+#[test]
+fn unknown_tensor_ids_are_errors() {
+    let mut g = Graph::new();
+    let mut other = Graph::new();
+    let a = other.input("a", "2").unwrap();
+    let _ = other.input("b", "2").unwrap();
+    let b = other.input("c", "2").unwrap();
+    let _ = g.input("x", "2").unwrap();
+    assert!(matches!(g.add(a, b), Err(GraphError::UnknownTensor(2))));
+    assert!(g.shape(b).is_err());
+}
