@@ -18,13 +18,19 @@ pub struct DimFact {
     pub axis_from_end: Option<u32>,
 }
 
+impl DimFact {
+    /// Where the size came from, with the axis when there is one.
+    pub fn place(&self) -> String {
+        match self.axis_from_end {
+            Some(a) => format!("{} at {}", self.origin, AxisFromEnd(a)),
+            None => self.origin.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for DimFact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, from {}", self.value, self.origin)?;
-        if let Some(a) = self.axis_from_end {
-            write!(f, " at {}", AxisFromEnd(a))?;
-        }
-        Ok(())
+        write!(f, "{}, from {}", self.value, self.place())
     }
 }
 
@@ -38,9 +44,9 @@ impl fmt::Display for AxisFromEnd {
     }
 }
 
-fn axis_text(axis: &Option<u32>) -> String {
+fn at_axis(axis: &Option<u32>) -> String {
     match axis {
-        Some(a) => format!(" {}", AxisFromEnd(*a)),
+        Some(a) => format!(", at {}", AxisFromEnd(*a)),
         None => String::new(),
     }
 }
@@ -54,10 +60,10 @@ fn axis_text(axis: &Option<u32>) -> String {
 pub enum ShapeError {
     /// Two sizes that must agree do not.
     #[error(
-        "size mismatch in {context}{}: {} {} (got {left}) vs {} (got {right})",
-        axis_text(axis),
-        match relation { Relation::Equal => "these must be equal:", Relation::Broadcasts => "this cannot broadcast:" },
-        left.value, right.value
+        "size mismatch in {context}{}: {} {} {}; {} comes from {}, {} from {}",
+        at_axis(axis), left.value,
+        match relation { Relation::Equal => "is not equal to", Relation::Broadcasts => "cannot broadcast from" },
+        right.value, left.value, left.place(), right.value, right.place()
     )]
     DimMismatch {
         /// The constraint where the conflict showed up.
@@ -73,8 +79,8 @@ pub enum ShapeError {
     },
     /// Two sizes agree but carry different labels.
     #[error(
-        "label mismatch in {context}{}: {} is labeled differently from {} (got {left}) vs (got {right})",
-        axis_text(axis), left.value, right.value
+        "label mismatch in {context}{}: {} and {} are the same size with different labels; {} comes from {}, {} from {}",
+        at_axis(axis), left.value, right.value, left.value, left.place(), right.value, right.place()
     )]
     LabelMismatch {
         /// The constraint where the conflict showed up.
@@ -88,9 +94,11 @@ pub enum ShapeError {
     },
     /// Rows with a fixed number of axes disagree on it.
     #[error(
-        "axis count mismatch in {context}: {} ({left_row}) has {left_len} axes but {} ({right_row}) has {right_len}{}",
+        "axis count mismatch in {context}: {} {left_row} has {}{left_len} axes but {} {right_row} has {}{right_len}{}",
         match relation { Relation::Equal => "the left row", Relation::Broadcasts => "the result row" },
+        if left_row.starts_with("[..") { "at least " } else { "" },
         match relation { Relation::Equal => "the right row", Relation::Broadcasts => "the operand row" },
+        if right_row.starts_with("[..") { "at least " } else { "" },
         match relation { Relation::Equal => "", Relation::Broadcasts => "; an operand cannot have more axes than the result it broadcasts to" }
     )]
     AxisCountMismatch {
@@ -100,11 +108,11 @@ pub enum ShapeError {
         relation: Relation,
         /// The left (result) row, printed.
         left_row: String,
-        /// Its number of axes.
+        /// Its number of spelled-out axes.
         left_len: usize,
         /// The right (operand) row, printed.
         right_row: String,
-        /// Its number of axes.
+        /// Its number of spelled-out axes.
         right_len: usize,
     },
     /// A row variable would need infinitely many axes.
@@ -161,7 +169,36 @@ pub enum ShapeError {
     },
 }
 
+/// The broad class of a [`ShapeError`]: what the user has to do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// Facts contradict each other: sizes, labels, axis counts, element
+    /// counts, a row that would need infinitely many axes. Which constraint
+    /// reports it, and so the precise [`ShapeError::kind`], depends on which
+    /// fact came last.
+    Conflict,
+    /// The constraints leave a choice that the solver will not guess.
+    Underdetermined,
+    /// The API was given a variable from another solver.
+    Misuse,
+}
+
 impl ShapeError {
+    /// The error's class; the same constraints added in any order fail
+    /// with the same class.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ShapeError::DimMismatch { .. }
+            | ShapeError::LabelMismatch { .. }
+            | ShapeError::AxisCountMismatch { .. }
+            | ShapeError::TotalElems { .. }
+            | ShapeError::NothingToSlice { .. }
+            | ShapeError::InfiniteAxes { .. } => ErrorClass::Conflict,
+            ShapeError::Underdetermined { .. } => ErrorClass::Underdetermined,
+            ShapeError::UnknownVariable { .. } => ErrorClass::Misuse,
+        }
+    }
+
     /// A stable, machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
         match self {

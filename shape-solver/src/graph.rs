@@ -332,10 +332,10 @@ impl Graph {
                 });
             };
             output = output.with_constraint(RowConstraint::TotalElems(per_output));
-            let why = Why::of(g.solver.add_origin(Origin::Declared {
+            let why = Why::of(g.solver.add_origin(Origin::ElementCount {
                 tensor: tref.clone(),
-                kind: RowKind::Output,
-                spec: Arc::from(format!("{spec_text}\" with {} elements, \"", n.get())),
+                spec: Arc::from(spec_text),
+                num_elems: n.get(),
             }));
             constraints.push(Constraint::TotalElems {
                 row: Row {

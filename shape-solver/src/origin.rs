@@ -80,6 +80,15 @@ pub enum Origin {
         /// The spec text it was declared with.
         spec: Arc<str>,
     },
+    /// The element count of a constant.
+    ElementCount {
+        /// The constant.
+        tensor: TensorRef,
+        /// The spec text it was declared with.
+        spec: Arc<str>,
+        /// Its number of elements.
+        num_elems: u64,
+    },
     /// A shape the user required of a tensor after creating it.
     Required {
         /// The tensor.
@@ -131,7 +140,9 @@ impl Origin {
     /// The tensors this origin names.
     pub fn tensors(&self) -> Vec<&TensorRef> {
         match self {
-            Origin::Declared { tensor, .. } | Origin::Required { tensor, .. } => vec![tensor],
+            Origin::Declared { tensor, .. } | Origin::Required { tensor, .. } | Origin::ElementCount { tensor, .. } => {
+                vec![tensor]
+            }
             Origin::Op { left, right, .. } => vec![&left.tensor, &right.tensor],
             Origin::OpRow { site, .. } => vec![&site.tensor],
             Origin::Direct { .. } | Origin::Finalization => vec![],
@@ -144,6 +155,9 @@ impl fmt::Display for Origin {
         match self {
             Origin::Declared { tensor, kind, spec } => {
                 write!(f, "the declared shape \"{spec}\" of {tensor} ({kind} row)")
+            }
+            Origin::ElementCount { tensor, spec, num_elems } => {
+                write!(f, "the {num_elems} elements of {tensor} declared as \"{spec}\"")
             }
             Origin::Required { tensor, kind, spec } => {
                 write!(f, "the required shape \"{spec}\" of {tensor} ({kind} row)")

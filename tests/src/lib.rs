@@ -1,1 +1,36 @@
+//! Shared helpers for the cross-crate tests: rendering a graph and its
+//! solved shapes as a small program with every inferred shape beside it.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use shape_solver::{Graph, GraphError, TensorKind};
+
+/// Renders every tensor of `g`, in creation order, as a line of a small
+/// program with its solved shape on the right, in the style of
+/// rust-analyzer's type-inference tests.
+pub fn render_inferred(g: &Graph) -> Result<String, GraphError> {
+    let solved = g.solve()?;
+    let mut lines = Vec::new();
+    for t in g.tensor_ids() {
+        let name = g.name(t)?;
+        let lhs = match g.kind(t)? {
+            TensorKind::Input => format!("input {name}"),
+            TensorKind::Parameter => format!("param {name}"),
+            TensorKind::Constant => format!("const {name}"),
+            TensorKind::Result(op) => {
+                let (kind, operands, _) = g.op(op).expect("result of a known op");
+                let args = operands
+                    .iter()
+                    .map(|&o| g.name(o).map(str::to_string))
+                    .collect::<Result<Vec<_>, _>>()?;
+                format!("{name} = {kind}({})", args.join(", "))
+            }
+        };
+        lines.push((lhs, solved.shape(t)?.to_string()));
+    }
+    let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    Ok(lines
+        .into_iter()
+        .map(|(l, s)| format!("{l:<width$}  : {s}\n"))
+        .collect())
+}

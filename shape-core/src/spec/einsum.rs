@@ -158,7 +158,9 @@ impl EinsumSpec {
 
 impl fmt::Display for EinsumSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ops: Vec<String> = self.operands.iter().map(ShapeSpec::to_string).collect();
-        write!(f, "{}=>{}", ops.join(";"), self.result)
+        let all: Vec<&ShapeSpec> = self.operands.iter().chain([&self.result]).collect();
+        let mut printed = super::format_shape_specs(&all);
+        let result = printed.pop().unwrap_or_default();
+        write!(f, "{}=>{result}", printed.join(";"))
     }
 }

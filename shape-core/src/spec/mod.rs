@@ -3,11 +3,11 @@
 //! A shape spec has up to three rows: `batch|input->output`, `input->output`
 //! or just `output`. A row lists its axes in one of two modes:
 //!
-//! * single-character mode, when no row contains a comma or inner
+//! * single-character mode, when no row contains a comma, a colon or inner
 //!   whitespace: every letter is one axis label and every run of digits is
 //!   one fixed size (`ij`, `b3`, `..b..hw`);
 //! * multi-character mode otherwise: axes are separated by commas or
-//!   whitespace (`batch, 784`, `h w`, `rgb:3,`); a trailing comma is allowed.
+//!   whitespace (`batch, 784`, `h w`, `rgb:3`); a trailing comma is allowed.
 //!
 //! Axis entries: a label (a dimension variable local to the spec), `_` (an
 //! anonymous variable), digits (a fixed size, at least 1), `label:digits` (a
@@ -162,12 +162,34 @@ impl ShapeSpec {
     }
 }
 
+impl ShapeSpec {
+    /// The printable entries of each row: batch, input, output.
+    pub(crate) fn entries(&self) -> [Option<Vec<String>>; 3] {
+        [
+            self.batch.as_ref().map(RowSpec::entries),
+            self.input.as_ref().map(RowSpec::entries),
+            Some(self.output.entries()),
+        ]
+    }
+}
+
+/// Formats several specs in one mode.
+pub(crate) fn format_shape_specs(specs: &[&ShapeSpec]) -> Vec<String> {
+    let entries: Vec<[Option<Vec<String>>; 3]> = specs.iter().map(|s| s.entries()).collect();
+    let views: Vec<SpecEntries<'_>> = entries
+        .iter()
+        .map(|[b, i, o]| SpecEntries {
+            batch: b.as_deref(),
+            input: i.as_deref(),
+            output: o.as_deref().unwrap_or_default(),
+        })
+        .collect();
+    format_specs(&views)
+}
+
 impl fmt::Display for ShapeSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let batch = self.batch.as_ref().map(RowSpec::entries);
-        let input = self.input.as_ref().map(RowSpec::entries);
-        let output = self.output.entries();
-        f.write_str(&format_rows(batch.as_deref(), input.as_deref(), &output))
+        f.write_str(&format_shape_specs(&[self]).remove(0))
     }
 }
 
@@ -182,38 +204,62 @@ fn is_digits(e: &str) -> bool {
     !e.is_empty() && e.chars().all(|c| c.is_ascii_digit())
 }
 
-/// Formats up to three rows in the spec notation, choosing single-character
-/// mode when it reads back unambiguously.
-pub(crate) fn format_rows(
-    batch: Option<&[String]>,
-    input: Option<&[String]>,
-    output: &[String],
-) -> String {
-    let rows: Vec<&[String]> = [batch, input, Some(output)].into_iter().flatten().collect();
-    let single = rows.iter().all(|r| {
-        r.iter().all(|e| is_single_char_entry(e))
-            && r.windows(2).all(|w| !(is_digits(&w[0]) && is_digits(&w[1])))
+/// The entries of one spec's rows, ready to print.
+pub(crate) struct SpecEntries<'a> {
+    pub batch: Option<&'a [String]>,
+    pub input: Option<&'a [String]>,
+    pub output: &'a [String],
+}
+
+impl SpecEntries<'_> {
+    fn rows(&self) -> impl Iterator<Item = &[String]> {
+        [self.batch, self.input, Some(self.output)].into_iter().flatten()
+    }
+}
+
+/// Formats specs that are read back together (an einsum's operands and
+/// result) in one mode: single-character when that reads back
+/// unambiguously, multi-character otherwise.
+pub(crate) fn format_specs(specs: &[SpecEntries<'_>]) -> Vec<String> {
+    let single = specs.iter().flat_map(|s| s.rows()).all(|r| {
+        r.iter().all(|e| is_single_char_entry(e)) && r.windows(2).all(|w| !(is_digits(&w[0]) && is_digits(&w[1])))
     });
     let sep = if single { "" } else { ", " };
-    let mut joined: Vec<String> = rows.iter().map(|r| r.join(sep)).collect();
-    if !single && rows.iter().all(|r| r.len() <= 1) {
-        // Nothing would mark multi-character mode: a trailing comma does.
-        if let Some(j) = rows.iter().position(|r| r.len() == 1) {
-            joined[j].push(',');
-        }
-    }
-    let mut out = String::new();
-    let mut it = joined.into_iter();
-    if batch.is_some() {
-        out.push_str(&it.next().unwrap_or_default());
-        out.push('|');
-    }
-    if input.is_some() {
-        out.push_str(&it.next().unwrap_or_default());
-        out.push_str("->");
-    }
-    out.push_str(&it.next().unwrap_or_default());
-    out
+    let marked = specs
+        .iter()
+        .flat_map(|s| s.rows())
+        .any(|r| r.len() > 1 || r.iter().any(|e| e.contains(':')));
+    let mut comma_placed = single || marked;
+    specs
+        .iter()
+        .map(|spec| {
+            let mut joined: Vec<String> = spec.rows().map(|r| r.join(sep)).collect();
+            if !comma_placed {
+                // Nothing else would mark multi-character mode: a trailing comma does.
+                if let Some(j) = spec.rows().position(|r| r.len() == 1) {
+                    joined[j].push(',');
+                    comma_placed = true;
+                }
+            }
+            let mut it = joined.into_iter();
+            let mut out = String::new();
+            if spec.batch.is_some() {
+                out.push_str(&it.next().unwrap_or_default());
+                out.push('|');
+            }
+            if spec.input.is_some() {
+                out.push_str(&it.next().unwrap_or_default());
+                out.push_str("->");
+            }
+            out.push_str(&it.next().unwrap_or_default());
+            out
+        })
+        .collect()
+}
+
+/// Formats up to three rows in the spec notation.
+pub(crate) fn format_rows(batch: Option<&[String]>, input: Option<&[String]>, output: &[String]) -> String {
+    format_specs(&[SpecEntries { batch, input, output }]).remove(0)
 }
 
 /// Writes a full `batch|input->output` shape.

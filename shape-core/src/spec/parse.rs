@@ -13,13 +13,13 @@ pub(crate) enum Mode {
 }
 
 impl Mode {
-    /// Multi-character mode when any row in `sections` holds a comma or
-    /// whitespace between entries.
+    /// Multi-character mode when any row in `sections` holds a comma,
+    /// whitespace between entries, or a `label:size` entry.
     pub(crate) fn of(text: &str, sections: &[Span]) -> Mode {
         let multi = sections.iter().any(|s| {
             split_rows(&text[s.clone()]).into_iter().any(|r| {
                 let row = text[s.clone()][r].trim();
-                row.contains(|c: char| c == ',' || c.is_whitespace())
+                row.contains(|c: char| c == ',' || c == ':' || c.is_whitespace())
             })
         });
         if multi {
@@ -203,19 +203,7 @@ fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spe
         } else if is_ident_start(c) {
             let start = i;
             i += 1;
-            let kind = if i < span.end && bytes[i] == b':' {
-                let ds = i + 1;
-                let mut de = ds;
-                while de < span.end && bytes[de].is_ascii_digit() {
-                    de += 1;
-                }
-                if de == ds {
-                    return Err(err(text, i..(i + 1).min(span.end), "a size after `:`", &describe(text, &(ds..ds + 1))));
-                }
-                let n = parse_size(text, ds..de)?;
-                i = de;
-                AxisKind::LabeledSize(c.to_string(), n)
-            } else if c == '_' {
+            let kind = if c == '_' {
                 AxisKind::Anonymous
             } else {
                 AxisKind::Label(c.to_string())
@@ -267,7 +255,7 @@ fn multi_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spec
             }
             let ds = start + label.len() + 1;
             if size.is_empty() || !size.chars().all(|c| c.is_ascii_digit()) {
-                return Err(err(text, ds..i.max(ds + 1).min(text.len().max(ds)), "a size after `:`", &format!("`{size}`")));
+                return Err(err(text, start..i, "`label:size` with digits after `:`", &format!("`{tok}`")));
             }
             let n = parse_size(text, ds..i)?;
             out.axes.push(AxisSpec { kind: AxisKind::LabeledSize(label.to_string(), n), span: start..i });

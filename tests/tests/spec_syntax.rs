@@ -1,0 +1,165 @@
+//! The spec notation: parsing, printing, and their round trip.
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use shape_core::spec::{AxisKind, RowVarName, ShapeSpec};
+use shape_core::{EinsumSpec, RowKind};
+
+fn axes(spec: &ShapeSpec, kind: RowKind) -> Vec<String> {
+    spec.row(kind)
+        .map(|r| {
+            r.axes
+                .iter()
+                .map(|a| match &a.kind {
+                    AxisKind::Label(l) => l.clone(),
+                    AxisKind::Size(n) => n.to_string(),
+                    AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
+                    AxisKind::Anonymous => "_".into(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_three_forms() {
+    let s = ShapeSpec::parse("b|i->o").unwrap();
+    assert_eq!((axes(&s, RowKind::Batch), axes(&s, RowKind::Input), axes(&s, RowKind::Output)), (vec!["b".into()], vec!["i".into()], vec!["o".into()]));
+    let s = ShapeSpec::parse("i->o").unwrap();
+    assert!(s.batch.is_none());
+    assert_eq!(axes(&s, RowKind::Input), vec!["i"]);
+    let s = ShapeSpec::parse("o").unwrap();
+    assert!(s.batch.is_none() && s.input.is_none());
+    let s = ShapeSpec::parse("b|o").unwrap();
+    assert!(s.input.is_none());
+    assert_eq!(axes(&s, RowKind::Batch), vec!["b"]);
+    let s = ShapeSpec::parse("").unwrap();
+    assert!(s.output.axes.is_empty());
+}
+
+#[test]
+fn single_character_mode_splits_letters_and_keeps_digit_runs() {
+    let s = ShapeSpec::parse("ab12c").unwrap();
+    assert_eq!(axes(&s, RowKind::Output), vec!["a", "b", "12", "c"]);
+    let s = ShapeSpec::parse("_a_").unwrap();
+    assert_eq!(axes(&s, RowKind::Output), vec!["_", "a", "_"]);
+}
+
+#[test]
+fn multi_character_mode_is_chosen_by_separators_in_any_row() {
+    let s = ShapeSpec::parse("batch|height width->rgb:3").unwrap();
+    assert_eq!(axes(&s, RowKind::Batch), vec!["batch"]);
+    assert_eq!(axes(&s, RowKind::Input), vec!["height", "width"]);
+    assert_eq!(axes(&s, RowKind::Output), vec!["rgb:3"]);
+    let s = ShapeSpec::parse("ab,").unwrap();
+    assert_eq!(axes(&s, RowKind::Output), vec!["ab"]);
+    // Spaces around the separators alone do not switch modes.
+    let s = ShapeSpec::parse(" ab | c ").unwrap();
+    assert_eq!(axes(&s, RowKind::Batch), vec!["a", "b"]);
+}
+
+#[test]
+fn row_variables_come_first() {
+    let s = ShapeSpec::parse("..batch..|..i..x->y").unwrap();
+    let vars: Vec<_> = s.row_vars().map(|(k, n, _)| (k, n.clone())).collect();
+    assert_eq!(
+        vars,
+        vec![
+            (RowKind::Batch, RowVarName::Named("batch".into())),
+            (RowKind::Input, RowVarName::Named("i".into()))
+        ]
+    );
+    let s = ShapeSpec::parse("...|...->x").unwrap();
+    let vars: Vec<_> = s.row_vars().map(|(k, n, _)| (k, n.clone())).collect();
+    assert_eq!(vars[0].1, RowVarName::OfKind(RowKind::Batch));
+    assert_eq!(vars[1].1, RowVarName::OfKind(RowKind::Input));
+    let e = ShapeSpec::parse("x..r..").unwrap_err();
+    assert_eq!(e.span, 1..6);
+    assert!(e.expected.contains("first"));
+}
+
+#[test]
+fn errors_carry_the_byte_span() {
+    let cases: [(&str, std::ops::Range<usize>); 7] = [
+        ("2|3|4", 3..4),
+        ("a->b->c", 4..6),
+        ("a->b|c", 4..5),
+        ("a, 0", 3..4),
+        ("a-b", 1..2),
+        ("x, ..r", 3..6),
+        ("h w:", 2..4),
+    ];
+    for (text, span) in cases {
+        let e = ShapeSpec::parse(text).unwrap_err();
+        assert_eq!(e.span, span, "{text}: {e}");
+        assert_eq!(e.spec, text);
+    }
+}
+
+#[test]
+fn einsum_specs() {
+    let e = EinsumSpec::parse("b|ij;b|jk=>b|ik").unwrap();
+    assert_eq!(e.operands.len(), 2);
+    assert_eq!(e.reduced_labels(), vec!["j"]);
+    assert_eq!(e.to_string(), "b|ij;b|jk=>b|ik");
+    let p = EinsumSpec::parse("..r..ij=>..r..ji").unwrap();
+    assert_eq!(p.operands.len(), 1);
+    let multi = EinsumSpec::parse("batch, d; d, e => batch, e").unwrap();
+    assert_eq!(multi.reduced_labels(), vec!["d"]);
+    assert_eq!(multi.to_string(), "batch, d;d, e=>batch, e");
+    assert_eq!(EinsumSpec::parse("ij;jk=>iz").unwrap_err().span, 8..9);
+}
+
+fn entry() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z]".prop_map(|s| s),
+        "[a-z][a-z0-9_]{1,4}".prop_map(|s| s),
+        (1u64..5000).prop_map(|n| n.to_string()),
+        ("[a-z]{1,3}", 1u64..64).prop_map(|(l, n)| format!("{l}:{n}")),
+        Just("_".to_string()),
+    ]
+}
+
+fn row() -> impl Strategy<Value = (Option<String>, Vec<String>)> {
+    (prop::option::of("[a-z]{1,3}"), prop::collection::vec(entry(), 0..4))
+}
+
+fn write_row((var, entries): &(Option<String>, Vec<String>)) -> String {
+    let mut parts: Vec<String> = var.iter().map(|v| format!("..{v}..")).collect();
+    parts.extend(entries.iter().cloned());
+    parts.join(", ")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/spec_syntax.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Printing a parsed spec and parsing it again gives the same spec.
+    #[test]
+    fn print_then_parse_is_the_identity(b in prop::option::of(row()), i in prop::option::of(row()), o in row()) {
+        let mut text = String::new();
+        if let Some(b) = &b { text.push_str(&write_row(b)); text.push('|'); }
+        if let Some(i) = &i { text.push_str(&write_row(i)); text.push_str("->"); }
+        text.push_str(&write_row(&o));
+        text.push(',');
+        let parsed = ShapeSpec::parse(&text).unwrap();
+        let printed = parsed.to_string();
+        let reparsed = ShapeSpec::parse(&printed).unwrap();
+        prop_assert_eq!(reparsed.to_string(), printed.clone());
+        for kind in RowKind::ALL {
+            prop_assert_eq!(axes(&parsed, kind), axes(&reparsed, kind), "{} printed as {}", text, printed);
+        }
+        let vars = |s: &ShapeSpec| s.row_vars().map(|(k, n, _)| (k, n.clone())).collect::<Vec<_>>();
+        prop_assert_eq!(vars(&parsed), vars(&reparsed));
+    }
+
+    /// No input makes the parsers panic.
+    #[test]
+    fn parsing_never_panics(text in "[a-z0-9_.,:;|> =\\-]{0,24}") {
+        let _ = ShapeSpec::parse(&text);
+        let _ = EinsumSpec::parse(&text);
+    }
+}
