@@ -4,6 +4,8 @@
 //! cloning an environment is O(1) and an update copies O(log n) nodes,
 //! which is what lets a solver state be forked for what-if queries.
 
+use std::sync::Arc;
+
 use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
@@ -16,8 +18,9 @@ use crate::origin::Why;
 pub(crate) enum DimEntry {
     /// `v = value`; `source` says where a known value came from.
     Solved { value: Dim, why: Why, source: Why },
-    /// Not solved yet: the inequalities it takes part in.
-    Open(DimBounds),
+    /// Not solved yet: the inequalities it takes part in. Shared, so that
+    /// cloning an environment (or a chunk of it) copies pointers only.
+    Open(Arc<DimBounds>),
 }
 
 /// Inequalities `cur >= v >= subr` and a least upper bound.
@@ -37,9 +40,9 @@ pub(crate) struct DimBounds {
 #[derive(Clone, Debug)]
 pub(crate) enum RowEntry {
     /// `r = value`.
-    Solved { value: Row, why: Why },
+    Solved { value: Arc<Row> },
     /// Not solved yet.
-    Open(RowBounds),
+    Open(Arc<RowBounds>),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -76,14 +79,139 @@ pub(crate) struct ResolvedRow {
 pub(crate) struct Env {
     pub dims: Vector<DimEntry>,
     pub rows: Vector<RowEntry>,
+    /// The undo log of the open transaction, if any.
+    journal: Option<Journal>,
+}
+
+/// What it takes to undo a transaction: the old entries it overwrote (only
+/// those that existed when it began; newer ones are truncated away).
+#[derive(Clone, Debug)]
+struct Journal {
+    dims_len: usize,
+    rows_len: usize,
+    undo: Vec<Undo>,
+}
+
+#[derive(Clone, Debug)]
+enum Undo {
+    /// An entry that was replaced.
+    Dim(usize, DimEntry),
+    Row(usize, RowEntry),
+    /// Bounds that were only appended to (and a bound that was set): undone
+    /// by truncating, so recording them copies nothing.
+    DimBounds {
+        i: usize,
+        cur: usize,
+        subr: usize,
+        watchers: usize,
+        lub: Option<(KnownDim, Why)>,
+    },
+    RowBounds {
+        i: usize,
+        ineqs: usize,
+        watchers: usize,
+    },
 }
 
 impl Env {
+    /// Starts recording changes; returns false if a transaction is open
+    /// already (the outer one then owns the undo).
+    pub fn begin(&mut self) -> bool {
+        if self.journal.is_some() {
+            return false;
+        }
+        self.journal = Some(Journal {
+            dims_len: self.dims.len(),
+            rows_len: self.rows.len(),
+            undo: Vec::new(),
+        });
+        true
+    }
+
+    /// Keeps the changes of the open transaction.
+    pub fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes every change since [`Env::begin`].
+    pub fn rollback(&mut self) {
+        let Some(j) = self.journal.take() else { return };
+        self.dims.truncate(j.dims_len);
+        self.rows.truncate(j.rows_len);
+        for u in j.undo.into_iter().rev() {
+            match u {
+                Undo::Dim(i, e) => self.dims[i] = e,
+                Undo::Row(i, e) => self.rows[i] = e,
+                Undo::DimBounds {
+                    i,
+                    cur,
+                    subr,
+                    watchers,
+                    lub,
+                } => {
+                    if let DimEntry::Open(b) = &mut self.dims[i] {
+                        let b = Arc::make_mut(b);
+                        b.cur.truncate(cur);
+                        b.subr.truncate(subr);
+                        b.watchers.truncate(watchers);
+                        b.lub = lub;
+                    }
+                }
+                Undo::RowBounds { i, ineqs, watchers } => {
+                    if let RowEntry::Open(b) = &mut self.rows[i] {
+                        let b = Arc::make_mut(b);
+                        b.ineqs.truncate(ineqs);
+                        b.watchers.truncate(watchers);
+                    }
+                }
+            }
+        }
+    }
+
+    fn record_dim(&mut self, i: usize) {
+        if let Some(j) = &mut self.journal {
+            if i < j.dims_len {
+                j.undo.push(Undo::Dim(i, self.dims[i].clone()));
+            }
+        }
+    }
+
+    fn journal_for(&mut self, i: usize, dims: bool) -> Option<&mut Journal> {
+        self.journal
+            .as_mut()
+            .filter(|j| i < if dims { j.dims_len } else { j.rows_len })
+    }
+
+    /// Replaces an entry, returning the old one (shared with the undo log
+    /// while a transaction is open).
+    pub fn set_dim(&mut self, v: DimVar, e: DimEntry) -> DimEntry {
+        let old = std::mem::replace(&mut self.dims[v.index()], e);
+        if let Some(j) = self.journal_for(v.index(), true) {
+            j.undo.push(Undo::Dim(v.index(), old.clone()));
+        }
+        old
+    }
+
+    /// Replaces an entry, returning the old one.
+    pub fn set_row(&mut self, v: RowVar, e: RowEntry) -> RowEntry {
+        let old = std::mem::replace(&mut self.rows[v.index()], e);
+        if let Some(j) = self.journal_for(v.index(), false) {
+            j.undo.push(Undo::Row(v.index(), old.clone()));
+        }
+        old
+    }
+
+    /// The entry of a dim variable, mutably, with the change recorded.
+    pub fn dim_mut(&mut self, v: DimVar) -> Option<&mut DimEntry> {
+        if v.index() >= self.dims.len() {
+            return None;
+        }
+        self.record_dim(v.index());
+        self.dims.get_mut(v.index())
+    }
+
     pub fn dim_entry(&self, v: DimVar) -> Result<&DimEntry, ShapeError> {
-        self.dims.get(v.index()).ok_or(ShapeError::UnknownVariable {
-            what: "dim",
-            id: v.0,
-        })
+        self.dims.get(v.index()).ok_or(ShapeError::UnknownVariable { what: "dim", id: v.0 })
     }
 
     pub fn row_entry(&self, v: RowVar) -> Result<&RowEntry, ShapeError> {
@@ -158,16 +286,41 @@ impl Env {
     }
 
     /// Applies `f` to the bounds of an unsolved dim variable.
+    /// `f` may only append to the bounds' lists and set the bound, which
+    /// is what the undo log can take back without a copy.
     pub fn update_dim_bounds(&mut self, v: DimVar, f: impl FnOnce(&mut DimBounds)) {
-        if let Some(DimEntry::Open(b)) = self.dims.get_mut(v.index()) {
-            f(b)
+        let i = v.index();
+        let Some(DimEntry::Open(b)) = self.dims.get(i) else { return };
+        let mark = Undo::DimBounds {
+            i,
+            cur: b.cur.len(),
+            subr: b.subr.len(),
+            watchers: b.watchers.len(),
+            lub: b.lub.clone(),
+        };
+        if let Some(j) = self.journal_for(i, true) {
+            j.undo.push(mark);
+        }
+        if let Some(DimEntry::Open(b)) = self.dims.get_mut(i) {
+            f(Arc::make_mut(b))
         }
     }
 
     /// Applies `f` to the bounds of an unsolved row variable.
+    /// `f` may only append to the bounds' lists.
     pub fn update_row_bounds(&mut self, v: RowVar, f: impl FnOnce(&mut RowBounds)) {
-        if let Some(RowEntry::Open(b)) = self.rows.get_mut(v.index()) {
-            f(b)
+        let i = v.index();
+        let Some(RowEntry::Open(b)) = self.rows.get(i) else { return };
+        let mark = Undo::RowBounds {
+            i,
+            ineqs: b.ineqs.len(),
+            watchers: b.watchers.len(),
+        };
+        if let Some(j) = self.journal_for(i, false) {
+            j.undo.push(mark);
+        }
+        if let Some(RowEntry::Open(b)) = self.rows.get_mut(i) {
+            f(Arc::make_mut(b))
         }
     }
 }

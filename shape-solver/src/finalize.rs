@@ -31,11 +31,28 @@ use crate::error::ShapeError;
 use crate::origin::{Origin, Why};
 use crate::solver::Solver;
 
-/// Variables whose closing rules may have become applicable.
+/// Variables whose closing rules may have become applicable: rules 1-2
+/// (`dims`, `rows`) and rules 3-4 (`top_dims`, `top_rows`). Touching a
+/// variable when something about its bounds changes keeps every round
+/// proportional to what changed, not to the size of the environment.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Dirty {
     pub dims: BTreeSet<DimVar>,
     pub rows: BTreeSet<RowVar>,
+    pub top_dims: BTreeSet<DimVar>,
+    pub top_rows: BTreeSet<RowVar>,
+}
+
+impl Dirty {
+    pub fn touch_dim(&mut self, v: DimVar) {
+        self.dims.insert(v);
+        self.top_dims.insert(v);
+    }
+
+    pub fn touch_row(&mut self, v: RowVar) {
+        self.rows.insert(v);
+        self.top_rows.insert(v);
+    }
 }
 
 impl Solver {
@@ -46,18 +63,9 @@ impl Solver {
     pub fn finalize(&self) -> Result<Solution, ShapeError> {
         let mut s = self.clone();
         let fin = Why::of(s.add_origin(Origin::Finalization));
-        let mut dirty = Dirty::default();
-        for (i, e) in s.env.dims.iter().enumerate() {
-            if matches!(e, DimEntry::Open(_)) {
-                dirty.dims.insert(DimVar(i as u32));
-            }
-        }
-        for (i, e) in s.env.rows.iter().enumerate() {
-            if matches!(e, RowEntry::Open(_)) {
-                dirty.rows.insert(RowVar(i as u32));
-            }
-        }
-        s.dirty = Some(dirty);
+        s.dirty = Some(Dirty::default());
+        s.touch_all();
+        let mut rescanned = true;
         loop {
             s.run()?;
             if s.close_dirty(fin)? {
@@ -65,6 +73,14 @@ impl Solver {
             }
             let (blocked_dims, blocked_rows, waiting) = s.blocked()?;
             if s.close_top_rows(fin, &blocked_rows)? || s.close_top_dims(fin, &blocked_dims)? {
+                rescanned = false;
+                continue;
+            }
+            if !rescanned {
+                // Rules 3-4 only looked at touched variables; look at all
+                // before falling back to rule 5.
+                s.touch_all();
+                rescanned = true;
                 continue;
             }
             if s.close_leftover(fin, &blocked_dims, &blocked_rows)? {
@@ -80,6 +96,15 @@ impl Solver {
             env: s.env,
             origins: s.origins,
         })
+    }
+
+    fn touch_all(&mut self) {
+        let dims = self.unsolved_dims();
+        let rows = self.unsolved_rows();
+        if let Some(d) = self.dirty.as_mut() {
+            dims.into_iter().for_each(|v| d.touch_dim(v));
+            rows.into_iter().for_each(|v| d.touch_row(v));
+        }
     }
 
     /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
@@ -174,17 +199,10 @@ impl Solver {
         let mut rows = BTreeSet::new();
         let mut waiting = None;
         let watchers = self
-            .env
-            .dims
+            .watched_dims
             .iter()
-            .filter_map(|e| match e {
-                DimEntry::Open(b) => Some(&b.watchers),
-                _ => None,
-            })
-            .chain(self.env.rows.iter().filter_map(|e| match e {
-                RowEntry::Open(b) => Some(&b.watchers),
-                _ => None,
-            }));
+            .filter_map(|v| self.env.dim_bounds(*v).map(|b| &b.watchers))
+            .chain(self.watched_rows.iter().filter_map(|v| self.env.row_bounds(*v).map(|b| &b.watchers)));
         for ws in watchers {
             for c in ws {
                 match c {
@@ -217,9 +235,10 @@ impl Solver {
 
     /// Rule 3.
     fn close_top_rows(&mut self, fin: Why, blocked: &BTreeSet<RowVar>) -> Result<bool, ShapeError> {
+        let candidates = self.dirty.as_mut().map(|d| std::mem::take(&mut d.top_rows)).unwrap_or_default();
         let mut tops = Vec::new();
-        for r in self.unsolved_rows() {
-            if !blocked.contains(&r) && self.uppers(r)?.is_empty() {
+        for r in candidates {
+            if self.env.row_bounds(r).is_some() && !blocked.contains(&r) && self.uppers(r)?.is_empty() {
                 tops.push(r);
             }
         }
@@ -255,8 +274,8 @@ impl Solver {
 
     /// Rule 4.
     fn close_top_dims(&mut self, fin: Why, blocked: &BTreeSet<DimVar>) -> Result<bool, ShapeError> {
-        let tops: Vec<DimVar> = self
-            .unsolved_dims()
+        let candidates = self.dirty.as_mut().map(|d| std::mem::take(&mut d.top_dims)).unwrap_or_default();
+        let tops: Vec<DimVar> = candidates
             .into_iter()
             .filter(|v| {
                 !blocked.contains(v)
@@ -352,7 +371,16 @@ impl Solution {
 
     /// The solved size of a dim.
     pub fn dim(&self, d: &Dim) -> Result<KnownDim, ShapeError> {
-        Ok(self.provenance(d)?.value)
+        let mut cur = d;
+        loop {
+            match cur {
+                Dim::Known(k) => return Ok(k.clone()),
+                Dim::Var(v) => match self.env.dim_entry(*v)? {
+                    DimEntry::Solved { value, .. } => cur = value,
+                    DimEntry::Open(_) => return Err(ShapeError::UnknownVariable { what: "dim", id: v.0 }),
+                },
+            }
+        }
     }
 
     /// The solved sizes of a row.
@@ -402,7 +430,7 @@ impl Solution {
     /// The value of a solved row variable.
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
-            RowEntry::Solved { value, .. } => Ok(value.clone()),
+            RowEntry::Solved { value } => Ok(Row::clone(value)),
             RowEntry::Open(_) => Err(ShapeError::UnknownVariable { what: "row", id: v.0 }),
         }
     }

@@ -271,122 +271,87 @@ impl Graph {
         num_elems: Option<NonZeroU64>,
     ) -> Result<TensorId, GraphError> {
         let spec = Self::parse_spec(spec_text, || format!("the declared shape of `{name}`"))?;
-        let mut g = self.clone();
-        let id = TensorId(g.tensors.len());
+        let per_output = match num_elems {
+            Some(n) => Some(Self::elements_per_output(name, spec_text, &spec, n)?),
+            None => None,
+        };
+        let id = TensorId(self.tensors.len());
         let tref = TensorRef {
             id: id.0,
             name: Arc::from(name),
         };
-        let mut names = SpecNames::default();
-        let mut constraints = Vec::new();
-        let mut rows = Vec::new();
-        for kind in RowKind::ALL {
-            let origin = Origin::Declared {
-                tensor: tref.clone(),
-                kind,
-                spec: Arc::from(spec_text),
-            };
-            let why = Why::of(g.solver.add_origin(origin));
-            let row = match spec.row(kind) {
-                Some(r) => g.row_from_spec(r, &mut names, why, &mut constraints),
-                None => Row::empty(),
-            };
-            rows.push(row);
-        }
-        let [batch, input, mut output]: [Row; 3] = rows.try_into().expect("three rows");
-        if let Some(n) = num_elems {
-            let mut others: u128 = 1;
-            for kind in [RowKind::Batch, RowKind::Input] {
-                let Some(r) = spec.row(kind) else { continue };
-                for a in &r.axes {
-                    match (&a.kind, &r.row_var) {
-                        (AxisKind::Size(n) | AxisKind::LabeledSize(_, n), None) => others *= n.get() as u128,
-                        _ => {
-                            return Err(GraphError::Constant {
-                                name: name.into(),
-                                message: format!(
-                                    "the batch and input rows of \"{spec_text}\" must be fixed sizes when the element count is given"
-                                ),
-                            })
-                        }
-                    }
-                }
-                if r.row_var.is_some() {
-                    return Err(GraphError::Constant {
-                        name: name.into(),
-                        message: format!("the batch and input rows of \"{spec_text}\" must not have row variables when the element count is given"),
-                    });
-                }
-            }
-            let per_output = (n.get() as u128)
-                .checked_rem(others)
-                .filter(|r| *r == 0)
-                .map(|_| n.get() as u128 / others);
-            let Some(per_output) = per_output.and_then(|p| NonZeroU64::new(p as u64)) else {
-                return Err(GraphError::Constant {
-                    name: name.into(),
-                    message: format!(
-                        "{num} elements do not fill whole rows of the {others} elements that the batch and input rows of \"{spec_text}\" hold",
-                        num = n.get()
-                    ),
+        let shape = self.solver.transaction(|solver| {
+            let mut names = SpecNames::default();
+            let mut constraints = Vec::new();
+            let mut rows = Vec::new();
+            for kind in RowKind::ALL {
+                let origin = Origin::Declared {
+                    tensor: tref.clone(),
+                    kind,
+                    spec: Arc::from(spec_text),
+                };
+                let why = Why::of(solver.add_origin(origin));
+                rows.push(match spec.row(kind) {
+                    Some(r) => row_from_spec(solver, r, &mut names, why, &mut constraints),
+                    None => Row::empty(),
                 });
-            };
-            output = output.with_constraint(RowConstraint::TotalElems(per_output));
-            let why = Why::of(g.solver.add_origin(Origin::ElementCount {
-                tensor: tref.clone(),
-                spec: Arc::from(spec_text),
-                num_elems: n.get(),
-            }));
-            constraints.push(Constraint::TotalElems {
-                row: Row {
-                    constraint: RowConstraint::Unconstrained,
-                    ..output.clone()
-                },
-                total: per_output,
-                why,
-            });
-        }
-        g.push_tensor(name, kind, Shape { batch, input, output });
-        g.solver.add_all(constraints)?;
-        *self = g;
-        Ok(id)
+            }
+            let [batch, input, mut output]: [Row; 3] = rows.try_into().expect("three rows");
+            if let Some(per_output) = per_output {
+                output = output.with_constraint(RowConstraint::TotalElems(per_output));
+                let why = Why::of(solver.add_origin(Origin::ElementCount {
+                    tensor: tref.clone(),
+                    spec: Arc::from(spec_text),
+                    num_elems: num_elems.map_or(0, NonZeroU64::get),
+                }));
+                constraints.push(Constraint::TotalElems {
+                    row: Row {
+                        constraint: RowConstraint::Unconstrained,
+                        ..output.clone()
+                    },
+                    total: per_output,
+                    why,
+                });
+            }
+            solver.add_all(constraints)?;
+            Ok::<_, GraphError>(Shape { batch, input, output })
+        })?;
+        Ok(self.push_tensor(name, kind, shape))
     }
 
-    /// Builds a row of fresh variables for a spec row; fixed sizes become
-    /// equations recorded in `constraints`, so every tensor axis is a
-    /// variable whose solution remembers where its size came from.
-    fn row_from_spec(&mut self, r: &RowSpec, names: &mut SpecNames, why: Why, constraints: &mut Vec<Constraint>) -> Row {
-        let n = r.axes.len();
-        let mut dims = Vec::with_capacity(n);
-        for (i, a) in r.axes.iter().enumerate() {
-            let known = match &a.kind {
-                AxisKind::Label(l) => {
-                    let v = *names.dims.entry(l.clone()).or_insert_with(|| self.solver.fresh_dim());
-                    dims.push(Dim::Var(v));
-                    continue;
-                }
-                AxisKind::Anonymous => {
-                    dims.push(Dim::Var(self.solver.fresh_dim()));
-                    continue;
-                }
-                AxisKind::Size(s) => KnownDim::new(*s),
-                AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
-            };
-            let v = self.solver.fresh_dim();
-            dims.push(Dim::Var(v));
-            constraints.push(Constraint::DimEq {
-                a: Dim::Var(v),
-                b: Dim::Known(known),
-                why: why.at_axis(n - 1 - i),
-            });
-        }
-        match &r.row_var {
-            Some((name, _)) => {
-                let v = *names.rows.entry(name.clone()).or_insert_with(|| self.solver.fresh_row());
-                Row::open(v, dims)
+    /// For a constant: how many elements the output row holds, given that
+    /// the batch and input rows must be fixed sizes.
+    fn elements_per_output(name: &str, spec_text: &str, spec: &ShapeSpec, n: NonZeroU64) -> Result<NonZeroU64, GraphError> {
+        let fail = |message: String| GraphError::Constant {
+            name: name.into(),
+            message,
+        };
+        let mut others: u128 = 1;
+        for kind in [RowKind::Batch, RowKind::Input] {
+            let Some(r) = spec.row(kind) else { continue };
+            if r.row_var.is_some() {
+                return Err(fail(format!(
+                    "the batch and input rows of \"{spec_text}\" must not have row variables when the element count is given"
+                )));
             }
-            None => Row::closed(dims),
+            for a in &r.axes {
+                match &a.kind {
+                    AxisKind::Size(n) | AxisKind::LabeledSize(_, n) => others *= n.get() as u128,
+                    _ => {
+                        return Err(fail(format!(
+                            "the batch and input rows of \"{spec_text}\" must be fixed sizes when the element count is given"
+                        )))
+                    }
+                }
+            }
         }
+        let total = n.get() as u128;
+        if total % others != 0 {
+            return Err(fail(format!(
+                "{total} elements do not fill whole rows of the {others} elements that the batch and input rows of \"{spec_text}\" hold"
+            )));
+        }
+        Ok(NonZeroU64::new((total / others) as u64).expect("a non-zero quotient"))
     }
 
     /// Requires a tensor to have the shape given in the spec notation; rows
@@ -394,28 +359,28 @@ impl Graph {
     pub fn require(&mut self, t: TensorId, spec_text: &str) -> Result<(), GraphError> {
         let tref = self.tensor_ref(t)?;
         let spec = Self::parse_spec(spec_text, || format!("the required shape of `{}`", tref.name))?;
-        let mut g = self.clone();
-        let shape = g.tensor(t)?.shape.clone();
-        let mut names = SpecNames::default();
-        let mut constraints = Vec::new();
-        for kind in RowKind::ALL {
-            if let Some(r) = spec.row(kind) {
-                let origin = Origin::Required {
-                    tensor: tref.clone(),
-                    kind,
-                    spec: Arc::from(spec_text),
-                };
-                let why = Why::of(g.solver.add_origin(origin));
-                let row = g.row_from_spec(r, &mut names, why, &mut constraints);
-                constraints.push(Constraint::RowEq {
-                    a: shape.row(kind).clone(),
-                    b: row,
-                    why,
-                });
+        let shape = self.tensor(t)?.shape.clone();
+        self.solver.transaction(|solver| {
+            let mut names = SpecNames::default();
+            let mut constraints = Vec::new();
+            for kind in RowKind::ALL {
+                if let Some(r) = spec.row(kind) {
+                    let origin = Origin::Required {
+                        tensor: tref.clone(),
+                        kind,
+                        spec: Arc::from(spec_text),
+                    };
+                    let why = Why::of(solver.add_origin(origin));
+                    let row = row_from_spec(solver, r, &mut names, why, &mut constraints);
+                    constraints.push(Constraint::RowEq {
+                        a: shape.row(kind).clone(),
+                        b: row,
+                        why,
+                    });
+                }
             }
-        }
-        g.solver.add_all(constraints)?;
-        *self = g;
+            solver.add_all(constraints)
+        })?;
         Ok(())
     }
 
@@ -438,19 +403,10 @@ impl Graph {
             .iter()
             .map(|&t| self.tensor_ref(t))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut g = self.clone();
-        let op_id = OpId(g.ops.len());
-        let result_shape = Shape {
-            batch: Row::open(g.solver.fresh_row(), vec![]),
-            input: Row::open(g.solver.fresh_row(), vec![]),
-            output: Row::open(g.solver.fresh_row(), vec![]),
-        };
-        let result = g.push_tensor(name, TensorKind::Result(op_id), result_shape.clone());
-        let mut shapes = vec![result_shape];
-        for &t in operands {
-            shapes.push(g.tensor(t)?.shape.clone());
-        }
-        let op = OpRef {
+        let op_id = OpId(self.ops.len());
+        let result = TensorId(self.tensors.len());
+        let mut shapes = Vec::with_capacity(operands.len() + 1);
+        let op = Arc::new(OpRef {
             id: op_id.0,
             name: Arc::from(kind.name()),
             operands: operand_refs,
@@ -458,20 +414,28 @@ impl Graph {
                 id: result.0,
                 name: Arc::from(name),
             },
-        };
-        let mut ctx = OpContext {
-            solver: &mut g.solver,
-            op,
-            shapes,
-        };
-        let constraints = ctx.constraints(&kind);
-        g.solver.add_all(constraints)?;
-        g.ops.push_back(OpNode {
+        });
+        let result_shape = self.solver.transaction(|solver| {
+            let result_shape = Shape {
+                batch: Row::open(solver.fresh_row(), vec![]),
+                input: Row::open(solver.fresh_row(), vec![]),
+                output: Row::open(solver.fresh_row(), vec![]),
+            };
+            shapes.push(result_shape.clone());
+            for &t in operands {
+                shapes.push(self.tensors[t.0].shape.clone());
+            }
+            let mut ctx = OpContext { solver, op, shapes };
+            let constraints = ctx.constraints(&kind);
+            solver.add_all(constraints)?;
+            Ok::<_, ShapeError>(result_shape)
+        })?;
+        self.push_tensor(name, TensorKind::Result(op_id), result_shape);
+        self.ops.push_back(OpNode {
             kind,
             operands: operands.to_vec(),
             result,
         });
-        *self = g;
         Ok(result)
     }
 
@@ -556,6 +520,44 @@ impl Graph {
         })
     }
 }
+
+/// Builds a row of fresh variables for a spec row; fixed sizes become
+/// equations recorded in `constraints`, so every tensor axis is a
+/// variable whose solution remembers where its size came from.
+fn row_from_spec(solver: &mut Solver, r: &RowSpec, names: &mut SpecNames, why: Why, constraints: &mut Vec<Constraint>) -> Row {
+    let n = r.axes.len();
+    let mut dims = Vec::with_capacity(n);
+    for (i, a) in r.axes.iter().enumerate() {
+        let known = match &a.kind {
+            AxisKind::Label(l) => {
+                let v = *names.dims.entry(l.clone()).or_insert_with(|| solver.fresh_dim());
+                dims.push(Dim::Var(v));
+                continue;
+            }
+            AxisKind::Anonymous => {
+                dims.push(Dim::Var(solver.fresh_dim()));
+                continue;
+            }
+            AxisKind::Size(s) => KnownDim::new(*s),
+            AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
+        };
+        let v = solver.fresh_dim();
+        dims.push(Dim::Var(v));
+        constraints.push(Constraint::DimEq {
+            a: Dim::Var(v),
+            b: Dim::Known(known),
+            why: why.at_axis(n - 1 - i),
+        });
+    }
+    match &r.row_var {
+        Some((name, _)) => {
+            let v = *names.rows.entry(name.clone()).or_insert_with(|| solver.fresh_row());
+            Row::open(v, dims)
+        }
+        None => Row::closed(dims),
+    }
+}
+
 
 /// Variables named in one spec.
 #[derive(Default)]

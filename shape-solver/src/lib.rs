@@ -36,4 +36,4 @@ pub use finalize::{Provenance, Solution};
 pub use graph::{Graph, GraphError, OpId, SolvedGraph, TensorId, TensorKind};
 pub use ops::OpKind;
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
-pub use solver::Solver;
+pub use solver::{Solver, SolverStats};

@@ -13,6 +13,7 @@ use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, Shape};
 
 use crate::constraint::Constraint;
 use crate::origin::{OpRef, Origin, Relation, RowSite, Why};
+
 use crate::solver::Solver;
 
 /// What an operation does to shapes.
@@ -69,7 +70,7 @@ impl fmt::Display for OpKind {
 /// result, positions 1.. the operands.
 pub(crate) struct OpContext<'a> {
     pub solver: &'a mut Solver,
-    pub op: OpRef,
+    pub op: Arc<OpRef>,
     pub shapes: Vec<Shape>,
 }
 

@@ -101,7 +101,7 @@ pub enum Origin {
     /// A relation an operation imposes between two rows.
     Op {
         /// The operation.
-        op: OpRef,
+        op: Arc<OpRef>,
         /// The left row (the result side, `cur` for broadcasting).
         left: RowSite,
         /// The right row (the operand side, `subr` for broadcasting).
@@ -112,7 +112,7 @@ pub enum Origin {
     /// A constraint an operation imposes on one row.
     OpRow {
         /// The operation.
-        op: OpRef,
+        op: Arc<OpRef>,
         /// The row.
         site: RowSite,
         /// What the constraint says.

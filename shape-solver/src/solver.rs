@@ -27,7 +27,7 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimBounds, DimEntry, Env, ResolvedDim, ResolvedRow, RowBounds, RowEntry};
+use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowBounds, RowEntry};
 use crate::error::{DimFact, ShapeError};
 use crate::origin::{Origin, OriginId, Relation, Why};
 
@@ -62,6 +62,9 @@ pub struct Solver {
     queue: WorkQueue,
     /// Variables to re-examine during finalization.
     pub(crate) dirty: Option<crate::finalize::Dirty>,
+    /// Variables that have (or had) deferred constraints waiting on them.
+    pub(crate) watched_dims: std::collections::BTreeSet<DimVar>,
+    pub(crate) watched_rows: std::collections::BTreeSet<RowVar>,
     steps: u64,
 }
 
@@ -74,7 +77,7 @@ impl Solver {
     /// A new dim variable.
     pub fn fresh_dim(&mut self) -> DimVar {
         let v = DimVar(self.env.dims.len() as u32);
-        self.env.dims.push_back(DimEntry::Open(DimBounds::default()));
+        self.env.dims.push_back(DimEntry::Open(Arc::default()));
         v
     }
 
@@ -86,12 +89,12 @@ impl Solver {
 
     fn mint_row(&mut self, depth: u32) -> RowVar {
         let v = RowVar(self.env.rows.len() as u32);
-        self.env.rows.push_back(RowEntry::Open(RowBounds {
+        self.env.rows.push_back(RowEntry::Open(Arc::new(RowBounds {
             depth,
             ..RowBounds::default()
-        }));
+        })));
         if let Some(d) = &mut self.dirty {
-            d.rows.insert(v);
+            d.touch_row(v);
         }
         v
     }
@@ -115,6 +118,16 @@ impl Solver {
             .unwrap_or_else(|| Arc::new(Origin::Finalization))
     }
 
+    /// Counts of what the solver holds, for diagnostics and benchmarks.
+    pub fn stats(&self) -> SolverStats {
+        SolverStats {
+            dim_vars: self.env.dims.len(),
+            row_vars: self.env.rows.len(),
+            origins: self.origins.len(),
+            steps: self.steps,
+        }
+    }
+
     /// The number of constraint-processing steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps
@@ -129,12 +142,35 @@ impl Solver {
 
     /// Adds several constraints at once; on error none of them is kept.
     pub fn add_all(&mut self, cs: impl IntoIterator<Item = Constraint>) -> Result<(), ShapeError> {
-        let snapshot = self.clone();
-        self.push_all(cs);
-        match self.run() {
-            Ok(()) => Ok(()),
+        self.transaction(|s| {
+            s.push_all(cs);
+            s.run()
+        })
+    }
+
+    /// Runs `f` as one transaction: if it fails, every variable, origin and
+    /// constraint it added is undone, and the solver is as it was before.
+    ///
+    /// The undo log records only what changes, so a transaction costs no
+    /// copy of the solver state. Nested transactions join the outer one.
+    pub fn transaction<T, E>(&mut self, f: impl FnOnce(&mut Solver) -> Result<T, E>) -> Result<T, E> {
+        if !self.env.begin() {
+            return f(self);
+        }
+        let origins = self.origins.len();
+        let api_row_vars = self.api_row_vars;
+        let steps = self.steps;
+        match f(self) {
+            Ok(t) => {
+                self.env.commit();
+                Ok(t)
+            }
             Err(e) => {
-                *self = snapshot;
+                self.env.rollback();
+                self.origins.truncate(origins);
+                self.api_row_vars = api_row_vars;
+                self.steps = steps;
+                self.queue.clear();
                 Err(e)
             }
         }
@@ -296,7 +332,7 @@ impl Solver {
         if let Some(DimEntry::Solved {
             value: Dim::Known(k),
             ..
-        }) = self.env.dims.get_mut(v.index())
+        }) = self.env.dim_mut(v)
         {
             *k = k.clone().with_label(Some(label));
         }
@@ -304,43 +340,46 @@ impl Solver {
 
     /// Binds an unsolved variable and re-emits what was recorded about it.
     fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
-        let old = std::mem::replace(
-            &mut self.env.dims[v.index()],
+        let old = self.env.set_dim(
+            v,
             DimEntry::Solved {
                 value: value.clone(),
                 why,
                 source,
             },
         );
+        // Read through the shared pointer: the undo log may hold it too.
         let DimEntry::Open(bounds) = old else { return };
         if let Some(d) = &mut self.dirty {
-            d.dims.extend(bounds.cur.iter().chain(&bounds.subr).map(|(w, _)| *w));
+            for (w, _) in bounds.cur.iter().chain(&bounds.subr) {
+                d.touch_dim(*w);
+            }
             if let Dim::Var(w) = value {
-                d.dims.insert(w);
+                d.touch_dim(w);
             }
         }
-        for (c, cw) in bounds.cur {
+        for &(c, cw) in &bounds.cur {
             self.push(Constraint::DimIneq {
                 cur: Dim::Var(c),
                 subr: value.clone(),
                 why: cw,
             });
         }
-        for (s, sw) in bounds.subr {
+        for &(s, sw) in &bounds.subr {
             self.push(Constraint::DimIneq {
                 cur: value.clone(),
                 subr: Dim::Var(s),
                 why: sw,
             });
         }
-        if let Some((lub, lw)) = bounds.lub {
+        if let Some((lub, lw)) = &bounds.lub {
             self.push(Constraint::DimIneq {
-                cur: Dim::Known(lub),
+                cur: Dim::Known(lub.clone()),
                 subr: value,
-                why: lw,
+                why: *lw,
             });
         }
-        self.push_all(bounds.watchers);
+        self.push_all(bounds.watchers.iter().cloned());
     }
 
     fn dim_ineq(&mut self, cur: &Dim, subr: &Dim, why: Why) -> Result<(), ShapeError> {
@@ -392,7 +431,7 @@ impl Solver {
                 let subs: Vec<(DimVar, Why)> = bounds.subr.clone();
                 self.env.update_dim_bounds(w, |b| b.lub = Some((n.clone(), source)));
                 if let Some(d) = &mut self.dirty {
-                    d.dims.insert(w);
+                    d.touch_dim(w);
                 }
                 for (s, _) in subs {
                     self.push(Constraint::DimIneq {
@@ -504,17 +543,20 @@ impl Solver {
     }
 
     /// Binds an unsolved row variable and retries what was stored on it.
-    fn bind_row(&mut self, v: RowVar, value: Row, why: Why) {
+    fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
         let value_tail = value.tail;
-        let old = std::mem::replace(&mut self.env.rows[v.index()], RowEntry::Solved { value, why });
+        let old = self.env.set_row(v, RowEntry::Solved { value: Arc::new(value) });
         let RowEntry::Open(bounds) = old else { return };
+        let bounds = Arc::unwrap_or_clone(bounds);
         if let Some(d) = &mut self.dirty {
             if let RowTail::Open(w) = value_tail {
-                d.rows.insert(w);
+                d.touch_row(w);
             }
             for c in &bounds.ineqs {
                 if let Constraint::RowIneq { cur, subr, .. } = c {
-                    d.rows.extend(cur.row_var().into_iter().chain(subr.row_var()));
+                    for w in cur.row_var().into_iter().chain(subr.row_var()) {
+                        d.touch_row(w);
+                    }
                 }
             }
         }
@@ -568,10 +610,11 @@ impl Solver {
                     let nv = self.mint_row(depth);
                     let fresh: Vec<Dim> = (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
                     if let Some(d) = &mut self.dirty {
-                        d.dims.extend(fresh.iter().filter_map(|x| match x {
-                            Dim::Var(v) => Some(*v),
-                            _ => None,
-                        }));
+                        for x in &fresh {
+                            if let Dim::Var(v) = x {
+                                d.touch_dim(*v);
+                            }
+                        }
                     }
                     self.bind_row(cv, Row::open(nv, fresh), why);
                     self.push(Constraint::RowIneq { cur, subr, why });
@@ -603,7 +646,7 @@ impl Solver {
                 };
                 self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 if let Some(d) = &mut self.dirty {
-                    d.rows.insert(sv);
+                    d.touch_row(sv);
                 }
             }
             RowTail::Open(cv) => {
@@ -620,6 +663,10 @@ impl Solver {
                     self.env.update_row_bounds(cv, |b| b.ineqs.push(copy));
                 }
                 self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
+                if let Some(d) = &mut self.dirty {
+                    d.touch_row(cv);
+                    d.touch_row(sv);
+                }
             }
         }
         Ok(())
@@ -629,6 +676,8 @@ impl Solver {
 
     /// Stores `c` on each unsolved variable it waits for.
     fn defer(&mut self, c: Constraint, dims: &[DimVar], row: Option<RowVar>) {
+        self.watched_dims.extend(dims.iter().copied());
+        self.watched_rows.extend(row);
         for &v in dims {
             let copy = c.clone();
             self.env.update_dim_bounds(v, |b| b.watchers.push(copy));
@@ -704,6 +753,19 @@ impl Solver {
         }
         Ok(())
     }
+}
+
+/// Counts of what a [`Solver`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SolverStats {
+    /// Dim variables created (by the API and by templates).
+    pub dim_vars: usize,
+    /// Row variables created.
+    pub row_vars: usize,
+    /// Constraint origins recorded.
+    pub origins: usize,
+    /// Constraint-processing steps taken.
+    pub steps: u64,
 }
 
 /// Pending constraints, by class: dim constraints first, then row
