@@ -53,7 +53,10 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let (g, out) = synthetic_network(n).expect("the network is well-shaped");
                 let solved = g.solve().expect("the network solves");
-                assert_eq!(solved.shape(out).expect("known tensor").to_string(), "32, 16|->64");
+                assert_eq!(
+                    solved.shape(out).expect("known tensor").to_string(),
+                    "32, 16|->64"
+                );
                 solved
             })
         });

@@ -211,7 +211,10 @@ impl Env {
     }
 
     pub fn dim_entry(&self, v: DimVar) -> Result<&DimEntry, ShapeError> {
-        self.dims.get(v.index()).ok_or(ShapeError::UnknownVariable { what: "dim", id: v.0 })
+        self.dims.get(v.index()).ok_or(ShapeError::UnknownVariable {
+            what: "dim",
+            id: v.0,
+        })
     }
 
     pub fn row_entry(&self, v: RowVar) -> Result<&RowEntry, ShapeError> {
@@ -263,7 +266,8 @@ impl Env {
                 RowEntry::Open(_) => break,
             }
         }
-        let mut dims = Vec::with_capacity(r.dims.len() + prefix.iter().map(|p| p.len()).sum::<usize>());
+        let mut dims =
+            Vec::with_capacity(r.dims.len() + prefix.iter().map(|p| p.len()).sum::<usize>());
         for p in prefix.iter().rev() {
             dims.extend_from_slice(p);
         }
@@ -290,7 +294,9 @@ impl Env {
     /// is what the undo log can take back without a copy.
     pub fn update_dim_bounds(&mut self, v: DimVar, f: impl FnOnce(&mut DimBounds)) {
         let i = v.index();
-        let Some(DimEntry::Open(b)) = self.dims.get(i) else { return };
+        let Some(DimEntry::Open(b)) = self.dims.get(i) else {
+            return;
+        };
         let mark = Undo::DimBounds {
             i,
             cur: b.cur.len(),
@@ -310,7 +316,9 @@ impl Env {
     /// `f` may only append to the bounds' lists.
     pub fn update_row_bounds(&mut self, v: RowVar, f: impl FnOnce(&mut RowBounds)) {
         let i = v.index();
-        let Some(RowEntry::Open(b)) = self.rows.get(i) else { return };
+        let Some(RowEntry::Open(b)) = self.rows.get(i) else {
+            return;
+        };
         let mark = Undo::RowBounds {
             i,
             ineqs: b.ineqs.len(),

@@ -73,9 +73,9 @@ pub enum ShapeError {
         /// Equality, or broadcasting of `right` to `left`.
         relation: Relation,
         /// The result-side (or first) size.
-        left: DimFact,
+        left: Box<DimFact>,
         /// The operand-side (or second) size.
-        right: DimFact,
+        right: Box<DimFact>,
     },
     /// Two sizes agree but carry different labels.
     #[error(
@@ -88,9 +88,9 @@ pub enum ShapeError {
         /// The axis, from the end.
         axis: Option<u32>,
         /// One labeled size.
-        left: DimFact,
+        left: Box<DimFact>,
         /// The other.
-        right: DimFact,
+        right: Box<DimFact>,
     },
     /// Rows with a fixed number of axes disagree on it.
     #[error(
@@ -134,8 +134,8 @@ pub enum ShapeError {
         row: String,
         /// The required number of elements.
         total: u64,
-        /// The product of the row's known sizes.
-        known_product: u128,
+        /// The product of the row's known sizes (saturating).
+        known_product: u64,
         /// Whether every size was known (so the product had to be exact).
         exact: bool,
     },

@@ -109,7 +109,9 @@ impl Solver {
 
     /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
     fn close_dirty(&mut self, fin: Why) -> Result<bool, ShapeError> {
-        let Some(d) = self.dirty.as_mut() else { return Ok(false) };
+        let Some(d) = self.dirty.as_mut() else {
+            return Ok(false);
+        };
         if let Some(v) = d.dims.pop_first() {
             if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
                 self.push(Constraint::DimEq {
@@ -139,7 +141,9 @@ impl Solver {
 
     /// The stored inequalities that bound `r` from above, resolved.
     fn uppers(&self, r: RowVar) -> Result<Vec<(Row, usize)>, ShapeError> {
-        let Some(b) = self.env.row_bounds(r) else { return Ok(vec![]) };
+        let Some(b) = self.env.row_bounds(r) else {
+            return Ok(vec![]);
+        };
         let mut out = Vec::new();
         for c in &b.ineqs {
             if let Constraint::RowIneq { cur, subr, .. } = c {
@@ -167,7 +171,10 @@ impl Solver {
         if ups.is_empty() || ups.iter().any(|(u, _)| !u.is_closed()) {
             return Ok(None);
         }
-        Ok(ups.iter().map(|(u, n)| u.dims.len().saturating_sub(*n)).min())
+        Ok(ups
+            .iter()
+            .map(|(u, n)| u.dims.len().saturating_sub(*n))
+            .min())
     }
 
     fn unsolved_rows(&self) -> Vec<RowVar> {
@@ -194,7 +201,9 @@ impl Solver {
     /// rows with two or more unknowns, rows that are the rest of a pending
     /// slice. Also returns one such element-count constraint.
     #[allow(clippy::type_complexity)]
-    fn blocked(&self) -> Result<(BTreeSet<DimVar>, BTreeSet<RowVar>, Option<Constraint>), ShapeError> {
+    fn blocked(
+        &self,
+    ) -> Result<(BTreeSet<DimVar>, BTreeSet<RowVar>, Option<Constraint>), ShapeError> {
         let mut dims = BTreeSet::new();
         let mut rows = BTreeSet::new();
         let mut waiting = None;
@@ -202,7 +211,11 @@ impl Solver {
             .watched_dims
             .iter()
             .filter_map(|v| self.env.dim_bounds(*v).map(|b| &b.watchers))
-            .chain(self.watched_rows.iter().filter_map(|v| self.env.row_bounds(*v).map(|b| &b.watchers)));
+            .chain(
+                self.watched_rows
+                    .iter()
+                    .filter_map(|v| self.env.row_bounds(*v).map(|b| &b.watchers)),
+            );
         for ws in watchers {
             for c in ws {
                 match c {
@@ -235,10 +248,17 @@ impl Solver {
 
     /// Rule 3.
     fn close_top_rows(&mut self, fin: Why, blocked: &BTreeSet<RowVar>) -> Result<bool, ShapeError> {
-        let candidates = self.dirty.as_mut().map(|d| std::mem::take(&mut d.top_rows)).unwrap_or_default();
+        let candidates = self
+            .dirty
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.top_rows))
+            .unwrap_or_default();
         let mut tops = Vec::new();
         for r in candidates {
-            if self.env.row_bounds(r).is_some() && !blocked.contains(&r) && self.uppers(r)?.is_empty() {
+            if self.env.row_bounds(r).is_some()
+                && !blocked.contains(&r)
+                && self.uppers(r)?.is_empty()
+            {
                 tops.push(r);
             }
         }
@@ -274,7 +294,11 @@ impl Solver {
 
     /// Rule 4.
     fn close_top_dims(&mut self, fin: Why, blocked: &BTreeSet<DimVar>) -> Result<bool, ShapeError> {
-        let candidates = self.dirty.as_mut().map(|d| std::mem::take(&mut d.top_dims)).unwrap_or_default();
+        let candidates = self
+            .dirty
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.top_dims))
+            .unwrap_or_default();
         let tops: Vec<DimVar> = candidates
             .into_iter()
             .filter(|v| {
@@ -298,11 +322,19 @@ impl Solver {
         blocked_dims: &BTreeSet<DimVar>,
         blocked_rows: &BTreeSet<RowVar>,
     ) -> Result<bool, ShapeError> {
-        if let Some(r) = self.unsolved_rows().into_iter().find(|r| !blocked_rows.contains(r)) {
+        if let Some(r) = self
+            .unsolved_rows()
+            .into_iter()
+            .find(|r| !blocked_rows.contains(r))
+        {
             self.close_row_empty(r, fin)?;
             return Ok(true);
         }
-        if let Some(v) = self.unsolved_dims().into_iter().find(|v| !blocked_dims.contains(v)) {
+        if let Some(v) = self
+            .unsolved_dims()
+            .into_iter()
+            .find(|v| !blocked_dims.contains(v))
+        {
             self.close_dim_one(v, fin)?;
             return Ok(true);
         }
@@ -377,7 +409,12 @@ impl Solution {
                 Dim::Known(k) => return Ok(k.clone()),
                 Dim::Var(v) => match self.env.dim_entry(*v)? {
                     DimEntry::Solved { value, .. } => cur = value,
-                    DimEntry::Open(_) => return Err(ShapeError::UnknownVariable { what: "dim", id: v.0 }),
+                    DimEntry::Open(_) => {
+                        return Err(ShapeError::UnknownVariable {
+                            what: "dim",
+                            id: v.0,
+                        })
+                    }
                 },
             }
         }
@@ -387,7 +424,10 @@ impl Solution {
     pub fn row(&self, r: &Row) -> Result<Vec<KnownDim>, ShapeError> {
         let rr = self.env.resolve_row(r)?;
         if let RowTail::Open(v) = rr.tail {
-            return Err(ShapeError::UnknownVariable { what: "row", id: v.0 });
+            return Err(ShapeError::UnknownVariable {
+                what: "row",
+                id: v.0,
+            });
         }
         rr.dims.iter().map(|d| self.dim(d)).collect()
     }
@@ -401,7 +441,10 @@ impl Solution {
                 Dim::Known(value) => {
                     return Ok(Provenance {
                         value,
-                        source: via.last().cloned().unwrap_or_else(|| Arc::new(Origin::Finalization)),
+                        source: via
+                            .last()
+                            .cloned()
+                            .unwrap_or_else(|| Arc::new(Origin::Finalization)),
                         source_axis: None,
                         via,
                     })
@@ -419,7 +462,12 @@ impl Solution {
                         }
                         cur = value.clone();
                     }
-                    DimEntry::Open(_) => return Err(ShapeError::UnknownVariable { what: "dim", id: v.0 }),
+                    DimEntry::Open(_) => {
+                        return Err(ShapeError::UnknownVariable {
+                            what: "dim",
+                            id: v.0,
+                        })
+                    }
                 },
             }
         }
@@ -431,7 +479,10 @@ impl Solution {
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
             RowEntry::Solved { value } => Ok(Row::clone(value)),
-            RowEntry::Open(_) => Err(ShapeError::UnknownVariable { what: "row", id: v.0 }),
+            RowEntry::Open(_) => Err(ShapeError::UnknownVariable {
+                what: "row",
+                id: v.0,
+            }),
         }
     }
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use imbl::Vector;
 use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec, SpecError};
-use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowConstraint, RowKind, RowVar, Shape, SolvedShape};
+use shape_core::{
+    Dim, EinsumSpec, KnownDim, Label, Row, RowConstraint, RowKind, RowVar, Shape, SolvedShape,
+};
 
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
@@ -79,7 +81,7 @@ pub enum GraphError {
         /// What the spec was for.
         context: String,
         /// The parse error.
-        source: SpecError,
+        source: Box<SpecError>,
     },
     /// A tensor id that this graph did not create.
     #[error("unknown tensor id {0}: it was not created by this graph")]
@@ -179,7 +181,9 @@ impl Graph {
 
     /// An operation's kind, operands and result.
     pub fn op(&self, op: OpId) -> Option<(&OpKind, &[TensorId], TensorId)> {
-        self.ops.get(op.0).map(|o| (&o.kind, o.operands.as_slice(), o.result))
+        self.ops
+            .get(op.0)
+            .map(|o| (&o.kind, o.operands.as_slice(), o.result))
     }
 
     /// The solver state (for direct constraints or inspection).
@@ -216,7 +220,7 @@ impl Graph {
     fn parse_spec(text: &str, context: impl FnOnce() -> String) -> Result<ShapeSpec, GraphError> {
         ShapeSpec::parse(text).map_err(|source| GraphError::Spec {
             context: context(),
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -255,7 +259,12 @@ impl Graph {
     /// let c = g.constant("c", "3->k", 12).unwrap();
     /// assert_eq!(g.solve().unwrap().shape(c).unwrap().to_string(), "|3->4");
     /// ```
-    pub fn constant(&mut self, name: &str, spec: &str, num_elems: u64) -> Result<TensorId, GraphError> {
+    pub fn constant(
+        &mut self,
+        name: &str,
+        spec: &str,
+        num_elems: u64,
+    ) -> Result<TensorId, GraphError> {
         let n = NonZeroU64::new(num_elems).ok_or_else(|| GraphError::Constant {
             name: name.to_string(),
             message: "a constant needs at least one element".into(),
@@ -314,14 +323,23 @@ impl Graph {
                 });
             }
             solver.add_all(constraints)?;
-            Ok::<_, GraphError>(Shape { batch, input, output })
+            Ok::<_, GraphError>(Shape {
+                batch,
+                input,
+                output,
+            })
         })?;
         Ok(self.push_tensor(name, kind, shape))
     }
 
     /// For a constant: how many elements the output row holds, given that
     /// the batch and input rows must be fixed sizes.
-    fn elements_per_output(name: &str, spec_text: &str, spec: &ShapeSpec, n: NonZeroU64) -> Result<NonZeroU64, GraphError> {
+    fn elements_per_output(
+        name: &str,
+        spec_text: &str,
+        spec: &ShapeSpec,
+        n: NonZeroU64,
+    ) -> Result<NonZeroU64, GraphError> {
         let fail = |message: String| GraphError::Constant {
             name: name.into(),
             message,
@@ -358,7 +376,9 @@ impl Graph {
     /// the spec leaves out are not constrained.
     pub fn require(&mut self, t: TensorId, spec_text: &str) -> Result<(), GraphError> {
         let tref = self.tensor_ref(t)?;
-        let spec = Self::parse_spec(spec_text, || format!("the required shape of `{}`", tref.name))?;
+        let spec = Self::parse_spec(spec_text, || {
+            format!("the required shape of `{}`", tref.name)
+        })?;
         let shape = self.tensor(t)?.shape.clone();
         self.solver.transaction(|solver| {
             let mut names = SpecNames::default();
@@ -391,7 +411,12 @@ impl Graph {
     }
 
     /// Applies an operation and names its result.
-    pub fn apply_named(&mut self, name: &str, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+    pub fn apply_named(
+        &mut self,
+        name: &str,
+        kind: OpKind,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
         if operands.len() != kind.arity() {
             return Err(GraphError::Arity {
                 op: kind.name(),
@@ -478,7 +503,7 @@ impl Graph {
     pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
         let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
             context: format!("einsum \"{spec}\""),
-            source,
+            source: Box::new(source),
         })?;
         self.apply(OpKind::Einsum(parsed), operands)
     }
@@ -488,7 +513,7 @@ impl Graph {
     pub fn permute(&mut self, spec: &str, a: TensorId) -> Result<TensorId, GraphError> {
         let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
             context: format!("permute \"{spec}\""),
-            source,
+            source: Box::new(source),
         })?;
         if parsed.operands.len() != 1 {
             return Err(GraphError::Arity {
@@ -524,13 +549,22 @@ impl Graph {
 /// Builds a row of fresh variables for a spec row; fixed sizes become
 /// equations recorded in `constraints`, so every tensor axis is a
 /// variable whose solution remembers where its size came from.
-fn row_from_spec(solver: &mut Solver, r: &RowSpec, names: &mut SpecNames, why: Why, constraints: &mut Vec<Constraint>) -> Row {
+fn row_from_spec(
+    solver: &mut Solver,
+    r: &RowSpec,
+    names: &mut SpecNames,
+    why: Why,
+    constraints: &mut Vec<Constraint>,
+) -> Row {
     let n = r.axes.len();
     let mut dims = Vec::with_capacity(n);
     for (i, a) in r.axes.iter().enumerate() {
         let known = match &a.kind {
             AxisKind::Label(l) => {
-                let v = *names.dims.entry(l.clone()).or_insert_with(|| solver.fresh_dim());
+                let v = *names
+                    .dims
+                    .entry(l.clone())
+                    .or_insert_with(|| solver.fresh_dim());
                 dims.push(Dim::Var(v));
                 continue;
             }
@@ -551,13 +585,15 @@ fn row_from_spec(solver: &mut Solver, r: &RowSpec, names: &mut SpecNames, why: W
     }
     match &r.row_var {
         Some((name, _)) => {
-            let v = *names.rows.entry(name.clone()).or_insert_with(|| solver.fresh_row());
+            let v = *names
+                .rows
+                .entry(name.clone())
+                .or_insert_with(|| solver.fresh_row());
             Row::open(v, dims)
         }
         None => Row::closed(dims),
     }
 }
-
 
 /// Variables named in one spec.
 #[derive(Default)]
@@ -565,7 +601,6 @@ struct SpecNames {
     dims: HashMap<String, shape_core::DimVar>,
     rows: HashMap<RowVarName, RowVar>,
 }
-
 
 /// The result of [`Graph::solve`]: every tensor's shape, fully solved.
 #[derive(Clone, Debug)]
@@ -593,9 +628,19 @@ impl SolvedGraph {
 
     /// Why axis `axis` (from the left) of row `kind` of tensor `t` has its
     /// size: the declaration, operation or default that fixed it.
-    pub fn explain(&self, t: TensorId, kind: RowKind, axis: usize) -> Result<Provenance, GraphError> {
+    pub fn explain(
+        &self,
+        t: TensorId,
+        kind: RowKind,
+        axis: usize,
+    ) -> Result<Provenance, GraphError> {
         let shape = self.graph.tensor(t)?.shape.clone();
-        let rr = self.graph.solver.env.resolve_row(shape.row(kind)).map_err(GraphError::Shape)?;
+        let rr = self
+            .graph
+            .solver
+            .env
+            .resolve_row(shape.row(kind))
+            .map_err(GraphError::Shape)?;
         let row = self.solution.row(shape.row(kind))?;
         if axis >= row.len() {
             return Err(GraphError::UnknownTensor(t.0));

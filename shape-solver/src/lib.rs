@@ -19,6 +19,7 @@
 //! assert_eq!(solved.shape(y).unwrap().to_string(), "32|->10");
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 #![warn(missing_docs)]
 
 mod constraint;

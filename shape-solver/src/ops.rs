@@ -85,7 +85,12 @@ impl OpContext<'_> {
     }
 
     /// `left.kl` related to `right.kr`.
-    fn relate(&mut self, left: (usize, RowKind), right: (usize, RowKind), relation: Relation) -> Constraint {
+    fn relate(
+        &mut self,
+        left: (usize, RowKind),
+        right: (usize, RowKind),
+        relation: Relation,
+    ) -> Constraint {
         let origin = Origin::Op {
             op: self.op.clone(),
             left: self.site(left.0, left.1),
@@ -97,7 +102,11 @@ impl OpContext<'_> {
         let b = self.shapes[right.0].row(right.1).clone();
         match relation {
             Relation::Equal => Constraint::RowEq { a, b, why },
-            Relation::Broadcasts => Constraint::RowIneq { cur: a, subr: b, why },
+            Relation::Broadcasts => Constraint::RowIneq {
+                cur: a,
+                subr: b,
+                why,
+            },
         }
     }
 
@@ -115,7 +124,10 @@ impl OpContext<'_> {
         use Relation::{Broadcasts as Ge, Equal as Eq};
         use RowKind::{Batch as B, Input as I, Output as O};
         match kind {
-            OpKind::Unary(_) => RowKind::ALL.iter().map(|&k| self.relate((0, k), (1, k), Ge)).collect(),
+            OpKind::Unary(_) => RowKind::ALL
+                .iter()
+                .map(|&k| self.relate((0, k), (1, k), Ge))
+                .collect(),
             OpKind::Binary(_) => RowKind::ALL
                 .iter()
                 .flat_map(|&k| [((0, k), (1, k)), ((0, k), (2, k))])
@@ -134,7 +146,11 @@ impl OpContext<'_> {
                 self.relate((0, O), (1, I), Ge),
             ],
             OpKind::BatchSlice => {
-                let why = self.row_why(0, B, "to be the operand's batch row without its first axis".into());
+                let why = self.row_why(
+                    0,
+                    B,
+                    "to be the operand's batch row without its first axis".into(),
+                );
                 vec![
                     Constraint::DropFirst {
                         whole: self.shapes[1].batch.clone(),
@@ -152,7 +168,9 @@ impl OpContext<'_> {
     fn einsum(&mut self, spec: &EinsumSpec) -> Vec<Constraint> {
         let mut dims: HashMap<String, Dim> = HashMap::new();
         let mut rows: HashMap<RowVarName, shape_core::RowVar> = HashMap::new();
-        let specs: Vec<ShapeSpec> = std::iter::once(spec.result.clone()).chain(spec.operands.iter().cloned()).collect();
+        let specs: Vec<ShapeSpec> = std::iter::once(spec.result.clone())
+            .chain(spec.operands.iter().cloned())
+            .collect();
         let mut out = Vec::new();
         for (i, s) in specs.iter().enumerate() {
             for kind in RowKind::ALL {
@@ -167,7 +185,9 @@ impl OpContext<'_> {
                 };
                 let what = match s.row(kind) {
                     Some(r) => format!("to match \"{}\" of the spec", RowText(r)),
-                    None if kind == RowKind::Batch => "to equal the batch rows of the other operands".into(),
+                    None if kind == RowKind::Batch => {
+                        "to equal the batch rows of the other operands".into()
+                    }
                     None => "to be empty, as the spec does not write it".into(),
                 };
                 let why = self.row_why(i, kind, what);
@@ -196,13 +216,17 @@ impl OpContext<'_> {
                     .or_insert_with(|| Dim::Var(self.solver.fresh_dim()))
                     .clone(),
                 AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
-                AxisKind::LabeledSize(l, n) => Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l)))),
+                AxisKind::LabeledSize(l, n) => {
+                    Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
+                }
                 AxisKind::Anonymous => Dim::Var(self.solver.fresh_dim()),
             })
             .collect();
         match &r.row_var {
             Some((name, _)) => {
-                let v = *rows.entry(name.clone()).or_insert_with(|| self.solver.fresh_row());
+                let v = *rows
+                    .entry(name.clone())
+                    .or_insert_with(|| self.solver.fresh_row());
                 Row::open(v, ds)
             }
             None => Row::closed(ds),

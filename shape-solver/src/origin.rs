@@ -55,7 +55,14 @@ pub struct OpRef {
 impl fmt::Display for OpRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let args: Vec<String> = self.operands.iter().map(|t| t.name.to_string()).collect();
-        write!(f, "`{} = {}({})` (op #{})", self.result.name, self.name, args.join(", "), self.id)
+        write!(
+            f,
+            "`{} = {}({})` (op #{})",
+            self.result.name,
+            self.name,
+            args.join(", "),
+            self.id
+        )
     }
 }
 
@@ -140,7 +147,9 @@ impl Origin {
     /// The tensors this origin names.
     pub fn tensors(&self) -> Vec<&TensorRef> {
         match self {
-            Origin::Declared { tensor, .. } | Origin::Required { tensor, .. } | Origin::ElementCount { tensor, .. } => {
+            Origin::Declared { tensor, .. }
+            | Origin::Required { tensor, .. }
+            | Origin::ElementCount { tensor, .. } => {
                 vec![tensor]
             }
             Origin::Op { left, right, .. } => vec![&left.tensor, &right.tensor],
@@ -156,8 +165,15 @@ impl fmt::Display for Origin {
             Origin::Declared { tensor, kind, spec } => {
                 write!(f, "the declared shape \"{spec}\" of {tensor} ({kind} row)")
             }
-            Origin::ElementCount { tensor, spec, num_elems } => {
-                write!(f, "the {num_elems} elements of {tensor} declared as \"{spec}\"")
+            Origin::ElementCount {
+                tensor,
+                spec,
+                num_elems,
+            } => {
+                write!(
+                    f,
+                    "the {num_elems} elements of {tensor} declared as \"{spec}\""
+                )
             }
             Origin::Required { tensor, kind, spec } => {
                 write!(f, "the required shape \"{spec}\" of {tensor} ({kind} row)")

@@ -153,7 +153,10 @@ impl Solver {
     ///
     /// The undo log records only what changes, so a transaction costs no
     /// copy of the solver state. Nested transactions join the outer one.
-    pub fn transaction<T, E>(&mut self, f: impl FnOnce(&mut Solver) -> Result<T, E>) -> Result<T, E> {
+    pub fn transaction<T, E>(
+        &mut self,
+        f: impl FnOnce(&mut Solver) -> Result<T, E>,
+    ) -> Result<T, E> {
         if !self.env.begin() {
             return f(self);
         }
@@ -286,7 +289,13 @@ impl Solver {
     }
 
     /// Two known sizes that must be equal: check sizes, then merge labels.
-    fn agree(&mut self, a: ResolvedDim, b: ResolvedDim, why: Why, relation: Relation) -> Result<(), ShapeError> {
+    fn agree(
+        &mut self,
+        a: ResolvedDim,
+        b: ResolvedDim,
+        why: Why,
+        relation: Relation,
+    ) -> Result<(), ShapeError> {
         let (
             ResolvedDim::Known {
                 value: x,
@@ -307,16 +316,16 @@ impl Solver {
                 context: self.origin_arc(why.origin),
                 axis: why.axis_from_end,
                 relation,
-                left: self.fact(x, sx),
-                right: self.fact(y, sy),
+                left: Box::new(self.fact(x, sx)),
+                right: Box::new(self.fact(y, sy)),
             });
         }
         if !x.labels_agree(&y) {
             return Err(ShapeError::LabelMismatch {
                 context: self.origin_arc(why.origin),
                 axis: why.axis_from_end,
-                left: self.fact(x, sx),
-                right: self.fact(y, sy),
+                left: Box::new(self.fact(x, sx)),
+                right: Box::new(self.fact(y, sy)),
             });
         }
         // An unlabeled size takes the label of the other side.
@@ -387,7 +396,9 @@ impl Solver {
         let rs = self.env.resolve_dim(subr, why)?;
         match (rc, rs) {
             (rc @ ResolvedDim::Known { .. }, rs @ ResolvedDim::Known { .. }) => {
-                let (ResolvedDim::Known { value: n, .. }, ResolvedDim::Known { value: m, .. }) = (&rc, &rs) else {
+                let (ResolvedDim::Known { value: n, .. }, ResolvedDim::Known { value: m, .. }) =
+                    (&rc, &rs)
+                else {
                     return Ok(());
                 };
                 if m.is_one() {
@@ -425,11 +436,14 @@ impl Solver {
 
     /// `n >= w` for an unsolved `w` and `n > 1`.
     fn add_lub(&mut self, w: DimVar, n: KnownDim, source: Why) {
-        let Some(bounds) = self.env.dim_bounds(w) else { return };
+        let Some(bounds) = self.env.dim_bounds(w) else {
+            return;
+        };
         match &bounds.lub {
             None => {
                 let subs: Vec<(DimVar, Why)> = bounds.subr.clone();
-                self.env.update_dim_bounds(w, |b| b.lub = Some((n.clone(), source)));
+                self.env
+                    .update_dim_bounds(w, |b| b.lub = Some((n.clone(), source)));
                 if let Some(d) = &mut self.dirty {
                     d.touch_dim(w);
                 }
@@ -545,7 +559,12 @@ impl Solver {
     /// Binds an unsolved row variable and retries what was stored on it.
     fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
         let value_tail = value.tail;
-        let old = self.env.set_row(v, RowEntry::Solved { value: Arc::new(value) });
+        let old = self.env.set_row(
+            v,
+            RowEntry::Solved {
+                value: Arc::new(value),
+            },
+        );
         let RowEntry::Open(bounds) = old else { return };
         let bounds = Arc::unwrap_or_clone(bounds);
         if let Some(d) = &mut self.dirty {
@@ -608,7 +627,8 @@ impl Solver {
                         });
                     }
                     let nv = self.mint_row(depth);
-                    let fresh: Vec<Dim> = (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
+                    let fresh: Vec<Dim> =
+                        (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
                     if let Some(d) = &mut self.dirty {
                         for x in &fresh {
                             if let Dim::Var(v) = x {
@@ -687,13 +707,20 @@ impl Solver {
         }
     }
 
-    fn total_elems(&mut self, row: Row, total: std::num::NonZeroU64, why: Why) -> Result<(), ShapeError> {
+    fn total_elems(
+        &mut self,
+        row: Row,
+        total: std::num::NonZeroU64,
+        why: Why,
+    ) -> Result<(), ShapeError> {
         let rr = self.env.resolve_row(&row)?;
         let mut known: u128 = 1;
         let mut vars: Vec<DimVar> = Vec::new();
         for d in &rr.dims {
             match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } => known = known.saturating_mul(value.size() as u128),
+                ResolvedDim::Known { value, .. } => {
+                    known = known.saturating_mul(value.size() as u128)
+                }
                 ResolvedDim::Var(v) => vars.push(v),
             }
         }
@@ -702,7 +729,7 @@ impl Solver {
             context: s.origin_arc(why.origin),
             row: s.show_row(&rr),
             total: total.get(),
-            known_product: known,
+            known_product: u64::try_from(known).unwrap_or(u64::MAX),
             exact,
         };
         if t % known != 0 {
@@ -749,7 +776,9 @@ impl Solver {
                     why,
                 });
             }
-            RowTail::Open(r) => self.defer(Constraint::DropFirst { whole, rest, why }, &[], Some(r)),
+            RowTail::Open(r) => {
+                self.defer(Constraint::DropFirst { whole, rest, why }, &[], Some(r))
+            }
         }
         Ok(())
     }
@@ -789,7 +818,10 @@ impl WorkQueue {
     }
 
     fn pop(&mut self) -> Option<Constraint> {
-        self.dims.pop().or_else(|| self.rows.pop()).or_else(|| self.whole_rows.pop())
+        self.dims
+            .pop()
+            .or_else(|| self.rows.pop())
+            .or_else(|| self.whole_rows.pop())
     }
 
     fn clear(&mut self) {

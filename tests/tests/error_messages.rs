@@ -116,12 +116,20 @@ fn nothing_to_slice() {
 #[test]
 fn unknown_variable() {
     let mut s = Solver::new();
-    let why = Why::of(s.add_origin(Origin::Direct { what: "x = 1".into() }));
+    let why = Why::of(s.add_origin(Origin::Direct {
+        what: "x = 1".into(),
+    }));
     let e = s
-        .add(Constraint::DimEq { a: Dim::Var(DimVar(7)), b: Dim::known(1).unwrap(), why })
+        .add(Constraint::DimEq {
+            a: Dim::Var(DimVar(7)),
+            b: Dim::known(1).unwrap(),
+            why,
+        })
         .unwrap_err();
     insta::assert_snapshot!(e.to_string());
-    let e = s.resolve_row(&Row::open(shape_core::RowVar(3), vec![])).unwrap_err();
+    let e = s
+        .resolve_row(&Row::open(shape_core::RowVar(3), vec![]))
+        .unwrap_err();
     insta::assert_snapshot!("unknown_row_variable", e.to_string());
 }
 
@@ -143,7 +151,10 @@ fn arity() {
 
 #[test]
 fn constant_errors() {
-    insta::assert_snapshot!("constant_unknown_input", err(|g| g.constant("c", "k->3", 12).map(drop)));
+    insta::assert_snapshot!(
+        "constant_unknown_input",
+        err(|g| g.constant("c", "k->3", 12).map(drop))
+    );
     insta::assert_snapshot!("constant_zero", err(|g| g.constant("c", "3", 0).map(drop)));
 }
 
@@ -164,14 +175,25 @@ fn spec_errors() {
     ];
     let mut out = String::new();
     for c in cases {
-        out.push_str(&format!("{c:>24} -> {}\n", err(|g| g.input("t", c).map(drop))));
+        out.push_str(&format!(
+            "{c:>24} -> {}\n",
+            err(|g| g.input("t", c).map(drop))
+        ));
     }
     insta::assert_snapshot!(out);
 }
 
 #[test]
 fn einsum_spec_errors() {
-    let cases = ["ij;jk", "ij;jk=>ik=>i", "i;j;k=>i", "ij;jk=>iz", "ij=>i_", "..r..i=>..s..i", "..i..i=>i"];
+    let cases = [
+        "ij;jk",
+        "ij;jk=>ik=>i",
+        "i;j;k=>i",
+        "ij;jk=>iz",
+        "ij=>i_",
+        "..r..i=>..s..i",
+        "..i..i=>i",
+    ];
     let mut out = String::new();
     for c in cases {
         out.push_str(&format!(

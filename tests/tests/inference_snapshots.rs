@@ -3,7 +3,12 @@
 use shape_solver::{Graph, GraphError};
 use shape_tests::render_inferred;
 
-fn named(g: &mut Graph, name: &str, kind: shape_solver::OpKind, operands: &[shape_solver::TensorId]) -> shape_solver::TensorId {
+fn named(
+    g: &mut Graph,
+    name: &str,
+    kind: shape_solver::OpKind,
+    operands: &[shape_solver::TensorId],
+) -> shape_solver::TensorId {
     g.apply_named(name, kind, operands).unwrap()
 }
 
@@ -47,7 +52,12 @@ fn attention_block() -> Result<(), GraphError> {
     let v = named(&mut g, "v", es(proj), &[x, wv]);
     let scores = named(&mut g, "scores", es("b|s,h,k;b|t,h,k=>b|h,s,t"), &[q, k]);
     let weights = named(&mut g, "weights", Unary("softmax".into()), &[scores]);
-    let mixed = named(&mut g, "mixed", es("b|h,s,t;b|t,h,k=>b|s,h,k"), &[weights, v]);
+    let mixed = named(
+        &mut g,
+        "mixed",
+        es("b|h,s,t;b|t,h,k=>b|s,h,k"),
+        &[weights, v],
+    );
     let out = named(&mut g, "out", es("b|s,h,k;h,k->d=>b|s,d"), &[mixed, wo]);
     let _ = named(&mut g, "residual", Binary("add".into()), &[out, x]);
     insta::assert_snapshot!(render_inferred(&g)?);

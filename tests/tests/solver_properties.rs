@@ -40,7 +40,10 @@ fn gen_dim() -> impl Strategy<Value = GenDim> {
 }
 
 fn gen_row() -> impl Strategy<Value = GenRow> {
-    (prop::option::weighted(0.6, 0..ROW_VARS), prop::collection::vec(gen_dim(), 0..3))
+    (
+        prop::option::weighted(0.6, 0..ROW_VARS),
+        prop::collection::vec(gen_dim(), 0..3),
+    )
         .prop_map(|(var, dims)| GenRow { var, dims })
 }
 
@@ -87,17 +90,42 @@ fn instance(gen: &[GenConstraint]) -> Instance {
         .iter()
         .enumerate()
         .map(|(i, g)| {
-            let why = Why::of(solver.add_origin(Origin::Direct { what: format!("#{i}").into() }));
+            let why = Why::of(solver.add_origin(Origin::Direct {
+                what: format!("#{i}").into(),
+            }));
             match g {
-                GenConstraint::DimEq(a, b) => Constraint::DimEq { a: dim(a), b: dim(b), why },
-                GenConstraint::DimIneq(a, b) => Constraint::DimIneq { cur: dim(a), subr: dim(b), why },
-                GenConstraint::RowEq(a, b) => Constraint::RowEq { a: row(a), b: row(b), why },
-                GenConstraint::RowIneq(a, b) => Constraint::RowIneq { cur: row(a), subr: row(b), why },
-                GenConstraint::Total(r, n) => Constraint::TotalElems { row: row(r), total: (*n).try_into().unwrap(), why },
+                GenConstraint::DimEq(a, b) => Constraint::DimEq {
+                    a: dim(a),
+                    b: dim(b),
+                    why,
+                },
+                GenConstraint::DimIneq(a, b) => Constraint::DimIneq {
+                    cur: dim(a),
+                    subr: dim(b),
+                    why,
+                },
+                GenConstraint::RowEq(a, b) => Constraint::RowEq {
+                    a: row(a),
+                    b: row(b),
+                    why,
+                },
+                GenConstraint::RowIneq(a, b) => Constraint::RowIneq {
+                    cur: row(a),
+                    subr: row(b),
+                    why,
+                },
+                GenConstraint::Total(r, n) => Constraint::TotalElems {
+                    row: row(r),
+                    total: (*n).try_into().unwrap(),
+                    why,
+                },
             }
         })
         .collect();
-    Instance { solver, constraints }
+    Instance {
+        solver,
+        constraints,
+    }
 }
 
 /// The finalized values of every API variable, or the class of error.
@@ -108,7 +136,10 @@ fn instance(gen: &[GenConstraint]) -> Instance {
 /// mismatch), so the order-independence property compares error classes.
 type Outcome = Result<(Vec<u64>, Vec<Vec<u64>>), ErrorClass>;
 
-fn outcome(mut solver: Solver, constraints: impl IntoIterator<Item = Constraint>) -> (Outcome, Solver) {
+fn outcome(
+    mut solver: Solver,
+    constraints: impl IntoIterator<Item = Constraint>,
+) -> (Outcome, Solver) {
     for c in constraints {
         if let Err(e) = solver.add(c) {
             return (Err(e.class()), solver);
@@ -138,7 +169,10 @@ fn read(solver: &Solver) -> Outcome {
 fn config() -> ProptestConfig {
     ProptestConfig {
         // PROPTEST_CASES raises the count for a longer local run.
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(256),
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "../proptest-regressions/solver_properties.txt",
         ))),
@@ -149,7 +183,11 @@ fn config() -> ProptestConfig {
 /// numpy's rule for one row pair: align at the end, sizes equal or one is 1.
 fn numpy_broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let n = a.len().max(b.len());
-    let pad = |r: &[u64]| -> Vec<u64> { std::iter::repeat_n(1, n - r.len()).chain(r.iter().copied()).collect() };
+    let pad = |r: &[u64]| -> Vec<u64> {
+        std::iter::repeat_n(1, n - r.len())
+            .chain(r.iter().copied())
+            .collect()
+    };
     let (a, b) = (pad(a), pad(b));
     a.iter()
         .zip(&b)
@@ -165,10 +203,15 @@ fn numpy_broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
 fn spec_of(rows: &[Vec<u64>; 3]) -> String {
     let row = |r: &Vec<u64>| r.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     // Multi-character mode throughout, so adjacent sizes stay apart.
-    format!("{}, |{}, ->{},", row(&rows[0]), row(&rows[1]), row(&rows[2]))
-        .replace(", |", " |")
-        .replace(", ->", " ->")
-        .replace("|,", "|")
+    format!(
+        "{}, |{}, ->{},",
+        row(&rows[0]),
+        row(&rows[1]),
+        row(&rows[2])
+    )
+    .replace(", |", " |")
+    .replace(", ->", " ->")
+    .replace("|,", "|")
 }
 
 fn ground_rows() -> impl Strategy<Value = [Vec<u64>; 3]> {

@@ -24,7 +24,14 @@ fn axes(spec: &ShapeSpec, kind: RowKind) -> Vec<String> {
 #[test]
 fn the_three_forms() {
     let s = ShapeSpec::parse("b|i->o").unwrap();
-    assert_eq!((axes(&s, RowKind::Batch), axes(&s, RowKind::Input), axes(&s, RowKind::Output)), (vec!["b".into()], vec!["i".into()], vec!["o".into()]));
+    assert_eq!(
+        (
+            axes(&s, RowKind::Batch),
+            axes(&s, RowKind::Input),
+            axes(&s, RowKind::Output)
+        ),
+        (vec!["b".into()], vec!["i".into()], vec!["o".into()])
+    );
     let s = ShapeSpec::parse("i->o").unwrap();
     assert!(s.batch.is_none());
     assert_eq!(axes(&s, RowKind::Input), vec!["i"]);
@@ -121,7 +128,10 @@ fn entry() -> impl Strategy<Value = String> {
 }
 
 fn row() -> impl Strategy<Value = (Option<String>, Vec<String>)> {
-    (prop::option::of("[a-z]{1,3}"), prop::collection::vec(entry(), 0..4))
+    (
+        prop::option::of("[a-z]{1,3}"),
+        prop::collection::vec(entry(), 0..4),
+    )
 }
 
 fn write_row((var, entries): &(Option<String>, Vec<String>)) -> String {

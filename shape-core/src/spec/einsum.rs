@@ -42,7 +42,13 @@ impl EinsumSpec {
         let arrows: Vec<usize> = text.match_indices("=>").map(|(i, _)| i).collect();
         let arrow = match arrows.as_slice() {
             [a] => *a,
-            [] => return Err(err(text.len()..text.len(), "`=>` between operands and result", "end of spec".into())),
+            [] => {
+                return Err(err(
+                    text.len()..text.len(),
+                    "`=>` between operands and result",
+                    "end of spec".into(),
+                ))
+            }
             [_, b, ..] => return Err(err(*b..*b + 2, "exactly one `=>`", "a second `=>`".into())),
         };
         let mut sections = Vec::new();
@@ -54,7 +60,11 @@ impl EinsumSpec {
         sections.push(start..arrow);
         if sections.len() > 2 {
             let s = sections[2].start - 1;
-            return Err(err(s..s + 1, "one or two operands", "a third operand".into()));
+            return Err(err(
+                s..s + 1,
+                "one or two operands",
+                "a third operand".into(),
+            ));
         }
         let result_span = arrow + 2..text.len();
         let mut all = sections.clone();
@@ -118,13 +128,20 @@ impl EinsumSpec {
                     }
                 }
                 AxisKind::Anonymous => {
-                    return Err(err(axis.span.clone(), "a named axis in the result", "`_`".into()));
+                    return Err(err(
+                        axis.span.clone(),
+                        "a named axis in the result",
+                        "`_`".into(),
+                    ));
                 }
                 AxisKind::Size(_) | AxisKind::LabeledSize(..) => {}
             }
         }
         for (_, name, span) in self.result.row_vars() {
-            let found = self.operands.iter().any(|o| o.row_vars().any(|(_, n, _)| n == name));
+            let found = self
+                .operands
+                .iter()
+                .any(|o| o.row_vars().any(|(_, n, _)| n == name));
             let implicit = matches!(name, RowVarName::OfKind(_));
             if !found && !implicit {
                 return Err(err(

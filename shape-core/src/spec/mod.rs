@@ -130,7 +130,8 @@ pub struct ShapeSpec {
 impl ShapeSpec {
     /// Parses a shape spec.
     pub fn parse(text: &str) -> Result<ShapeSpec, SpecError> {
-        let mode = parse::Mode::of(text, &[0..text.len()]);
+        let whole: Span = 0..text.len();
+        let mode = parse::Mode::of(text, std::slice::from_ref(&whole));
         parse::shape_spec(text, 0..text.len(), mode)
     }
 
@@ -213,7 +214,9 @@ pub(crate) struct SpecEntries<'a> {
 
 impl SpecEntries<'_> {
     fn rows(&self) -> impl Iterator<Item = &[String]> {
-        [self.batch, self.input, Some(self.output)].into_iter().flatten()
+        [self.batch, self.input, Some(self.output)]
+            .into_iter()
+            .flatten()
     }
 }
 
@@ -222,7 +225,9 @@ impl SpecEntries<'_> {
 /// unambiguously, multi-character otherwise.
 pub(crate) fn format_specs(specs: &[SpecEntries<'_>]) -> Vec<String> {
     let single = specs.iter().flat_map(|s| s.rows()).all(|r| {
-        r.iter().all(|e| is_single_char_entry(e)) && r.windows(2).all(|w| !(is_digits(&w[0]) && is_digits(&w[1])))
+        r.iter().all(|e| is_single_char_entry(e))
+            && r.windows(2)
+                .all(|w| !(is_digits(&w[0]) && is_digits(&w[1])))
     });
     let sep = if single { "" } else { ", " };
     let marked = specs
@@ -258,8 +263,17 @@ pub(crate) fn format_specs(specs: &[SpecEntries<'_>]) -> Vec<String> {
 }
 
 /// Formats up to three rows in the spec notation.
-pub(crate) fn format_rows(batch: Option<&[String]>, input: Option<&[String]>, output: &[String]) -> String {
-    format_specs(&[SpecEntries { batch, input, output }]).remove(0)
+pub(crate) fn format_rows(
+    batch: Option<&[String]>,
+    input: Option<&[String]>,
+    output: &[String],
+) -> String {
+    format_specs(&[SpecEntries {
+        batch,
+        input,
+        output,
+    }])
+    .remove(0)
 }
 
 /// Writes a full `batch|input->output` shape.

@@ -75,10 +75,20 @@ pub(crate) fn shape_spec(text: &str, span: Span, mode: Mode) -> Result<ShapeSpec
     let bars: Vec<usize> = s.match_indices('|').map(|(i, _)| i).collect();
     let arrows: Vec<usize> = s.match_indices("->").map(|(i, _)| i).collect();
     if bars.len() > 1 {
-        return Err(err(text, at(bars[1])..at(bars[1] + 1), "at most one `|`", "a second `|`"));
+        return Err(err(
+            text,
+            at(bars[1])..at(bars[1] + 1),
+            "at most one `|`",
+            "a second `|`",
+        ));
     }
     if arrows.len() > 1 {
-        return Err(err(text, at(arrows[1])..at(arrows[1] + 2), "at most one `->`", "a second `->`"));
+        return Err(err(
+            text,
+            at(arrows[1])..at(arrows[1] + 2),
+            "at most one `->`",
+            "a second `->`",
+        ));
     }
     let bar = bars.first().copied();
     let arrow = arrows.first().copied();
@@ -114,9 +124,14 @@ pub(crate) fn shape_spec(text: &str, span: Span, mode: Mode) -> Result<ShapeSpec
 
 fn parse_size(text: &str, span: Span) -> Result<NonZeroU64, SpecError> {
     let digits = &text[span.clone()];
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| err(text, span.clone(), "a size that fits in 64 bits", &format!("`{digits}`")))?;
+    let n: u64 = digits.parse().map_err(|_| {
+        err(
+            text,
+            span.clone(),
+            "a size that fits in 64 bits",
+            &format!("`{digits}`"),
+        )
+    })?;
     NonZeroU64::new(n).ok_or_else(|| err(text, span, "a size of at least 1", "`0`"))
 }
 
@@ -126,40 +141,60 @@ fn is_ident_start(c: char) -> bool {
 
 fn is_ident(s: &str) -> bool {
     let mut cs = s.chars();
-    matches!(cs.next(), Some(c) if is_ident_start(c)) && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(cs.next(), Some(c) if is_ident_start(c))
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Parses a row variable starting at `start` (which begins with `..`);
 /// returns it and the index just past it.
-fn row_var(text: &str, start: usize, end: usize, kind: RowKind) -> Result<(RowVarName, Span), SpecError> {
+fn row_var(
+    text: &str,
+    start: usize,
+    end: usize,
+    kind: RowKind,
+) -> Result<(RowVarName, Span), SpecError> {
     let rest = &text[start..end];
     if rest.starts_with("...") && !rest[3..].starts_with('.') {
         // `...` unless it is `...name..` (which is malformed anyway).
         let after = &rest[3..];
-        if after.is_empty() || !after.starts_with(|c: char| c.is_ascii_alphanumeric()) || !after.contains("..") {
+        if after.is_empty()
+            || !after.starts_with(|c: char| c.is_ascii_alphanumeric())
+            || !after.contains("..")
+        {
             return Ok((RowVarName::OfKind(kind), start..start + 3));
         }
     }
     let body = &rest[2..];
     let close = body.find("..").ok_or_else(|| {
-        err(text, start..end, "a row variable `..name..` closed by `..`", &describe(text, &(start..end)))
+        err(
+            text,
+            start..end,
+            "a row variable `..name..` closed by `..`",
+            &describe(text, &(start..end)),
+        )
     })?;
     let name = &body[..close];
     let span = start..start + 2 + close + 2;
     if !is_ident(name) || name == "_" {
-        return Err(err(text, span, "a row variable name made of letters, digits and `_`", &format!("`{name}`")));
+        return Err(err(
+            text,
+            span,
+            "a row variable name made of letters, digits and `_`",
+            &format!("`{name}`"),
+        ));
     }
     Ok((RowVarName::Named(name.to_string()), span))
 }
 
-fn push_row_var(
-    text: &str,
-    out: &mut RowSpec,
-    var: (RowVarName, Span),
-) -> Result<(), SpecError> {
+fn push_row_var(text: &str, out: &mut RowSpec, var: (RowVarName, Span)) -> Result<(), SpecError> {
     if let Some((_, first)) = &out.row_var {
         let _ = first;
-        return Err(err(text, var.1, "at most one row variable per row", "a second row variable"));
+        return Err(err(
+            text,
+            var.1,
+            "at most one row variable per row",
+            "a second row variable",
+        ));
     }
     if !out.axes.is_empty() {
         return Err(err(
@@ -199,7 +234,10 @@ fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spe
                 i += 1;
             }
             let n = parse_size(text, start..i)?;
-            out.axes.push(AxisSpec { kind: AxisKind::Size(n), span: start..i });
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Size(n),
+                span: start..i,
+            });
         } else if is_ident_start(c) {
             let start = i;
             i += 1;
@@ -208,7 +246,10 @@ fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spe
             } else {
                 AxisKind::Label(c.to_string())
             };
-            out.axes.push(AxisSpec { kind, span: start..i });
+            out.axes.push(AxisSpec {
+                kind,
+                span: start..i,
+            });
         } else {
             let end = i + c.len_utf8();
             return Err(err(
@@ -243,26 +284,53 @@ fn multi_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spec
         if tok.starts_with("..") {
             let var = row_var(text, start, i, kind)?;
             if var.1.end != i {
-                return Err(err(text, var.1.end..i, "a separator after the row variable", &describe(text, &(var.1.end..i))));
+                return Err(err(
+                    text,
+                    var.1.end..i,
+                    "a separator after the row variable",
+                    &describe(text, &(var.1.end..i)),
+                ));
             }
             push_row_var(text, &mut out, var)?;
         } else if tok.chars().all(|c| c.is_ascii_digit()) {
             let n = parse_size(text, start..i)?;
-            out.axes.push(AxisSpec { kind: AxisKind::Size(n), span: start..i });
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Size(n),
+                span: start..i,
+            });
         } else if let Some((label, size)) = tok.split_once(':') {
             if !is_ident(label) || label == "_" {
-                return Err(err(text, start..start + label.len(), "a label before `:`", &format!("`{label}`")));
+                return Err(err(
+                    text,
+                    start..start + label.len(),
+                    "a label before `:`",
+                    &format!("`{label}`"),
+                ));
             }
             let ds = start + label.len() + 1;
             if size.is_empty() || !size.chars().all(|c| c.is_ascii_digit()) {
-                return Err(err(text, start..i, "`label:size` with digits after `:`", &format!("`{tok}`")));
+                return Err(err(
+                    text,
+                    start..i,
+                    "`label:size` with digits after `:`",
+                    &format!("`{tok}`"),
+                ));
             }
             let n = parse_size(text, ds..i)?;
-            out.axes.push(AxisSpec { kind: AxisKind::LabeledSize(label.to_string(), n), span: start..i });
+            out.axes.push(AxisSpec {
+                kind: AxisKind::LabeledSize(label.to_string(), n),
+                span: start..i,
+            });
         } else if tok == "_" {
-            out.axes.push(AxisSpec { kind: AxisKind::Anonymous, span: start..i });
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Anonymous,
+                span: start..i,
+            });
         } else if is_ident(tok) {
-            out.axes.push(AxisSpec { kind: AxisKind::Label(tok.to_string()), span: start..i });
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Label(tok.to_string()),
+                span: start..i,
+            });
         } else {
             return Err(err(
                 text,
