@@ -96,6 +96,18 @@ pub enum GraphError {
         /// Operands given.
         found: usize,
     },
+    /// An axis index past the end of a solved row.
+    #[error("`{tensor}` has no {kind} axis {axis}: its {kind} row has {len} axes")]
+    NoSuchAxis {
+        /// The tensor's name.
+        tensor: String,
+        /// The row.
+        kind: RowKind,
+        /// The axis asked for.
+        axis: usize,
+        /// The number of axes the row has.
+        len: usize,
+    },
     /// A constant whose element count does not fit its declared shape.
     #[error("constant `{name}`: {message}")]
     Constant {
@@ -135,6 +147,8 @@ pub struct Graph {
     solver: Solver,
     tensors: Vector<Tensor>,
     ops: Vector<OpNode>,
+    /// Einsum specs parsed so far, by their text.
+    einsums: HashMap<Arc<str>, Arc<crate::ops::EinsumOp>>,
 }
 
 impl Graph {
@@ -419,7 +433,7 @@ impl Graph {
     ) -> Result<TensorId, GraphError> {
         if operands.len() != kind.arity() {
             return Err(GraphError::Arity {
-                op: kind.name(),
+                op: kind.name().to_string(),
                 expected: kind.arity(),
                 found: operands.len(),
             });
@@ -433,7 +447,7 @@ impl Graph {
         let mut shapes = Vec::with_capacity(operands.len() + 1);
         let op = Arc::new(OpRef {
             id: op_id.0,
-            name: Arc::from(kind.name()),
+            name: kind.name(),
             operands: operand_refs,
             result: TensorRef {
                 id: result.0,
@@ -499,30 +513,42 @@ impl Graph {
         self.apply(OpKind::BatchSlice, &[a])
     }
 
-    /// An einsum such as `"ij;jk=>ik"` over the given operands.
-    pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+    /// Parses an einsum spec, or finds it parsed already.
+    fn einsum_op(
+        &mut self,
+        spec: &str,
+        what: &str,
+    ) -> Result<Arc<crate::ops::EinsumOp>, GraphError> {
+        if let Some(op) = self.einsums.get(spec) {
+            return Ok(op.clone());
+        }
         let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
-            context: format!("einsum \"{spec}\""),
+            context: format!("{what} \"{spec}\""),
             source: Box::new(source),
         })?;
-        self.apply(OpKind::Einsum(parsed), operands)
+        let op = Arc::new(crate::ops::EinsumOp::new(parsed));
+        self.einsums.insert(Arc::from(spec), op.clone());
+        Ok(op)
+    }
+
+    /// An einsum such as `"ij;jk=>ik"` over the given operands.
+    pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+        let op = self.einsum_op(spec, "einsum")?;
+        self.apply(OpKind::Einsum(op), operands)
     }
 
     /// A permutation (or reduction) of one operand: a unary einsum such as
     /// `"ij=>ji"`.
     pub fn permute(&mut self, spec: &str, a: TensorId) -> Result<TensorId, GraphError> {
-        let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
-            context: format!("permute \"{spec}\""),
-            source: Box::new(source),
-        })?;
-        if parsed.operands.len() != 1 {
+        let op = self.einsum_op(spec, "permute")?;
+        if op.spec().operands.len() != 1 {
             return Err(GraphError::Arity {
                 op: format!("permute \"{spec}\""),
                 expected: 1,
-                found: parsed.operands.len(),
+                found: op.spec().operands.len(),
             });
         }
-        self.apply(OpKind::Einsum(parsed), &[a])
+        self.apply(OpKind::Einsum(op), &[a])
     }
 
     /// Closes every open variable and returns every tensor's solved shape.
@@ -634,38 +660,24 @@ impl SolvedGraph {
         kind: RowKind,
         axis: usize,
     ) -> Result<Provenance, GraphError> {
-        let shape = self.graph.tensor(t)?.shape.clone();
-        let rr = self
-            .graph
-            .solver
-            .env
-            .resolve_row(shape.row(kind))
-            .map_err(GraphError::Shape)?;
-        let row = self.solution.row(shape.row(kind))?;
-        if axis >= row.len() {
-            return Err(GraphError::UnknownTensor(t.0));
-        }
-        // Axes of a still-open row sit after the variable's expansion.
-        let full = self.full_row(shape.row(kind), &rr.dims)?;
-        Ok(self.solution.provenance(&full[axis])?)
-    }
-
-    fn full_row(&self, r: &Row, _resolved: &[Dim]) -> Result<Vec<Dim>, GraphError> {
-        // Walk the solution's row variables to the dims behind every axis.
-        let mut dims = r.dims.clone();
-        let mut tail = r.tail;
+        let row = &self.graph.tensor(t)?.shape.row(kind).clone();
+        // Walk the solution's row variables to the dim behind every axis.
+        let mut dims = row.dims.clone();
+        let mut tail = row.tail;
         while let shape_core::RowTail::Open(v) = tail {
-            let solved = self.solution_row_var(v)?;
-            let mut d = solved.dims.clone();
-            d.extend(dims);
-            dims = d;
+            let solved = self.solution.row_var(v)?;
+            dims.splice(0..0, solved.dims.iter().cloned());
             tail = solved.tail;
         }
-        Ok(dims)
-    }
-
-    fn solution_row_var(&self, v: RowVar) -> Result<Row, GraphError> {
-        self.solution.row_var(v).map_err(GraphError::Shape)
+        let Some(dim) = dims.get(axis) else {
+            return Err(GraphError::NoSuchAxis {
+                tensor: self.graph.name(t)?.to_string(),
+                kind,
+                axis,
+                len: dims.len(),
+            });
+        };
+        Ok(self.solution.provenance(dim)?)
     }
 
     /// Every tensor with its name and solved shape, in creation order.

@@ -35,6 +35,6 @@ pub use constraint::Constraint;
 pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError};
 pub use finalize::{Provenance, Solution};
 pub use graph::{Graph, GraphError, OpId, SolvedGraph, TensorId, TensorKind};
-pub use ops::OpKind;
+pub use ops::{EinsumOp, OpKind};
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
 pub use solver::{Solver, SolverStats};

@@ -30,7 +30,7 @@ pub enum OpKind {
     /// function composition); batch axes broadcast.
     Compose,
     /// An einsum over one or two operands, given by a spec.
-    Einsum(EinsumSpec),
+    Einsum(Arc<EinsumOp>),
     /// Swaps the input and output rows; batch axes are kept.
     Transpose,
     /// Drops the leftmost batch axis.
@@ -43,20 +43,70 @@ impl OpKind {
         match self {
             OpKind::Unary(_) | OpKind::Transpose | OpKind::BatchSlice => 1,
             OpKind::Binary(_) | OpKind::Compose => 2,
-            OpKind::Einsum(spec) => spec.operands.len(),
+            OpKind::Einsum(e) => e.spec.operands.len(),
         }
     }
 
     /// The name used in messages.
-    pub fn name(&self) -> String {
+    pub fn name(&self) -> Arc<str> {
         match self {
-            OpKind::Unary(n) | OpKind::Binary(n) => n.to_string(),
+            OpKind::Unary(n) | OpKind::Binary(n) => n.clone(),
             OpKind::Compose => "compose".into(),
-            OpKind::Einsum(spec) if spec.operands.len() == 1 => format!("permute \"{spec}\""),
-            OpKind::Einsum(spec) => format!("einsum \"{spec}\""),
+            OpKind::Einsum(e) => e.name.clone(),
             OpKind::Transpose => "transpose".into(),
             OpKind::BatchSlice => "batch_slice".into(),
         }
+    }
+
+    /// An einsum (or, with one operand, a permute) of the given spec.
+    pub fn einsum(spec: EinsumSpec) -> OpKind {
+        OpKind::Einsum(Arc::new(EinsumOp::new(spec)))
+    }
+}
+
+/// A parsed einsum spec together with the texts its messages use, computed
+/// once so that applying the same spec many times formats nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EinsumOp {
+    spec: EinsumSpec,
+    name: Arc<str>,
+    /// Per spec (result first, then operands), per row kind: what the
+    /// constraint tying that row to the spec says.
+    row_rules: Vec<[Arc<str>; 3]>,
+}
+
+impl EinsumOp {
+    /// Prepares a parsed spec.
+    pub fn new(spec: EinsumSpec) -> EinsumOp {
+        let name: Arc<str> = if spec.operands.len() == 1 {
+            format!("permute \"{spec}\"").into()
+        } else {
+            format!("einsum \"{spec}\"").into()
+        };
+        let row_rules = std::iter::once(&spec.result)
+            .chain(&spec.operands)
+            .map(|s| {
+                RowKind::ALL.map(|kind| -> Arc<str> {
+                    match s.row(kind) {
+                        Some(r) => format!("to match \"{}\" of the spec", RowText(r)).into(),
+                        None if kind == RowKind::Batch => {
+                            "to equal the batch rows of the other operands".into()
+                        }
+                        None => "to be empty, as the spec does not write it".into(),
+                    }
+                })
+            })
+            .collect();
+        EinsumOp {
+            spec,
+            name,
+            row_rules,
+        }
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &EinsumSpec {
+        &self.spec
     }
 }
 
@@ -110,11 +160,11 @@ impl OpContext<'_> {
         }
     }
 
-    fn row_why(&mut self, i: usize, kind: RowKind, what: String) -> Why {
+    fn row_why(&mut self, i: usize, kind: RowKind, what: Arc<str>) -> Why {
         let origin = Origin::OpRow {
             op: self.op.clone(),
             site: self.site(i, kind),
-            what: what.into(),
+            what,
         };
         Why::of(self.solver.add_origin(origin))
     }
@@ -161,36 +211,30 @@ impl OpContext<'_> {
                     self.relate((0, O), (1, O), Eq),
                 ]
             }
-            OpKind::Einsum(spec) => self.einsum(spec),
+            OpKind::Einsum(e) => self.einsum(e),
         }
     }
 
-    fn einsum(&mut self, spec: &EinsumSpec) -> Vec<Constraint> {
-        let mut dims: HashMap<String, Dim> = HashMap::new();
-        let mut rows: HashMap<RowVarName, shape_core::RowVar> = HashMap::new();
-        let specs: Vec<ShapeSpec> = std::iter::once(spec.result.clone())
-            .chain(spec.operands.iter().cloned())
-            .collect();
-        let mut out = Vec::new();
-        for (i, s) in specs.iter().enumerate() {
-            for kind in RowKind::ALL {
+    fn einsum(&mut self, e: &EinsumOp) -> Vec<Constraint> {
+        let spec = &e.spec;
+        let mut dims: HashMap<&str, Dim> = HashMap::new();
+        let mut rows: HashMap<&RowVarName, shape_core::RowVar> = HashMap::new();
+        let batch_name = RowVarName::OfKind(RowKind::Batch);
+        let specs = std::iter::once(&spec.result).chain(&spec.operands);
+        let mut out = Vec::with_capacity(3 * (spec.operands.len() + 1));
+        for (i, s) in specs.enumerate() {
+            for (k, kind) in RowKind::ALL.into_iter().enumerate() {
                 let template = match (s.row(kind), kind) {
                     (Some(r), _) => self.template(r, &mut dims, &mut rows),
                     (None, RowKind::Batch) => {
-                        let name = RowVarName::OfKind(RowKind::Batch);
-                        let v = *rows.entry(name).or_insert_with(|| self.solver.fresh_row());
+                        let v = *rows
+                            .entry(&batch_name)
+                            .or_insert_with(|| self.solver.fresh_row());
                         Row::open(v, vec![])
                     }
                     (None, _) => Row::empty(),
                 };
-                let what = match s.row(kind) {
-                    Some(r) => format!("to match \"{}\" of the spec", RowText(r)),
-                    None if kind == RowKind::Batch => {
-                        "to equal the batch rows of the other operands".into()
-                    }
-                    None => "to be empty, as the spec does not write it".into(),
-                };
-                let why = self.row_why(i, kind, what);
+                let why = self.row_why(i, kind, e.row_rules[i][k].clone());
                 out.push(Constraint::RowEq {
                     a: self.shapes[i].row(kind).clone(),
                     b: template,
@@ -201,18 +245,18 @@ impl OpContext<'_> {
         out
     }
 
-    fn template(
+    fn template<'s>(
         &mut self,
-        r: &RowSpec,
-        dims: &mut HashMap<String, Dim>,
-        rows: &mut HashMap<RowVarName, shape_core::RowVar>,
+        r: &'s RowSpec,
+        dims: &mut HashMap<&'s str, Dim>,
+        rows: &mut HashMap<&'s RowVarName, shape_core::RowVar>,
     ) -> Row {
         let ds = r
             .axes
             .iter()
             .map(|a| match &a.kind {
                 AxisKind::Label(l) => dims
-                    .entry(l.clone())
+                    .entry(l.as_str())
                     .or_insert_with(|| Dim::Var(self.solver.fresh_dim()))
                     .clone(),
                 AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
@@ -224,9 +268,7 @@ impl OpContext<'_> {
             .collect();
         match &r.row_var {
             Some((name, _)) => {
-                let v = *rows
-                    .entry(name.clone())
-                    .or_insert_with(|| self.solver.fresh_row());
+                let v = *rows.entry(name).or_insert_with(|| self.solver.fresh_row());
                 Row::open(v, ds)
             }
             None => Row::closed(ds),

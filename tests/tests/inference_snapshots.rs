@@ -38,8 +38,8 @@ fn mlp() -> Result<(), GraphError> {
 
 #[test]
 fn attention_block() -> Result<(), GraphError> {
-    use shape_solver::OpKind::{Binary, Einsum, Unary};
-    let es = |s: &str| Einsum(shape_core::EinsumSpec::parse(s).unwrap());
+    use shape_solver::OpKind::{Binary, Unary};
+    let es = |s: &str| shape_solver::OpKind::einsum(shape_core::EinsumSpec::parse(s).unwrap());
     let mut g = Graph::new();
     let x = g.input("x", "8|16,64")?;
     let wq = g.parameter_with_spec("wq", "..i..->4,16")?;
@@ -66,7 +66,7 @@ fn attention_block() -> Result<(), GraphError> {
 
 #[test]
 fn broadcasting_batch_and_permutes() -> Result<(), GraphError> {
-    use shape_solver::OpKind::{BatchSlice, Binary, Compose, Einsum, Transpose};
+    use shape_solver::OpKind::{BatchSlice, Binary, Compose, Transpose};
     let mut g = Graph::new();
     let imgs = g.input("imgs", "5,1|h,w->rgb:3")?;
     g.require(imgs, "5,1|28,28->3")?;
@@ -77,7 +77,12 @@ fn broadcasting_batch_and_permutes() -> Result<(), GraphError> {
     let m = g.input("m", "28,28->2")?;
     let _ = named(&mut g, "mt", Compose, &[m, t]);
     let spec = shape_core::EinsumSpec::parse("..b..|h,w->c=>..b..|c->w,h").unwrap();
-    let _ = named(&mut g, "swapped", Einsum(spec), &[masked]);
+    let _ = named(
+        &mut g,
+        "swapped",
+        shape_solver::OpKind::einsum(spec),
+        &[masked],
+    );
     insta::assert_snapshot!(render_inferred(&g)?);
     Ok(())
 }

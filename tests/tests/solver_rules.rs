@@ -756,6 +756,22 @@ fn provenance_names_the_declaration_that_fixed_a_size() {
         p.source
     );
     assert!(p.via.iter().any(|o| o.op().is_some()), "{:?}", p.via);
+    let err = s.explain(w, RowKind::Input, 1).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GraphError::NoSuchAxis {
+                axis: 1,
+                len: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "`w` has no input axis 1: its input row has 1 axes"
+    );
 }
 
 #[test]
