@@ -70,8 +70,9 @@ pub(crate) enum ResolvedDim {
 
 /// A row after substituting solved row variables (dims not yet resolved).
 #[derive(Clone, Debug)]
-pub(crate) struct ResolvedRow {
-    pub dims: Vec<Dim>,
+pub(crate) struct ResolvedRow<'r> {
+    /// Borrowed from the row itself when there was nothing to substitute.
+    pub dims: std::borrow::Cow<'r, [Dim]>,
     pub tail: RowTail,
 }
 
@@ -254,8 +255,19 @@ impl Env {
     }
 
     /// Substitutes solved row variables at the front of a row.
-    pub fn resolve_row(&self, r: &Row) -> Result<ResolvedRow, ShapeError> {
+    pub fn resolve_row<'r>(&self, r: &'r Row) -> Result<ResolvedRow<'r>, ShapeError> {
+        use std::borrow::Cow;
         let mut tail = r.tail;
+        let substituted = match tail {
+            RowTail::Open(v) => matches!(self.row_entry(v)?, RowEntry::Solved { .. }),
+            RowTail::Closed => false,
+        };
+        if !substituted {
+            return Ok(ResolvedRow {
+                dims: Cow::Borrowed(&r.dims),
+                tail,
+            });
+        }
         let mut prefix: Vec<&[Dim]> = Vec::new();
         while let RowTail::Open(v) = tail {
             match self.row_entry(v)? {
@@ -272,7 +284,10 @@ impl Env {
             dims.extend_from_slice(p);
         }
         dims.extend_from_slice(&r.dims);
-        Ok(ResolvedRow { dims, tail })
+        Ok(ResolvedRow {
+            dims: Cow::Owned(dims),
+            tail,
+        })
     }
 
     pub fn dim_bounds(&self, v: DimVar) -> Option<&DimBounds> {

@@ -152,7 +152,7 @@ impl Solver {
                 if rs.tail == RowTail::Open(r) && rc.tail != RowTail::Open(r) {
                     out.push((
                         Row {
-                            dims: rc.dims,
+                            dims: rc.dims.into_owned(),
                             tail: rc.tail,
                             constraint: Default::default(),
                         },
@@ -222,7 +222,7 @@ impl Solver {
                     Constraint::TotalElems { row, why, .. } => {
                         let rr = self.env.resolve_row(row)?;
                         let mut unknown = Vec::new();
-                        for d in &rr.dims {
+                        for d in rr.dims.iter() {
                             if let ResolvedDim::Var(v) = self.env.resolve_dim(d, *why)? {
                                 unknown.push(v);
                             }

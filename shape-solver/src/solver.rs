@@ -492,7 +492,7 @@ impl Solver {
 
     // ----- rows -----------------------------------------------------------
 
-    pub(crate) fn show_row(&self, r: &ResolvedRow) -> String {
+    pub(crate) fn show_row(&self, r: &ResolvedRow<'_>) -> String {
         let row = Row {
             dims: r
                 .dims
@@ -716,7 +716,7 @@ impl Solver {
         let rr = self.env.resolve_row(&row)?;
         let mut known: u128 = 1;
         let mut vars: Vec<DimVar> = Vec::new();
-        for d in &rr.dims {
+        for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
                 ResolvedDim::Known { value, .. } => {
                     known = known.saturating_mul(value.size() as u128)
@@ -739,7 +739,12 @@ impl Solver {
         let mut distinct = vars.clone();
         distinct.sort();
         distinct.dedup();
-        let c = Constraint::TotalElems { row, total, why };
+        // Element-count constraints are rare: a copy of the row is cheap here.
+        let c = Constraint::TotalElems {
+            row: row.clone(),
+            total,
+            why,
+        };
         match (rr.tail, distinct.as_slice()) {
             (RowTail::Closed, []) => {
                 if quotient != 1 {
