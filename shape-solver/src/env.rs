@@ -52,8 +52,6 @@ pub(crate) struct RowBounds {
     pub ineqs: Vec<Constraint>,
     /// Other deferred constraints (element counts, slices).
     pub watchers: Vec<Constraint>,
-    /// How many template expansions led to this variable; bounds growth.
-    pub depth: u32,
 }
 
 /// A dim after substitution.
@@ -68,11 +66,33 @@ pub(crate) enum ResolvedDim {
     Var(DimVar),
 }
 
+/// The dims of a resolved row, allocated only when two or more pieces had
+/// to be joined.
+#[derive(Clone, Debug)]
+pub(crate) enum ResolvedDims<'r> {
+    /// Nothing was substituted: the row's own dims.
+    Borrowed(&'r [Dim]),
+    /// The row had no dims of its own and one solved variable: its value.
+    Shared(Arc<Row>),
+    /// Several pieces joined.
+    Owned(Vec<Dim>),
+}
+
+impl std::ops::Deref for ResolvedDims<'_> {
+    type Target = [Dim];
+    fn deref(&self) -> &[Dim] {
+        match self {
+            ResolvedDims::Borrowed(d) => d,
+            ResolvedDims::Shared(r) => &r.dims,
+            ResolvedDims::Owned(d) => d,
+        }
+    }
+}
+
 /// A row after substituting solved row variables (dims not yet resolved).
 #[derive(Clone, Debug)]
 pub(crate) struct ResolvedRow<'r> {
-    /// Borrowed from the row itself when there was nothing to substitute.
-    pub dims: std::borrow::Cow<'r, [Dim]>,
+    pub dims: ResolvedDims<'r>,
     pub tail: RowTail,
 }
 
@@ -80,6 +100,13 @@ pub(crate) struct ResolvedRow<'r> {
 pub(crate) struct Env {
     pub dims: Vector<DimEntry>,
     pub rows: Vector<RowEntry>,
+    /// Per row variable: how many template expansions led to it (bounds
+    /// the growth of rows through cyclic inequalities).
+    pub row_depths: Vector<u32>,
+    /// Shared empty bounds for new variables, so creating one allocates
+    /// nothing until its bounds are first written.
+    empty_dim: Arc<DimBounds>,
+    empty_row: Arc<RowBounds>,
     /// The undo log of the open transaction, if any.
     journal: Option<Journal>,
 }
@@ -115,6 +142,26 @@ enum Undo {
 }
 
 impl Env {
+    /// Adds an unsolved dim variable.
+    pub fn push_dim(&mut self) -> DimVar {
+        let v = DimVar(self.dims.len() as u32);
+        self.dims.push_back(DimEntry::Open(self.empty_dim.clone()));
+        v
+    }
+
+    /// Adds an unsolved row variable at the given template depth.
+    pub fn push_row(&mut self, depth: u32) -> RowVar {
+        let v = RowVar(self.rows.len() as u32);
+        self.rows.push_back(RowEntry::Open(self.empty_row.clone()));
+        self.row_depths.push_back(depth);
+        v
+    }
+
+    /// The template depth of a row variable.
+    pub fn row_depth(&self, v: RowVar) -> u32 {
+        self.row_depths.get(v.index()).copied().unwrap_or(0)
+    }
+
     /// Starts recording changes; returns false if a transaction is open
     /// already (the outer one then owns the undo).
     pub fn begin(&mut self) -> bool {
@@ -139,6 +186,7 @@ impl Env {
         let Some(j) = self.journal.take() else { return };
         self.dims.truncate(j.dims_len);
         self.rows.truncate(j.rows_len);
+        self.row_depths.truncate(j.rows_len);
         for u in j.undo.into_iter().rev() {
             match u {
                 Undo::Dim(i, e) => self.dims[i] = e,
@@ -256,36 +304,56 @@ impl Env {
 
     /// Substitutes solved row variables at the front of a row.
     pub fn resolve_row<'r>(&self, r: &'r Row) -> Result<ResolvedRow<'r>, ShapeError> {
-        use std::borrow::Cow;
-        let mut tail = r.tail;
-        let substituted = match tail {
-            RowTail::Open(v) => matches!(self.row_entry(v)?, RowEntry::Solved { .. }),
-            RowTail::Closed => false,
-        };
-        if !substituted {
+        let RowTail::Open(v) = r.tail else {
             return Ok(ResolvedRow {
-                dims: Cow::Borrowed(&r.dims),
-                tail,
+                dims: ResolvedDims::Borrowed(&r.dims),
+                tail: r.tail,
             });
-        }
-        let mut prefix: Vec<&[Dim]> = Vec::new();
-        while let RowTail::Open(v) = tail {
-            match self.row_entry(v)? {
-                RowEntry::Solved { value, .. } => {
-                    prefix.push(&value.dims);
+        };
+        let first = match self.row_entry(v)? {
+            RowEntry::Solved { value } => value,
+            RowEntry::Open(_) => {
+                return Ok(ResolvedRow {
+                    dims: ResolvedDims::Borrowed(&r.dims),
+                    tail: r.tail,
+                })
+            }
+        };
+        // Walk the chain once to find its end and the total length.
+        let mut tail = first.tail;
+        let mut total = r.dims.len() + first.dims.len();
+        let mut levels = 1;
+        while let RowTail::Open(w) = tail {
+            match self.row_entry(w)? {
+                RowEntry::Solved { value } => {
+                    total += value.dims.len();
                     tail = value.tail;
+                    levels += 1;
                 }
                 RowEntry::Open(_) => break,
             }
         }
-        let mut dims =
-            Vec::with_capacity(r.dims.len() + prefix.iter().map(|p| p.len()).sum::<usize>());
-        for p in prefix.iter().rev() {
-            dims.extend_from_slice(p);
+        if levels == 1 && r.dims.is_empty() {
+            return Ok(ResolvedRow {
+                dims: ResolvedDims::Shared(first.clone()),
+                tail,
+            });
         }
-        dims.extend_from_slice(&r.dims);
+        // Pieces come innermost-last; fill back to front, then reverse.
+        let mut dims = Vec::with_capacity(total);
+        dims.extend(r.dims.iter().rev().cloned());
+        let mut piece: &Row = first;
+        loop {
+            dims.extend(piece.dims.iter().rev().cloned());
+            let RowTail::Open(w) = piece.tail else { break };
+            match self.row_entry(w)? {
+                RowEntry::Solved { value } => piece = value,
+                RowEntry::Open(_) => break,
+            }
+        }
+        dims.reverse();
         Ok(ResolvedRow {
-            dims: Cow::Owned(dims),
+            dims: ResolvedDims::Owned(dims),
             tail,
         })
     }

@@ -152,7 +152,7 @@ impl Solver {
                 if rs.tail == RowTail::Open(r) && rc.tail != RowTail::Open(r) {
                     out.push((
                         Row {
-                            dims: rc.dims.into_owned(),
+                            dims: rc.dims.to_vec(),
                             tail: rc.tail,
                             constraint: Default::default(),
                         },

@@ -27,7 +27,7 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowBounds, RowEntry};
+use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry};
 use crate::error::{DimFact, ShapeError};
 use crate::origin::{Origin, OriginId, Relation, Why};
 
@@ -76,9 +76,7 @@ impl Solver {
 
     /// A new dim variable.
     pub fn fresh_dim(&mut self) -> DimVar {
-        let v = DimVar(self.env.dims.len() as u32);
-        self.env.dims.push_back(DimEntry::Open(Arc::default()));
-        v
+        self.env.push_dim()
     }
 
     /// A new row variable.
@@ -88,11 +86,7 @@ impl Solver {
     }
 
     fn mint_row(&mut self, depth: u32) -> RowVar {
-        let v = RowVar(self.env.rows.len() as u32);
-        self.env.rows.push_back(RowEntry::Open(Arc::new(RowBounds {
-            depth,
-            ..RowBounds::default()
-        })));
+        let v = self.env.push_row(depth);
         if let Some(d) = &mut self.dirty {
             d.touch_row(v);
         }
@@ -395,20 +389,12 @@ impl Solver {
         let rc = self.env.resolve_dim(cur, why)?;
         let rs = self.env.resolve_dim(subr, why)?;
         match (rc, rs) {
+            // n >= m holds when m = 1 (broadcast) or n = m (labels included).
+            (ResolvedDim::Known { .. }, ResolvedDim::Known { value: m, .. }) if m.is_one() => {
+                Ok(())
+            }
             (rc @ ResolvedDim::Known { .. }, rs @ ResolvedDim::Known { .. }) => {
-                let (ResolvedDim::Known { value: n, .. }, ResolvedDim::Known { value: m, .. }) =
-                    (&rc, &rs)
-                else {
-                    return Ok(());
-                };
-                if m.is_one() {
-                    Ok(())
-                } else {
-                    let same = n.size() == m.size();
-                    let r = self.agree(rc, rs, why, Relation::Broadcasts);
-                    debug_assert!(same || r.is_err());
-                    r
-                }
+                self.agree(rc, rs, why, Relation::Broadcasts)
             }
             (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. }) => {
                 // v >= m with m > 1 leaves only v = m.
@@ -609,12 +595,11 @@ impl Solver {
                             detail: format!("{} >= {}", self.show_row(&rc), self.show_row(&rs)),
                         });
                     }
-                    let depth_of = |s: &Self, v: RowVar| s.env.row_bounds(v).map_or(0, |b| b.depth);
                     let sub_depth = match rs.tail {
-                        RowTail::Open(sv) => depth_of(self, sv),
+                        RowTail::Open(sv) => self.env.row_depth(sv),
                         RowTail::Closed => 0,
                     };
-                    let depth = 1 + depth_of(self, cv).max(sub_depth);
+                    let depth = 1 + self.env.row_depth(cv).max(sub_depth);
                     if depth > 2 * self.api_row_vars + 64 {
                         return Err(ShapeError::InfiniteAxes {
                             context: self.origin_arc(why.origin),
