@@ -102,8 +102,13 @@ impl Solver {
         let dims = self.unsolved_dims();
         let rows = self.unsolved_rows();
         if let Some(d) = self.dirty.as_mut() {
-            dims.into_iter().for_each(|v| d.touch_dim(v));
-            rows.into_iter().for_each(|v| d.touch_row(v));
+            // Sorted input: building the sets in bulk beats inserting one by one.
+            for set in [&mut d.dims, &mut d.top_dims] {
+                *set = std::mem::take(set).into_iter().chain(dims.iter().copied()).collect();
+            }
+            for set in [&mut d.rows, &mut d.top_rows] {
+                *set = std::mem::take(set).into_iter().chain(rows.iter().copied()).collect();
+            }
         }
     }
 
@@ -139,42 +144,39 @@ impl Solver {
         Ok(false)
     }
 
-    /// The stored inequalities that bound `r` from above, resolved.
-    fn uppers(&self, r: RowVar) -> Result<Vec<(Row, usize)>, ShapeError> {
-        let Some(b) = self.env.row_bounds(r) else {
-            return Ok(vec![]);
+    /// What the stored inequalities bounding `r` from above say: how many
+    /// there are, whether all are closed rows, and the fewest axes any of
+    /// them leaves for `r`.
+    fn uppers(&self, r: RowVar) -> Result<Uppers, ShapeError> {
+        let mut u = Uppers {
+            count: 0,
+            all_closed: true,
+            min_len: usize::MAX,
         };
-        let mut out = Vec::new();
+        let Some(b) = self.env.row_bounds(r) else { return Ok(u) };
         for c in &b.ineqs {
             if let Constraint::RowIneq { cur, subr, .. } = c {
                 let rs = self.env.resolve_row(subr)?;
-                let rc = self.env.resolve_row(cur)?;
-                if rs.tail == RowTail::Open(r) && rc.tail != RowTail::Open(r) {
-                    out.push((
-                        Row {
-                            dims: rc.dims.to_vec(),
-                            tail: rc.tail,
-                            constraint: Default::default(),
-                        },
-                        rs.dims.len(),
-                    ));
+                if rs.tail != RowTail::Open(r) {
+                    continue;
                 }
+                let rc = self.env.resolve_row(cur)?;
+                if rc.tail == RowTail::Open(r) {
+                    continue;
+                }
+                u.count += 1;
+                u.all_closed &= rc.tail == RowTail::Closed;
+                u.min_len = u.min_len.min(rc.dims.len().saturating_sub(rs.dims.len()));
             }
         }
-        Ok(out)
+        Ok(u)
     }
 
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
     /// the shortest one leaves for `r`.
     fn closed_upper_len(&self, r: RowVar) -> Result<Option<usize>, ShapeError> {
-        let ups = self.uppers(r)?;
-        if ups.is_empty() || ups.iter().any(|(u, _)| !u.is_closed()) {
-            return Ok(None);
-        }
-        Ok(ups
-            .iter()
-            .map(|(u, n)| u.dims.len().saturating_sub(*n))
-            .min())
+        let u = self.uppers(r)?;
+        Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
     }
 
     fn unsolved_rows(&self) -> Vec<RowVar> {
@@ -257,7 +259,7 @@ impl Solver {
         for r in candidates {
             if self.env.row_bounds(r).is_some()
                 && !blocked.contains(&r)
-                && self.uppers(r)?.is_empty()
+                && self.uppers(r)?.count == 0
             {
                 tops.push(r);
             }
@@ -369,6 +371,13 @@ fn as_var(d: &Dim) -> Option<DimVar> {
         Dim::Var(v) => Some(*v),
         _ => None,
     }
+}
+
+/// A summary of a row variable's upper bounds.
+struct Uppers {
+    count: usize,
+    all_closed: bool,
+    min_len: usize,
 }
 
 /// A fully solved environment: every variable has a value.
