@@ -104,10 +104,16 @@ impl Solver {
         if let Some(d) = self.dirty.as_mut() {
             // Sorted input: building the sets in bulk beats inserting one by one.
             for set in [&mut d.dims, &mut d.top_dims] {
-                *set = std::mem::take(set).into_iter().chain(dims.iter().copied()).collect();
+                *set = std::mem::take(set)
+                    .into_iter()
+                    .chain(dims.iter().copied())
+                    .collect();
             }
             for set in [&mut d.rows, &mut d.top_rows] {
-                *set = std::mem::take(set).into_iter().chain(rows.iter().copied()).collect();
+                *set = std::mem::take(set)
+                    .into_iter()
+                    .chain(rows.iter().copied())
+                    .collect();
             }
         }
     }
@@ -153,7 +159,9 @@ impl Solver {
             all_closed: true,
             min_len: usize::MAX,
         };
-        let Some(b) = self.env.row_bounds(r) else { return Ok(u) };
+        let Some(b) = self.env.row_bounds(r) else {
+            return Ok(u);
+        };
         for c in &b.ineqs {
             if let Constraint::RowIneq { cur, subr, .. } = c {
                 let rs = self.env.resolve_row(subr)?;
@@ -384,7 +392,7 @@ struct Uppers {
 #[derive(Clone, Debug)]
 pub struct Solution {
     env: Env,
-    origins: Vector<Arc<Origin>>,
+    origins: Vector<Origin>,
 }
 
 /// Why a dimension has its size.
@@ -404,10 +412,12 @@ pub struct Provenance {
 
 impl Solution {
     fn origin(&self, why: Why) -> Arc<Origin> {
-        self.origins
-            .get(why.origin.0 as usize)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Origin::Finalization))
+        Arc::new(
+            self.origins
+                .get(why.origin.0 as usize)
+                .cloned()
+                .unwrap_or(Origin::Finalization),
+        )
     }
 
     /// The solved size of a dim.

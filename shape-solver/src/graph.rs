@@ -444,32 +444,36 @@ impl Graph {
             .collect::<Result<Vec<_>, _>>()?;
         let op_id = OpId(self.ops.len());
         let result = TensorId(self.tensors.len());
-        let mut shapes = Vec::with_capacity(operands.len() + 1);
+        let result_name: Arc<str> = Arc::from(name);
         let op = Arc::new(OpRef {
             id: op_id.0,
             name: kind.name(),
             operands: operand_refs,
             result: TensorRef {
                 id: result.0,
-                name: Arc::from(name),
+                name: result_name.clone(),
             },
         });
+        let tensors = &self.tensors;
         let result_shape = self.solver.transaction(|solver| {
             let result_shape = Shape {
                 batch: Row::open(solver.fresh_row(), vec![]),
                 input: Row::open(solver.fresh_row(), vec![]),
                 output: Row::open(solver.fresh_row(), vec![]),
             };
-            shapes.push(result_shape.clone());
-            for &t in operands {
-                shapes.push(self.tensors[t.0].shape.clone());
-            }
+            let mut shapes = Vec::with_capacity(operands.len() + 1);
+            shapes.push(&result_shape);
+            shapes.extend(operands.iter().map(|t| &tensors[t.0].shape));
             let mut ctx = OpContext { solver, op, shapes };
             let constraints = ctx.constraints(&kind);
             solver.add_all(constraints)?;
             Ok::<_, ShapeError>(result_shape)
         })?;
-        self.push_tensor(name, TensorKind::Result(op_id), result_shape);
+        self.tensors.push_back(Tensor {
+            name: result_name,
+            kind: TensorKind::Result(op_id),
+            shape: result_shape,
+        });
         self.ops.push_back(OpNode {
             kind,
             operands: operands.to_vec(),

@@ -49,12 +49,15 @@ impl OpKind {
 
     /// The name used in messages.
     pub fn name(&self) -> Arc<str> {
+        static NAMES: std::sync::LazyLock<[Arc<str>; 3]> = std::sync::LazyLock::new(|| {
+            ["compose".into(), "transpose".into(), "batch_slice".into()]
+        });
         match self {
             OpKind::Unary(n) | OpKind::Binary(n) => n.clone(),
-            OpKind::Compose => "compose".into(),
+            OpKind::Compose => NAMES[0].clone(),
             OpKind::Einsum(e) => e.name.clone(),
-            OpKind::Transpose => "transpose".into(),
-            OpKind::BatchSlice => "batch_slice".into(),
+            OpKind::Transpose => NAMES[1].clone(),
+            OpKind::BatchSlice => NAMES[2].clone(),
         }
     }
 
@@ -118,13 +121,13 @@ impl fmt::Display for OpKind {
 
 /// Builds the constraints of one operation instance. Position 0 is the
 /// result, positions 1.. the operands.
-pub(crate) struct OpContext<'a> {
-    pub solver: &'a mut Solver,
+pub(crate) struct OpContext<'a, 'b> {
+    pub solver: &'b mut Solver,
     pub op: Arc<OpRef>,
-    pub shapes: Vec<Shape>,
+    pub shapes: Vec<&'a Shape>,
 }
 
-impl OpContext<'_> {
+impl OpContext<'_, '_> {
     fn site(&self, i: usize, kind: RowKind) -> RowSite {
         let tensor = if i == 0 {
             self.op.result.clone()

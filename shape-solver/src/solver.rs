@@ -55,7 +55,9 @@ use crate::origin::{Origin, OriginId, Relation, Why};
 #[derive(Clone, Debug, Default)]
 pub struct Solver {
     pub(crate) env: Env,
-    pub(crate) origins: Vector<Arc<Origin>>,
+    /// Stored inline: recording an origin allocates nothing; an `Arc` is
+    /// made only when an error or a provenance query hands one out.
+    pub(crate) origins: Vector<Origin>,
     /// Row variables created through the API (not by templates).
     api_row_vars: u32,
     /// Work still to do; empty between public calls.
@@ -96,20 +98,22 @@ impl Solver {
     /// Registers where constraints come from; returns its id for [`Why`].
     pub fn add_origin(&mut self, origin: Origin) -> OriginId {
         let id = OriginId(self.origins.len() as u32);
-        self.origins.push_back(Arc::new(origin));
+        self.origins.push_back(origin);
         id
     }
 
     /// The origin with the given id.
     pub fn origin(&self, id: OriginId) -> Option<&Origin> {
-        self.origins.get(id.0 as usize).map(|o| o.as_ref())
+        self.origins.get(id.0 as usize)
     }
 
     pub(crate) fn origin_arc(&self, id: OriginId) -> Arc<Origin> {
-        self.origins
-            .get(id.0 as usize)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Origin::Finalization))
+        Arc::new(
+            self.origins
+                .get(id.0 as usize)
+                .cloned()
+                .unwrap_or(Origin::Finalization),
+        )
     }
 
     /// Counts of what the solver holds, for diagnostics and benchmarks.
