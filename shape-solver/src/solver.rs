@@ -591,7 +591,7 @@ impl Solver {
                 }
                 RowTail::Open(cv) => {
                     // The result must have at least the operand's axes: expand
-                    // it with a template of fresh dim variables, then retry.
+                    // it with a template of fresh dim variables, then go on.
                     if rs.tail == RowTail::Open(cv) {
                         return Err(ShapeError::InfiniteAxes {
                             context: self.origin_arc(why.origin),
@@ -626,8 +626,8 @@ impl Solver {
                         }
                     }
                     self.bind_row(cv, Row::open(nv, fresh), why);
-                    self.push(Constraint::RowIneq { cur, subr, why });
-                    return Ok(());
+                    // Now long enough: this recursion goes one level deep.
+                    return self.row_ineq(cur, subr, why);
                 }
             }
         }
