@@ -28,7 +28,8 @@ fn main() -> Result<(), GraphError> {
 
     let solved = g.solve()?;
     println!("Inferred shapes (batch|input->output):");
-    for (_, name, shape) in solved.iter() {
+    for item in solved.iter() {
+        let (_, name, shape) = item?;
         println!("  {name:>4}: {shape}");
     }
 

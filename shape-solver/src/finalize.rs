@@ -61,7 +61,13 @@ impl Solver {
     /// `self` is not changed, so more constraints can be added and
     /// finalization run again.
     pub fn finalize(&self) -> Result<Solution, ShapeError> {
-        let mut s = self.clone();
+        self.clone().into_solution()
+    }
+
+    /// [`Solver::finalize`] without keeping the unfinalized state: no
+    /// copy-on-write of the environment.
+    pub fn into_solution(self) -> Result<Solution, ShapeError> {
+        let mut s = self;
         let fin = Why::of(s.add_origin(Origin::Finalization));
         s.dirty = Some(Dirty::default());
         s.touch_all();

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec, SpecError};
@@ -560,17 +560,9 @@ impl Graph {
     /// again.
     pub fn solve(&self) -> Result<SolvedGraph, GraphError> {
         let solution = self.solver.finalize()?;
-        let mut shapes = Vec::with_capacity(self.tensors.len());
-        for t in &self.tensors {
-            shapes.push(SolvedShape {
-                batch: solution.row(&t.shape.batch)?,
-                input: solution.row(&t.shape.input)?,
-                output: solution.row(&t.shape.output)?,
-            });
-        }
         Ok(SolvedGraph {
             graph: self.clone(),
-            shapes,
+            shapes: (0..self.tensors.len()).map(|_| OnceLock::new()).collect(),
             solution,
         })
     }
@@ -633,17 +625,31 @@ struct SpecNames {
 }
 
 /// The result of [`Graph::solve`]: every tensor's shape, fully solved.
+///
+/// Every variable is solved; a tensor's shape is read out of the solution
+/// the first time it is asked for, so solving costs nothing per tensor
+/// that is never looked at.
 #[derive(Clone, Debug)]
 pub struct SolvedGraph {
     graph: Graph,
-    shapes: Vec<SolvedShape>,
+    shapes: Vec<OnceLock<SolvedShape>>,
     solution: Solution,
 }
 
 impl SolvedGraph {
     /// The tensor's solved shape.
     pub fn shape(&self, t: TensorId) -> Result<&SolvedShape, GraphError> {
-        self.shapes.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
+        let cell = self.shapes.get(t.0).ok_or(GraphError::UnknownTensor(t.0))?;
+        if let Some(s) = cell.get() {
+            return Ok(s);
+        }
+        let rows = &self.graph.tensor(t)?.shape;
+        let shape = SolvedShape {
+            batch: self.solution.row(&rows.batch)?,
+            input: self.solution.row(&rows.input)?,
+            output: self.solution.row(&rows.output)?,
+        };
+        Ok(cell.get_or_init(|| shape))
     }
 
     /// The graph that was solved.
@@ -685,20 +691,21 @@ impl SolvedGraph {
     }
 
     /// Every tensor with its name and solved shape, in creation order.
-    pub fn iter(&self) -> impl Iterator<Item = (TensorId, &str, &SolvedShape)> {
-        self.graph
-            .tensors
-            .iter()
-            .zip(&self.shapes)
-            .enumerate()
-            .map(|(i, (t, s))| (TensorId(i), &*t.name, s))
+    pub fn iter(&self) -> impl Iterator<Item = Result<(TensorId, &str, &SolvedShape), GraphError>> {
+        self.graph.tensors.iter().enumerate().map(|(i, t)| {
+            let id = TensorId(i);
+            Ok((id, &*t.name, self.shape(id)?))
+        })
     }
 }
 
 impl fmt::Display for SolvedGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (_, name, shape) in self.iter() {
-            writeln!(f, "{name}: {shape}")?;
+        for item in self.iter() {
+            match item {
+                Ok((_, name, shape)) => writeln!(f, "{name}: {shape}")?,
+                Err(e) => writeln!(f, "{e}")?,
+            }
         }
         Ok(())
     }
