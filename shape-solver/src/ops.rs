@@ -4,7 +4,6 @@
 //! (`subr`) by row inequalities; einsum and permute relate every row to a
 //! template built from the spec by row equalities.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -220,8 +219,9 @@ impl OpContext<'_, '_> {
 
     fn einsum(&mut self, e: &EinsumOp) -> Vec<Constraint> {
         let spec = &e.spec;
-        let mut dims: HashMap<&str, Dim> = HashMap::new();
-        let mut rows: HashMap<&RowVarName, shape_core::RowVar> = HashMap::new();
+        // An einsum names a handful of axes: a linear scan beats hashing.
+        let mut dims: Vec<(&str, Dim)> = Vec::new();
+        let mut rows: Vec<(&RowVarName, shape_core::RowVar)> = Vec::new();
         let batch_name = RowVarName::OfKind(RowKind::Batch);
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
         let mut out = Vec::with_capacity(3 * (spec.operands.len() + 1));
@@ -230,9 +230,7 @@ impl OpContext<'_, '_> {
                 let template = match (s.row(kind), kind) {
                     (Some(r), _) => self.template(r, &mut dims, &mut rows),
                     (None, RowKind::Batch) => {
-                        let v = *rows
-                            .entry(&batch_name)
-                            .or_insert_with(|| self.solver.fresh_row());
+                        let v = lookup_or(&mut rows, &batch_name, || self.solver.fresh_row());
                         Row::open(v, vec![])
                     }
                     (None, _) => Row::empty(),
@@ -251,17 +249,16 @@ impl OpContext<'_, '_> {
     fn template<'s>(
         &mut self,
         r: &'s RowSpec,
-        dims: &mut HashMap<&'s str, Dim>,
-        rows: &mut HashMap<&'s RowVarName, shape_core::RowVar>,
+        dims: &mut Vec<(&'s str, Dim)>,
+        rows: &mut Vec<(&'s RowVarName, shape_core::RowVar)>,
     ) -> Row {
         let ds = r
             .axes
             .iter()
             .map(|a| match &a.kind {
-                AxisKind::Label(l) => dims
-                    .entry(l.as_str())
-                    .or_insert_with(|| Dim::Var(self.solver.fresh_dim()))
-                    .clone(),
+                AxisKind::Label(l) => {
+                    lookup_or(dims, l.as_str(), || Dim::Var(self.solver.fresh_dim()))
+                }
                 AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
                 AxisKind::LabeledSize(l, n) => {
                     Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
@@ -271,12 +268,22 @@ impl OpContext<'_, '_> {
             .collect();
         match &r.row_var {
             Some((name, _)) => {
-                let v = *rows.entry(name).or_insert_with(|| self.solver.fresh_row());
+                let v = lookup_or(rows, name, || self.solver.fresh_row());
                 Row::open(v, ds)
             }
             None => Row::closed(ds),
         }
     }
+}
+
+/// The value for `key`, made and remembered on first use.
+fn lookup_or<K: PartialEq, V: Clone>(map: &mut Vec<(K, V)>, key: K, make: impl FnOnce() -> V) -> V {
+    if let Some((_, v)) = map.iter().find(|(k, _)| *k == key) {
+        return v.clone();
+    }
+    let v = make();
+    map.push((key, v.clone()));
+    v
 }
 
 /// A row spec printed on its own.
