@@ -521,11 +521,9 @@ impl Solver {
             _ => {}
         }
         for i in 0..la.min(lb) {
-            self.push(Constraint::DimEq {
-                a: ra.dims[la - 1 - i].clone(),
-                b: rb.dims[lb - 1 - i].clone(),
-                why: why.at_axis(i),
-            });
+            // Axis pairs are simplified right away rather than queued: the
+            // same rule, without a round trip through the work queue.
+            self.unify_dim(&ra.dims[la - 1 - i], &rb.dims[lb - 1 - i], why.at_axis(i))?;
         }
         match (ra.tail, rb.tail) {
             (RowTail::Open(v), RowTail::Closed) => {
@@ -632,11 +630,7 @@ impl Solver {
             }
         }
         for i in 0..ls {
-            self.push(Constraint::DimIneq {
-                cur: rc.dims[lc - 1 - i].clone(),
-                subr: rs.dims[ls - 1 - i].clone(),
-                why: why.at_axis(i),
-            });
+            self.dim_ineq(&rc.dims[lc - 1 - i], &rs.dims[ls - 1 - i], why.at_axis(i))?;
         }
         let RowTail::Open(sv) = rs.tail else {
             // A closed operand: the result's extra leading axes are free.
