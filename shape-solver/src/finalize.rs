@@ -131,11 +131,7 @@ impl Solver {
         };
         if let Some(v) = d.dims.pop_first() {
             if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
-                self.push(Constraint::DimEq {
-                    a: Dim::Var(v),
-                    b: Dim::Known(lub),
-                    why: lw,
-                });
+                self.bind_dim(v, Dim::Known(lub), lw, lw);
             }
             return Ok(true);
         }
@@ -145,11 +141,7 @@ impl Solver {
                 if let Some(d) = self.dirty.as_mut() {
                     d.dims.extend(fresh.iter().filter_map(as_var));
                 }
-                self.push(Constraint::RowEq {
-                    a: Row::open(r, vec![]),
-                    b: Row::closed(fresh),
-                    why: fin,
-                });
+                self.bind_row(r, Row::closed(fresh), fin);
             }
             return Ok(true);
         }
@@ -286,11 +278,7 @@ impl Solver {
 
     fn close_row_empty(&mut self, r: RowVar, fin: Why) -> Result<(), ShapeError> {
         if self.env.row_bounds(r).is_some() {
-            self.push(Constraint::RowEq {
-                a: Row::open(r, vec![]),
-                b: Row::empty(),
-                why: fin,
-            });
+            self.bind_row(r, Row::empty(), fin);
             self.run()?;
         }
         Ok(())
@@ -298,11 +286,7 @@ impl Solver {
 
     fn close_dim_one(&mut self, v: DimVar, fin: Why) -> Result<(), ShapeError> {
         if self.env.dim_bounds(v).is_some() {
-            self.push(Constraint::DimEq {
-                a: Dim::Var(v),
-                b: Dim::Known(KnownDim::one()),
-                why: fin,
-            });
+            self.bind_dim(v, Dim::Known(KnownDim::one()), fin, fin);
             self.run()?;
         }
         Ok(())

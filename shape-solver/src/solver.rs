@@ -346,7 +346,7 @@ impl Solver {
     }
 
     /// Binds an unsolved variable and re-emits what was recorded about it.
-    fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
+    pub(crate) fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
         let old = self.env.set_dim(
             v,
             DimEntry::Solved {
@@ -545,7 +545,7 @@ impl Solver {
     }
 
     /// Binds an unsolved row variable and retries what was stored on it.
-    fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
+    pub(crate) fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
         let value_tail = value.tail;
         let old = self.env.set_row(
             v,
