@@ -96,9 +96,12 @@ impl SolvedShape {
             .collect()
     }
 
-    /// The number of elements (1 for a shape without axes).
-    pub fn num_elems(&self) -> u128 {
-        self.memory_dims().iter().map(|&d| d as u128).product()
+    /// The number of elements (1 for a shape without axes), or `None` if
+    /// it does not fit in 128 bits.
+    pub fn num_elems(&self) -> Option<u128> {
+        self.memory_dims()
+            .iter()
+            .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))
     }
 }
 

@@ -48,8 +48,11 @@ pub(crate) enum RowEntry {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RowBounds {
     /// Row inequalities that could not be simplified further while this
-    /// variable is unknown; retried when it is solved.
-    pub ineqs: Vec<Constraint>,
+    /// variable is unknown, retried when it is solved: those where it is the
+    /// operand side (its upper bounds, which finalization reads) ...
+    pub uppers: Vec<Constraint>,
+    /// ... and the rest (it is the result side, or on both sides).
+    pub lowers: Vec<Constraint>,
     /// Other deferred constraints (element counts, slices).
     pub watchers: Vec<Constraint>,
 }
@@ -96,7 +99,7 @@ pub(crate) struct ResolvedRow<'r> {
     pub tail: RowTail,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Env {
     pub dims: Vector<DimEntry>,
     pub rows: Vector<RowEntry>,
@@ -109,6 +112,20 @@ pub(crate) struct Env {
     empty_row: Arc<RowBounds>,
     /// The undo log of the open transaction, if any.
     journal: Option<Journal>,
+}
+
+/// A clone never inherits an open transaction: its changes are its own.
+impl Clone for Env {
+    fn clone(&self) -> Env {
+        Env {
+            dims: self.dims.clone(),
+            rows: self.rows.clone(),
+            row_depths: self.row_depths.clone(),
+            empty_dim: self.empty_dim.clone(),
+            empty_row: self.empty_row.clone(),
+            journal: None,
+        }
+    }
 }
 
 /// What it takes to undo a transaction: the old entries it overwrote (only
@@ -136,7 +153,8 @@ enum Undo {
     },
     RowBounds {
         i: usize,
-        ineqs: usize,
+        uppers: usize,
+        lowers: usize,
         watchers: usize,
     },
 }
@@ -206,21 +224,19 @@ impl Env {
                         b.lub = lub;
                     }
                 }
-                Undo::RowBounds { i, ineqs, watchers } => {
+                Undo::RowBounds {
+                    i,
+                    uppers,
+                    lowers,
+                    watchers,
+                } => {
                     if let RowEntry::Open(b) = &mut self.rows[i] {
                         let b = Arc::make_mut(b);
-                        b.ineqs.truncate(ineqs);
+                        b.uppers.truncate(uppers);
+                        b.lowers.truncate(lowers);
                         b.watchers.truncate(watchers);
                     }
                 }
-            }
-        }
-    }
-
-    fn record_dim(&mut self, i: usize) {
-        if let Some(j) = &mut self.journal {
-            if i < j.dims_len {
-                j.undo.push(Undo::Dim(i, self.dims[i].clone()));
             }
         }
     }
@@ -255,7 +271,10 @@ impl Env {
         if v.index() >= self.dims.len() {
             return None;
         }
-        self.record_dim(v.index());
+        let old = self.dims[v.index()].clone();
+        if let Some(j) = self.journal_for(v.index(), true) {
+            j.undo.push(Undo::Dim(v.index(), old));
+        }
         self.dims.get_mut(v.index())
     }
 
@@ -404,7 +423,8 @@ impl Env {
         };
         let mark = Undo::RowBounds {
             i,
-            ineqs: b.ineqs.len(),
+            uppers: b.uppers.len(),
+            lowers: b.lowers.len(),
             watchers: b.watchers.len(),
         };
         if let Some(j) = self.journal_for(i, false) {

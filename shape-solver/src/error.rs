@@ -51,6 +51,36 @@ fn at_axis(axis: &Option<u32>) -> String {
     }
 }
 
+/// Why an element count cannot be met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TotalElemsReason {
+    /// The product of the known sizes does not divide the count.
+    NotDivisible,
+    /// Every size is known and their product differs from the count.
+    NotEqual,
+    /// One unknown size appears `power` times and the remaining count has
+    /// no integer root of that degree.
+    NoIntegerRoot {
+        /// How many times the unknown appears.
+        power: u32,
+    },
+}
+
+impl TotalElemsReason {
+    fn explain(self, known: u64, total: u64) -> String {
+        match self {
+            TotalElemsReason::NotDivisible => {
+                format!("its known sizes multiply to {known}, which does not divide {total}")
+            }
+            TotalElemsReason::NotEqual => format!("its sizes multiply to {known}"),
+            TotalElemsReason::NoIntegerRoot { power } => format!(
+                "its known sizes multiply to {known}, and the {} left for one size appearing {power} times is not an integer power",
+                total / known.max(1)
+            ),
+        }
+    }
+}
+
 /// A failure to solve shape constraints.
 ///
 /// Every variant carries the constraint in which the failure showed up
@@ -126,7 +156,7 @@ pub enum ShapeError {
         detail: String,
     },
     /// A `TotalElems` row cannot divide its total by its known sizes.
-    #[error("element count mismatch in {context}: the row {row} must hold {total} elements, but its known sizes multiply to {known_product}, which {}", if *exact { "is different" } else { "does not divide it" })]
+    #[error("element count mismatch in {context}: the row {row} must hold {total} elements, but {}", reason.explain(*known_product, *total))]
     TotalElems {
         /// The constraint.
         context: Arc<Origin>,
@@ -136,8 +166,8 @@ pub enum ShapeError {
         total: u64,
         /// The product of the row's known sizes (saturating).
         known_product: u64,
-        /// Whether every size was known (so the product had to be exact).
-        exact: bool,
+        /// What exactly does not fit.
+        reason: TotalElemsReason,
     },
     /// A `TotalElems` row still has several unknown sizes at finalization.
     #[error("not enough information in {context}: the row {row} must hold {total} elements, but {unknowns} of its sizes are unknown; give all but one of them")]
@@ -158,6 +188,15 @@ pub enum ShapeError {
         context: Arc<Origin>,
         /// The row, printed.
         row: String,
+    },
+    /// A variable that finalization could not close, or that was read
+    /// before finalization.
+    #[error("the {what} variable {id} has no value: it was read before finalization, or no rule could close it")]
+    Unsolved {
+        /// `dim` or `row`.
+        what: &'static str,
+        /// The variable's id.
+        id: u32,
     },
     /// A dimension or row variable that this solver never created.
     #[error("unknown {what} variable {id}: it was not created by this solver")]
@@ -194,7 +233,9 @@ impl ShapeError {
             | ShapeError::TotalElems { .. }
             | ShapeError::NothingToSlice { .. }
             | ShapeError::InfiniteAxes { .. } => ErrorClass::Conflict,
-            ShapeError::Underdetermined { .. } => ErrorClass::Underdetermined,
+            ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
+                ErrorClass::Underdetermined
+            }
             ShapeError::UnknownVariable { .. } => ErrorClass::Misuse,
         }
     }
@@ -210,6 +251,7 @@ impl ShapeError {
             ShapeError::Underdetermined { .. } => "underdetermined",
             ShapeError::NothingToSlice { .. } => "nothing_to_slice",
             ShapeError::UnknownVariable { .. } => "unknown_variable",
+            ShapeError::Unsolved { .. } => "unsolved",
         }
     }
 
@@ -223,7 +265,7 @@ impl ShapeError {
             | ShapeError::TotalElems { context, .. }
             | ShapeError::Underdetermined { context, .. }
             | ShapeError::NothingToSlice { context, .. } => Some(context),
-            ShapeError::UnknownVariable { .. } => None,
+            ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,
         }
     }
 }

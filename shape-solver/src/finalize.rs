@@ -95,6 +95,20 @@ impl Solver {
             if let Some(c) = waiting {
                 return Err(s.underdetermined(c));
             }
+            // Every rule has run dry: anything still open is an error, not a
+            // silently partial solution.
+            if let Some(r) = s.unsolved_rows().first() {
+                return Err(ShapeError::Unsolved {
+                    what: "row",
+                    id: r.0,
+                });
+            }
+            if let Some(v) = s.unsolved_dims().first() {
+                return Err(ShapeError::Unsolved {
+                    what: "dim",
+                    id: v.0,
+                });
+            }
             break;
         }
         s.dirty = None;
@@ -160,7 +174,7 @@ impl Solver {
         let Some(b) = self.env.row_bounds(r) else {
             return Ok(u);
         };
-        for c in &b.ineqs {
+        for c in &b.uppers {
             if let Constraint::RowIneq { cur, subr, .. } = c {
                 let rs = self.env.resolve_row(subr)?;
                 if rs.tail != RowTail::Open(r) {
@@ -271,7 +285,10 @@ impl Solver {
             }
         }
         for &r in &tops {
-            self.close_row_empty(r, fin)?;
+            // Closing one may have given another an upper bound since.
+            if self.uppers(r)?.count == 0 {
+                self.close_row_empty(r, fin)?;
+            }
         }
         Ok(!tops.is_empty())
     }
@@ -310,7 +327,13 @@ impl Solver {
             })
             .collect();
         for &v in &tops {
-            self.close_dim_one(v, fin)?;
+            if self
+                .env
+                .dim_bounds(v)
+                .is_some_and(|b| b.cur.is_empty() && b.lub.is_none())
+            {
+                self.close_dim_one(v, fin)?;
+            }
         }
         Ok(!tops.is_empty())
     }
@@ -419,7 +442,7 @@ impl Solution {
                 Dim::Var(v) => match self.env.dim_entry(*v)? {
                     DimEntry::Solved { value, .. } => cur = value,
                     DimEntry::Open(_) => {
-                        return Err(ShapeError::UnknownVariable {
+                        return Err(ShapeError::Unsolved {
                             what: "dim",
                             id: v.0,
                         })
@@ -433,7 +456,7 @@ impl Solution {
     pub fn row(&self, r: &Row) -> Result<Vec<KnownDim>, ShapeError> {
         let rr = self.env.resolve_row(r)?;
         if let RowTail::Open(v) = rr.tail {
-            return Err(ShapeError::UnknownVariable {
+            return Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             });
@@ -447,13 +470,14 @@ impl Solution {
         let mut cur = d.clone();
         loop {
             match cur {
+                // Only a size written directly in the row gets here: a solved
+                // variable returns below with the source of its value.
                 Dim::Known(value) => {
                     return Ok(Provenance {
                         value,
-                        source: via
-                            .last()
-                            .cloned()
-                            .unwrap_or_else(|| Arc::new(Origin::Finalization)),
+                        source: Arc::new(Origin::Direct {
+                            what: "a size written directly in the row".into(),
+                        }),
                         source_axis: None,
                         via,
                     })
@@ -472,7 +496,7 @@ impl Solution {
                         cur = value.clone();
                     }
                     DimEntry::Open(_) => {
-                        return Err(ShapeError::UnknownVariable {
+                        return Err(ShapeError::Unsolved {
                             what: "dim",
                             id: v.0,
                         })
@@ -484,11 +508,24 @@ impl Solution {
 }
 
 impl Solution {
+    /// The dims of a row with its row variables substituted, variables
+    /// included (each resolves with [`Solution::dim`]).
+    pub fn row_dims(&self, r: &Row) -> Result<Vec<Dim>, ShapeError> {
+        let rr = self.env.resolve_row(r)?;
+        match rr.tail {
+            RowTail::Closed => Ok(rr.dims.to_vec()),
+            RowTail::Open(v) => Err(ShapeError::Unsolved {
+                what: "row",
+                id: v.0,
+            }),
+        }
+    }
+
     /// The value of a solved row variable.
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
             RowEntry::Solved { value } => Ok(Row::clone(value)),
-            RowEntry::Open(_) => Err(ShapeError::UnknownVariable {
+            RowEntry::Open(_) => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             }),

@@ -7,9 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec, SpecError};
-use shape_core::{
-    Dim, EinsumSpec, KnownDim, Label, Row, RowConstraint, RowKind, RowVar, Shape, SolvedShape,
-};
+use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar, Shape, SolvedShape};
 
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
@@ -295,7 +293,7 @@ impl Graph {
     ) -> Result<TensorId, GraphError> {
         let spec = Self::parse_spec(spec_text, || format!("the declared shape of `{name}`"))?;
         let per_output = match num_elems {
-            Some(n) => Some(Self::elements_per_output(name, spec_text, &spec, n)?),
+            Some(n) => Some((n, Self::elements_per_output(name, spec_text, &spec, n)?)),
             None => None,
         };
         let id = TensorId(self.tensors.len());
@@ -319,19 +317,17 @@ impl Graph {
                     None => Row::empty(),
                 });
             }
-            let [batch, input, mut output]: [Row; 3] = rows.try_into().expect("three rows");
-            if let Some(per_output) = per_output {
-                output = output.with_constraint(RowConstraint::TotalElems(per_output));
+            let [batch, input, output]: [Row; 3] = rows.try_into().expect("three rows");
+            // The count is one constraint with its own origin; it is not
+            // attached to the tensor's row, which would repeat it on every use.
+            if let Some((n, per_output)) = per_output {
                 let why = Why::of(solver.add_origin(Origin::ElementCount {
                     tensor: tref.clone(),
                     spec: Arc::from(spec_text),
-                    num_elems: num_elems.map_or(0, NonZeroU64::get),
+                    num_elems: n.get(),
                 }));
                 constraints.push(Constraint::TotalElems {
-                    row: Row {
-                        constraint: RowConstraint::Unconstrained,
-                        ..output.clone()
-                    },
+                    row: output.clone(),
                     total: per_output,
                     why,
                 });
@@ -368,7 +364,11 @@ impl Graph {
             }
             for a in &r.axes {
                 match &a.kind {
-                    AxisKind::Size(n) | AxisKind::LabeledSize(_, n) => others *= n.get() as u128,
+                    AxisKind::Size(n) | AxisKind::LabeledSize(_, n) => {
+                        others = others.checked_mul(n.get() as u128).ok_or_else(|| {
+                            fail(format!("the batch and input rows of \"{spec_text}\" hold more elements than fit in 128 bits"))
+                        })?
+                    }
                     _ => {
                         return Err(fail(format!(
                             "the batch and input rows of \"{spec_text}\" must be fixed sizes when the element count is given"
@@ -670,15 +670,9 @@ impl SolvedGraph {
         kind: RowKind,
         axis: usize,
     ) -> Result<Provenance, GraphError> {
-        let row = &self.graph.tensor(t)?.shape.row(kind).clone();
-        // Walk the solution's row variables to the dim behind every axis.
-        let mut dims = row.dims.clone();
-        let mut tail = row.tail;
-        while let shape_core::RowTail::Open(v) = tail {
-            let solved = self.solution.row_var(v)?;
-            dims.splice(0..0, solved.dims.iter().cloned());
-            tail = solved.tail;
-        }
+        let dims = self
+            .solution
+            .row_dims(self.graph.tensor(t)?.shape.row(kind))?;
         let Some(dim) = dims.get(axis) else {
             return Err(GraphError::NoSuchAxis {
                 tensor: self.graph.name(t)?.to_string(),

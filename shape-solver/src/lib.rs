@@ -32,7 +32,7 @@ mod origin;
 mod solver;
 
 pub use constraint::Constraint;
-pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError};
+pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError, TotalElemsReason};
 pub use finalize::{Provenance, Solution};
 pub use graph::{Graph, GraphError, OpId, SolvedGraph, TensorId, TensorKind};
 pub use ops::{EinsumOp, OpKind};

@@ -221,11 +221,13 @@ impl Why {
         }
     }
 
-    /// This reason narrowed to one axis.
+    /// This reason narrowed to one axis, counted from the end of the rows.
+    /// A reason that already carries an offset (a row inequality stored
+    /// after its last axes were matched) counts from there.
     pub fn at_axis(self, from_end: usize) -> Why {
         Why {
             origin: self.origin,
-            axis_from_end: Some(from_end as u32),
+            axis_from_end: Some(self.axis_from_end.unwrap_or(0) + from_end as u32),
         }
     }
 }

@@ -28,14 +28,15 @@ use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
 use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry};
-use crate::error::{DimFact, ShapeError};
+use crate::error::{DimFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
 
 /// A declarative shape solver over persistent maps.
 ///
-/// Cloning a solver is O(1): the environment, the origin table and the
-/// deferred constraints are persistent structures, so a state can be forked
-/// to try alternatives.
+/// Cloning a solver copies no per-variable state: the environment and the
+/// origin table are persistent structures (only the small set of variables
+/// with deferred constraints is copied), so a state can be forked to try
+/// alternatives.
 ///
 /// ```
 /// use shape_core::{Dim, Row, KnownDim};
@@ -559,7 +560,7 @@ impl Solver {
             if let RowTail::Open(w) = value_tail {
                 d.touch_row(w);
             }
-            for c in &bounds.ineqs {
+            for c in bounds.uppers.iter().chain(&bounds.lowers) {
                 if let Constraint::RowIneq { cur, subr, .. } = c {
                     for w in cur.row_var().into_iter().chain(subr.row_var()) {
                         d.touch_row(w);
@@ -567,7 +568,8 @@ impl Solver {
                 }
             }
         }
-        self.push_all(bounds.ineqs);
+        self.push_all(bounds.uppers);
+        self.push_all(bounds.lowers);
         self.push_all(bounds.watchers);
     }
 
@@ -637,6 +639,9 @@ impl Solver {
             return Ok(());
         };
         let prefix = rc.dims[..lc - ls].to_vec();
+        // What is stored has its last `ls` axes matched already: messages
+        // about it count axes from there.
+        let stored_why = why.at_axis(ls);
         match rc.tail {
             RowTail::Closed if prefix.is_empty() => {
                 self.bind_row(sv, Row::empty(), why);
@@ -645,9 +650,9 @@ impl Solver {
                 let stored = Constraint::RowIneq {
                     cur: Row::closed(prefix),
                     subr: Row::open(sv, vec![]),
-                    why,
+                    why: stored_why,
                 };
-                self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
+                self.env.update_row_bounds(sv, |b| b.uppers.push(stored));
                 if let Some(d) = &mut self.dirty {
                     d.touch_row(sv);
                 }
@@ -659,13 +664,15 @@ impl Solver {
                 let stored = Constraint::RowIneq {
                     cur: Row::open(cv, prefix),
                     subr: Row::open(sv, vec![]),
-                    why,
+                    why: stored_why,
                 };
-                if cv != sv {
+                if cv == sv {
+                    self.env.update_row_bounds(sv, |b| b.lowers.push(stored));
+                } else {
                     let copy = stored.clone();
-                    self.env.update_row_bounds(cv, |b| b.ineqs.push(copy));
+                    self.env.update_row_bounds(cv, |b| b.lowers.push(copy));
+                    self.env.update_row_bounds(sv, |b| b.uppers.push(stored));
                 }
-                self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 if let Some(d) = &mut self.dirty {
                     d.touch_row(cv);
                     d.touch_row(sv);
@@ -678,15 +685,30 @@ impl Solver {
     // ----- row constraints ------------------------------------------------
 
     /// Stores `c` on each unsolved variable it waits for.
+    /// A variable keeps one copy of each waiting constraint: retrying a
+    /// constraint re-defers it on the unknowns that remain, and without the
+    /// check the copies would multiply with every retry.
     fn defer(&mut self, c: Constraint, dims: &[DimVar], row: Option<RowVar>) {
         self.watched_dims.extend(dims.iter().copied());
         self.watched_rows.extend(row);
         for &v in dims {
-            let copy = c.clone();
-            self.env.update_dim_bounds(v, |b| b.watchers.push(copy));
+            if self
+                .env
+                .dim_bounds(v)
+                .is_some_and(|b| !b.watchers.contains(&c))
+            {
+                let copy = c.clone();
+                self.env.update_dim_bounds(v, |b| b.watchers.push(copy));
+            }
         }
         if let Some(r) = row {
-            self.env.update_row_bounds(r, |b| b.watchers.push(c));
+            if self
+                .env
+                .row_bounds(r)
+                .is_some_and(|b| !b.watchers.contains(&c))
+            {
+                self.env.update_row_bounds(r, |b| b.watchers.push(c));
+            }
         }
     }
 
@@ -708,15 +730,15 @@ impl Solver {
             }
         }
         let t = total.get() as u128;
-        let fail = |s: &Self, exact: bool| ShapeError::TotalElems {
+        let fail = |s: &Self, reason: TotalElemsReason| ShapeError::TotalElems {
             context: s.origin_arc(why.origin),
             row: s.show_row(&rr),
             total: total.get(),
             known_product: u64::try_from(known).unwrap_or(u64::MAX),
-            exact,
+            reason,
         };
         if t % known != 0 {
-            return Err(fail(self, false));
+            return Err(fail(self, TotalElemsReason::NotDivisible));
         }
         let quotient = t / known;
         let mut distinct = vars.clone();
@@ -731,7 +753,7 @@ impl Solver {
         match (rr.tail, distinct.as_slice()) {
             (RowTail::Closed, []) => {
                 if quotient != 1 {
-                    return Err(fail(self, true));
+                    return Err(fail(self, TotalElemsReason::NotEqual));
                 }
             }
             (RowTail::Closed, [v]) => {
@@ -739,7 +761,7 @@ impl Solver {
                 let k = vars.len() as u32;
                 match integer_root(quotient, k).and_then(|r| KnownDim::of(r as u64)) {
                     Some(size) => self.bind_dim(*v, Dim::Known(size), why, why),
-                    None => return Err(fail(self, false)),
+                    None => return Err(fail(self, TotalElemsReason::NoIntegerRoot { power: k })),
                 }
             }
             (RowTail::Closed, _) => self.defer(c, &distinct, None),
@@ -750,6 +772,19 @@ impl Solver {
 
     fn drop_first(&mut self, whole: Row, rest: Row, why: Why) -> Result<(), ShapeError> {
         let rw = self.env.resolve_row(&whole)?;
+        let tail_of_rest = self.env.resolve_row(&rest)?.tail;
+        if let (RowTail::Open(w), RowTail::Open(r)) = (rw.tail, tail_of_rest) {
+            if w == r {
+                // The rest would be one axis shorter than a row that starts
+                // with the very same variable.
+                return Err(ShapeError::InfiniteAxes {
+                    context: self.origin_arc(why.origin),
+                    row_var: w.to_string(),
+                    detail: "a batch slice whose result shares its row variable with its operand"
+                        .into(),
+                });
+            }
+        }
         match rw.tail {
             RowTail::Closed => {
                 if rw.dims.is_empty() {

@@ -2,7 +2,9 @@
 //! values worked out by hand.
 
 use shape_core::{Dim, KnownDim, Label, Row, RowKind};
-use shape_solver::{Constraint, Graph, GraphError, Origin, Relation, ShapeError, Solver, Why};
+use shape_solver::{
+    Constraint, Graph, GraphError, Origin, Relation, ShapeError, Solver, TotalElemsReason, Why,
+};
 
 fn k(n: u64) -> Dim {
     Dim::known(n).unwrap()
@@ -414,7 +416,7 @@ fn total_elems_that_do_not_divide_fail() {
             ShapeError::TotalElems {
                 total: 24,
                 known_product: 5,
-                exact: false,
+                reason: TotalElemsReason::NotDivisible,
                 ..
             }
         ),
@@ -427,7 +429,13 @@ fn total_elems_that_do_not_divide_fail() {
             why: w,
         })
         .unwrap_err();
-    assert!(matches!(err, ShapeError::TotalElems { exact: true, .. }));
+    assert!(matches!(
+        err,
+        ShapeError::TotalElems {
+            reason: TotalElemsReason::NotEqual,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -784,4 +792,136 @@ fn unknown_tensor_ids_are_errors() {
     let _ = g.input("x", "2").unwrap();
     assert!(matches!(g.add(a, b), Err(GraphError::UnknownTensor(2))));
     assert!(g.shape(b).is_err());
+}
+
+// ----- regressions from review --------------------------------------------
+
+#[test]
+fn a_clone_made_inside_a_transaction_rolls_back_on_its_own() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let v = s.fresh_dim();
+    let _: Result<(), ShapeError> = s.transaction(|s| {
+        let mut fork = s.clone();
+        let err = fork.add_all([
+            Constraint::DimEq {
+                a: Dim::Var(v),
+                b: k(3),
+                why: w,
+            },
+            Constraint::DimEq {
+                a: Dim::Var(v),
+                b: k(4),
+                why: w,
+            },
+        ]);
+        assert!(err.is_err());
+        assert_eq!(fork.resolve_dim(&Dim::Var(v)).unwrap(), Dim::Var(v));
+        Ok(())
+    });
+}
+
+#[test]
+fn element_counts_over_many_unknowns_do_not_multiply_work() {
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let vars: Vec<_> = (0..24).map(|_| s.fresh_dim()).collect();
+    let row = Row::closed(vars.iter().map(|&v| Dim::Var(v)).collect());
+    s.add(Constraint::TotalElems {
+        row,
+        total: 2.try_into().unwrap(),
+        why: w,
+    })
+    .unwrap();
+    for &v in &vars[..23] {
+        s.add(Constraint::DimEq {
+            a: Dim::Var(v),
+            b: k(1),
+            why: w,
+        })
+        .unwrap();
+    }
+    assert_eq!(s.resolve_dim(&Dim::Var(vars[23])).unwrap(), k(2));
+    // Quadratic at worst, never exponential.
+    assert!(s.steps() < 5_000, "{} steps", s.steps());
+}
+
+#[test]
+fn errors_from_stored_row_inequalities_name_the_right_axis() {
+    // [..r.., 5, 4] >= [..q.., 4] matches the last axis and stores the rest.
+    let mut s = Solver::new();
+    let w = why(&mut s);
+    let (r, q) = (s.fresh_row(), s.fresh_row());
+    s.add(Constraint::RowIneq {
+        cur: Row::open(r, vec![k(5), k(4)]),
+        subr: Row::open(q, vec![k(4)]),
+        why: w,
+    })
+    .unwrap();
+    // q = [7] now meets the 5, which is axis -2 of the rows.
+    let err = s
+        .add(Constraint::RowEq {
+            a: Row::open(q, vec![]),
+            b: Row::closed(vec![k(7)]),
+            why: w,
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, ShapeError::DimMismatch { axis: Some(1), .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("axis -2"), "{err}");
+}
+
+#[test]
+fn an_element_count_without_an_integer_root_says_so() {
+    let mut g = Graph::new();
+    let err = g.constant("c", "k, k", 12).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GraphError::Shape(ShapeError::TotalElems {
+                reason: TotalElemsReason::NoIntegerRoot { power: 2 },
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(g.constant("c", "k, k", 16).is_ok());
+}
+
+#[test]
+fn a_batch_slice_that_shares_its_row_variable_is_an_error() {
+    let mut g = Graph::new();
+    let t0 = g.input("t0", "..b..|3").unwrap();
+    let t1 = g.batch_slice(t0).unwrap();
+    let err = g.einsum("i;i=>i", &[t0, t1]).unwrap_err();
+    assert!(
+        matches!(err, GraphError::Shape(ShapeError::InfiniteAxes { .. })),
+        "{err}"
+    );
+    // The failed call left nothing behind: the slice still works.
+    g.require(t0, "4,5|3").unwrap();
+    assert_eq!(g.solve().unwrap().shape(t1).unwrap().to_string(), "5|->3");
+}
+
+#[test]
+fn huge_sizes_are_errors_not_overflows() {
+    let mut g = Graph::new();
+    let big = u64::MAX.to_string();
+    let err = g
+        .constant("c", &format!("{big}, {big}, {big}->k"), 12)
+        .unwrap_err();
+    assert!(matches!(err, GraphError::Constant { .. }), "{err}");
+    let x = g.input("x", &format!("{big}, {big}, {big}")).unwrap();
+    assert_eq!(g.solve().unwrap().shape(x).unwrap().num_elems(), None);
+}
+
+#[test]
+fn a_literal_size_is_its_own_source() {
+    let s = Solver::new();
+    let sol = s.finalize().unwrap();
+    let p = sol.provenance(&k(3)).unwrap();
+    assert_eq!(p.value.size(), 3);
+    assert!(p.source.to_string().contains("directly"), "{}", p.source);
 }

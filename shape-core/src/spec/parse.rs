@@ -187,8 +187,7 @@ fn row_var(
 }
 
 fn push_row_var(text: &str, out: &mut RowSpec, var: (RowVarName, Span)) -> Result<(), SpecError> {
-    if let Some((_, first)) = &out.row_var {
-        let _ = first;
+    if out.row_var.is_some() {
         return Err(err(
             text,
             var.1,
