@@ -95,7 +95,9 @@ pub enum GraphError {
         found: usize,
     },
     /// An axis index past the end of a solved row.
-    #[error("`{tensor}` has no {kind} axis {axis}: its {kind} row has {len} axes")]
+    #[error(
+        "`{tensor}` has no {kind} axis {axis}: its {kind} row has length {len} (axes count from 0)"
+    )]
     NoSuchAxis {
         /// The tensor's name.
         tensor: String,

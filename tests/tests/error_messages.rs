@@ -206,3 +206,29 @@ fn einsum_spec_errors() {
     }
     insta::assert_snapshot!(out);
 }
+
+#[test]
+fn total_elems_without_an_integer_root() {
+    insta::assert_snapshot!(err(|g| g.constant("c", "k, k", 12).map(drop)));
+}
+
+#[test]
+fn batch_slice_sharing_its_row_variable() {
+    insta::assert_snapshot!(err(|g| {
+        let t0 = g.input("t0", "..b..|3")?;
+        let t1 = g.batch_slice(t0)?;
+        g.einsum("i;i=>i", &[t0, t1]).map(drop)
+    }));
+}
+
+#[test]
+fn no_such_axis() {
+    let mut g = Graph::new();
+    let x = g.input("x", "2|3").unwrap();
+    let e = g
+        .solve()
+        .unwrap()
+        .explain(x, shape_core::RowKind::Batch, 4)
+        .unwrap_err();
+    insta::assert_snapshot!(e.to_string());
+}
