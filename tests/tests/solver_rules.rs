@@ -778,7 +778,7 @@ fn provenance_names_the_declaration_that_fixed_a_size() {
     );
     assert_eq!(
         err.to_string(),
-        "`w` has no input axis 1: its input row has 1 axes"
+        "`w` has no input axis 1: its input row has length 1 (axes count from 0)"
     );
 }
 
