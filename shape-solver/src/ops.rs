@@ -60,6 +60,27 @@ impl OpKind {
         }
     }
 
+    /// For operations whose result broadcasts from its operands: each
+    /// `(result row, operand position (1-based), operand row)` with
+    /// `result row >= operand row`.
+    pub(crate) fn result_bounds(&self) -> &'static [(RowKind, usize, RowKind)] {
+        use RowKind::{Batch as B, Input as I, Output as O};
+        match self {
+            OpKind::Unary(_) => &[(B, 1, B), (I, 1, I), (O, 1, O)],
+            OpKind::Binary(_) => &[
+                (B, 1, B),
+                (B, 2, B),
+                (I, 1, I),
+                (I, 2, I),
+                (O, 1, O),
+                (O, 2, O),
+            ],
+            OpKind::Compose => &[(B, 1, B), (B, 2, B), (I, 2, I), (O, 1, O)],
+            OpKind::Transpose => &[(B, 1, B), (I, 1, O), (O, 1, I)],
+            OpKind::Einsum(_) | OpKind::BatchSlice => &[],
+        }
+    }
+
     /// An einsum (or, with one operand, a permute) of the given spec.
     pub fn einsum(spec: EinsumSpec) -> OpKind {
         OpKind::Einsum(Arc::new(EinsumOp::new(spec)))
@@ -176,27 +197,17 @@ impl OpContext<'_, '_> {
         use Relation::{Broadcasts as Ge, Equal as Eq};
         use RowKind::{Batch as B, Input as I, Output as O};
         match kind {
-            OpKind::Unary(_) => RowKind::ALL
-                .iter()
-                .map(|&k| self.relate((0, k), (1, k), Ge))
-                .collect(),
-            OpKind::Binary(_) => RowKind::ALL
-                .iter()
-                .flat_map(|&k| [((0, k), (1, k)), ((0, k), (2, k))])
-                .map(|(l, r)| self.relate(l, r, Ge))
-                .collect(),
-            OpKind::Compose => vec![
-                self.relate((1, I), (2, O), Ge),
-                self.relate((0, B), (1, B), Ge),
-                self.relate((0, B), (2, B), Ge),
-                self.relate((0, I), (2, I), Ge),
-                self.relate((0, O), (1, O), Ge),
-            ],
-            OpKind::Transpose => vec![
-                self.relate((0, B), (1, B), Ge),
-                self.relate((0, I), (1, O), Ge),
-                self.relate((0, O), (1, I), Ge),
-            ],
+            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compose | OpKind::Transpose => {
+                let mut out = Vec::with_capacity(6);
+                if let OpKind::Compose = kind {
+                    // The second operand's outputs feed the first's inputs.
+                    out.push(self.relate((1, I), (2, O), Ge));
+                }
+                for &(rk, operand, ok) in kind.result_bounds() {
+                    out.push(self.relate((0, rk), (operand, ok), Ge));
+                }
+                out
+            }
             OpKind::BatchSlice => {
                 let why = self.row_why(
                     0,
