@@ -85,7 +85,7 @@ pub enum GraphError {
     #[error("unknown tensor id {0}: it was not created by this graph")]
     UnknownTensor(usize),
     /// An operation given the wrong number of operands.
-    #[error("{op} takes {expected} operand(s) but was given {found}")]
+    #[error("{op} takes {expected} operand(s) but was given {found}: {}", if given.is_empty() { "none".to_string() } else { given.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ") })]
     Arity {
         /// The operation.
         op: String,
@@ -93,6 +93,8 @@ pub enum GraphError {
         expected: usize,
         /// Operands given.
         found: usize,
+        /// The names of the tensors given (unknown ids are left out).
+        given: Vec<String>,
     },
     /// An axis index past the end of a solved row.
     #[error(
@@ -166,6 +168,12 @@ impl Graph {
             id: t.0,
             name: self.tensor(t)?.name.clone(),
         })
+    }
+
+    fn names_of(&self, ts: &[TensorId]) -> Vec<String> {
+        ts.iter()
+            .filter_map(|&t| self.tensors.get(t.0).map(|x| x.name.to_string()))
+            .collect()
     }
 
     /// The number of tensors.
@@ -438,6 +446,7 @@ impl Graph {
                 op: kind.name().to_string(),
                 expected: kind.arity(),
                 found: operands.len(),
+                given: self.names_of(operands),
             });
         }
         let operand_refs = operands
@@ -549,9 +558,13 @@ impl Graph {
         let op = self.einsum_op(spec, "permute")?;
         if op.spec().operands.len() != 1 {
             return Err(GraphError::Arity {
-                op: format!("permute \"{spec}\""),
-                expected: 1,
-                found: op.spec().operands.len(),
+                op: format!(
+                    "permute \"{spec}\" (a spec with {} operands)",
+                    op.spec().operands.len()
+                ),
+                expected: op.spec().operands.len(),
+                found: 1,
+                given: self.names_of(&[a]),
             });
         }
         self.apply(OpKind::Einsum(op), &[a])
