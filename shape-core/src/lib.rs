@@ -16,12 +16,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod dim;
+pub mod kernel;
 pub mod row;
 pub mod shape;
 pub mod spec;
 
+pub use backend::Backend;
 pub use dim::{Dim, DimVar, KnownDim, Label};
+pub use kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 pub use row::{Row, RowConstraint, RowKind, RowTail, RowVar};
 pub use shape::{Shape, SolvedShape};
 pub use spec::{EinsumSpec, ShapeSpec, SpecError};

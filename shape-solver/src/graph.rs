@@ -81,6 +81,17 @@ pub enum GraphError {
         /// The parse error.
         source: Box<SpecError>,
     },
+    /// An operation that cannot be lowered to a kernel.
+    #[error("cannot build a kernel for {op}: {what}")]
+    Unsupported {
+        /// The operation.
+        op: String,
+        /// Why not.
+        what: String,
+    },
+    /// An operation id that this graph did not create.
+    #[error("unknown operation id {0}: it was not created by this graph")]
+    UnknownOp(usize),
     /// A tensor id that this graph did not create.
     #[error("unknown tensor id {0}: it was not created by this graph")]
     UnknownTensor(usize),
@@ -199,6 +210,19 @@ impl Graph {
     /// A tensor's kind.
     pub fn kind(&self, t: TensorId) -> Result<TensorKind, GraphError> {
         Ok(self.tensor(t)?.kind)
+    }
+
+    /// The operation whose result `t` is, if any.
+    pub fn producer(&self, t: TensorId) -> Option<OpId> {
+        match self.tensors.get(t.0)?.kind {
+            TensorKind::Result(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// All operation ids, in creation order (which is a topological order).
+    pub fn op_ids(&self) -> impl Iterator<Item = OpId> {
+        (0..self.ops.len()).map(OpId)
     }
 
     /// An operation's kind, operands and result.

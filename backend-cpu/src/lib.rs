@@ -1,0 +1,173 @@
+//! The reference CPU backend.
+//!
+//! Plain nested loops over the kernel's iterators, in the simplest form
+//! that is obviously right: for each point of the parallel iterators, the
+//! reduction iterators are run to the end with a local accumulator, and the
+//! result element is written once. This executor is the oracle: every other
+//! backend's results are compared against it.
+//!
+//! ```
+//! use backend_cpu::CpuBackend;
+//! use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
+//! use shape_core::Backend;
+//!
+//! // out[i] = sum_j a[i, j]: a 2x3 matrix summed over its rows' elements.
+//! let kernel = Kernel {
+//!     iterators: vec![IterKind::Parallel, IterKind::Reduction],
+//!     operands: 1,
+//!     body: Expr::Load(0),
+//!     accumulate: Accumulate::Add,
+//! };
+//! let launch = Launch {
+//!     sizes: vec![2, 3],
+//!     result: Layout { offset: 0, strides: vec![1, 0], len: 2 },
+//!     operands: vec![Layout { offset: 0, strides: vec![3, 1], len: 6 }],
+//! };
+//! let mut cpu = CpuBackend::new();
+//! let a = cpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+//! let mut out = cpu.alloc(2).unwrap();
+//! cpu.execute(&kernel, &launch, &mut out, &[&a]).unwrap();
+//! assert_eq!(cpu.download(&out).unwrap(), vec![6.0, 15.0]);
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use shape_core::kernel::{IterKind, Kernel, Launch, LaunchError};
+use shape_core::Backend;
+
+/// A failure of the CPU backend.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuError {
+    /// The launch does not fit the kernel or addresses outside a buffer.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The buffers given do not match the kernel's operands.
+    #[error("the kernel reads {expected} operand buffers but {found} were given")]
+    Operands {
+        /// Operands the kernel reads.
+        expected: usize,
+        /// Buffers given.
+        found: usize,
+    },
+    /// A buffer whose length differs from the one its layout declares.
+    #[error("{tensor} has {found} elements but its layout says {expected}")]
+    BufferLength {
+        /// `result` or `operand N`.
+        tensor: String,
+        /// The layout's length.
+        expected: u64,
+        /// The buffer's length.
+        found: usize,
+    },
+}
+
+/// The reference CPU backend; buffers are plain vectors.
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend {
+    _private: (),
+}
+
+impl CpuBackend {
+    /// A CPU backend.
+    pub fn new() -> CpuBackend {
+        CpuBackend::default()
+    }
+}
+
+/// Advances an odometer over `dims` (of `sizes`); false when it wraps.
+fn advance(index: &mut [u64], dims: &[usize], sizes: &[u64]) -> bool {
+    for &d in dims.iter().rev() {
+        index[d] += 1;
+        if index[d] < sizes[d] {
+            return true;
+        }
+        index[d] = 0;
+    }
+    false
+}
+
+fn offset(layout_offset: u64, strides: &[u64], index: &[u64]) -> usize {
+    (layout_offset + strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>()) as usize
+}
+
+impl Backend for CpuBackend {
+    type Buffer = Vec<f32>;
+    type Error = CpuError;
+
+    fn name(&self) -> String {
+        "cpu (reference)".to_string()
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<Vec<f32>, CpuError> {
+        Ok(vec![0.0; len])
+    }
+
+    fn upload(&mut self, data: &[f32]) -> Result<Vec<f32>, CpuError> {
+        Ok(data.to_vec())
+    }
+
+    fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, CpuError> {
+        Ok(buffer.clone())
+    }
+
+    fn execute(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        result: &mut Vec<f32>,
+        operands: &[&Vec<f32>],
+    ) -> Result<(), CpuError> {
+        launch.check(kernel)?;
+        if operands.len() != kernel.operands {
+            return Err(CpuError::Operands {
+                expected: kernel.operands,
+                found: operands.len(),
+            });
+        }
+        let lengths = std::iter::once(("result".to_string(), &launch.result, result.len())).chain(
+            launch
+                .operands
+                .iter()
+                .zip(operands)
+                .enumerate()
+                .map(|(i, (l, b))| (format!("operand {i}"), l, b.len())),
+        );
+        for (tensor, layout, found) in lengths {
+            if layout.len != found as u64 {
+                return Err(CpuError::BufferLength {
+                    tensor,
+                    expected: layout.len,
+                    found,
+                });
+            }
+        }
+        if launch.sizes.contains(&0) {
+            return Ok(());
+        }
+        let parallel: Vec<usize> = (0..kernel.iterators.len())
+            .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
+            .collect();
+        let reduction: Vec<usize> = (0..kernel.iterators.len())
+            .filter(|&k| kernel.iterators[k] == IterKind::Reduction)
+            .collect();
+        let mut index = vec![0u64; kernel.iterators.len()];
+        let mut loads = vec![0.0f32; kernel.operands];
+        loop {
+            let mut acc = kernel.accumulate.identity();
+            loop {
+                for (o, (layout, buf)) in launch.operands.iter().zip(operands).enumerate() {
+                    loads[o] = buf[offset(layout.offset, &layout.strides, &index)];
+                }
+                acc = kernel.accumulate.combine(acc, kernel.body.eval(&loads));
+                if !advance(&mut index, &reduction, &launch.sizes) {
+                    break;
+                }
+            }
+            result[offset(launch.result.offset, &launch.result.strides, &index)] = acc;
+            if !advance(&mut index, &parallel, &launch.sizes) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,340 @@
+//! The kernel IR: one backend-independent description of a loop nest.
+//!
+//! A [`Kernel`] says *what* is computed: how many loop iterators there are
+//! and which of them are reductions, how many operands are read, the scalar
+//! computation per point, and how results accumulate. It never holds a
+//! size: the iterator sizes and every tensor's offset and per-iterator
+//! strides come at launch time in a [`Launch`], so one compiled kernel
+//! serves every size of the same structure.
+//!
+//! Every way an operation indexes a tensor is an affine map from the
+//! iterators: broadcasting is a zero stride, a diagonal is the sum of two
+//! axes' strides on one iterator, a fixed index or a slice is an offset.
+
+use std::fmt;
+
+/// Whether a loop iterator spans the result or is summed (reduced) away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IterKind {
+    /// Each value of the iterator addresses a different result element.
+    Parallel,
+    /// The iterator does not address the result: values are accumulated.
+    Reduction,
+}
+
+/// How computed values combine into the result element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Accumulate {
+    /// Each result element is written once (no reduction iterators).
+    Assign,
+    /// Sum.
+    Add,
+    /// Product.
+    Mul,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+impl Accumulate {
+    /// The value a reduction starts from.
+    pub fn identity(self) -> f32 {
+        match self {
+            Accumulate::Assign | Accumulate::Add => 0.0,
+            Accumulate::Mul => 1.0,
+            Accumulate::Max => f32::NEG_INFINITY,
+            Accumulate::Min => f32::INFINITY,
+        }
+    }
+
+    /// Combines an accumulated value with a new one.
+    pub fn combine(self, acc: f32, x: f32) -> f32 {
+        match self {
+            Accumulate::Assign => x,
+            Accumulate::Add => acc + x,
+            Accumulate::Mul => acc * x,
+            Accumulate::Max => acc.max(x),
+            Accumulate::Min => acc.min(x),
+        }
+    }
+}
+
+/// A unary scalar function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// natural logarithm
+    Log,
+    /// square root
+    Sqrt,
+    /// `max(x, 0)`
+    Relu,
+}
+
+/// A binary scalar function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// `max(a, b)`
+    Max,
+    /// `min(a, b)`
+    Min,
+}
+
+/// A comparison, giving 1.0 when it holds and 0.0 otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `a < b`
+    Lt,
+    /// `a <= b`
+    Le,
+    /// `a == b`
+    Eq,
+    /// `a != b`
+    Ne,
+}
+
+/// The scalar computation at one point of the loop nest.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// The element of operand `n` at this point.
+    Load(usize),
+    /// A constant.
+    Const(f32),
+    /// A unary function.
+    Unary(UnaryOp, Box<Expr>),
+    /// A binary function.
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// A comparison.
+    Compare(CompareOp, Box<Expr>, Box<Expr>),
+    /// `if cond != 0 { a } else { b }`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    /// The value at a point, given the loaded operand values.
+    pub fn eval(&self, loads: &[f32]) -> f32 {
+        match self {
+            Expr::Load(i) => loads.get(*i).copied().unwrap_or(f32::NAN),
+            Expr::Const(c) => *c,
+            Expr::Unary(op, a) => {
+                let x = a.eval(loads);
+                match op {
+                    UnaryOp::Neg => -x,
+                    UnaryOp::Exp => x.exp(),
+                    UnaryOp::Log => x.ln(),
+                    UnaryOp::Sqrt => x.sqrt(),
+                    UnaryOp::Relu => x.max(0.0),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (a.eval(loads), b.eval(loads));
+                match op {
+                    BinaryOp::Add => x + y,
+                    BinaryOp::Sub => x - y,
+                    BinaryOp::Mul => x * y,
+                    BinaryOp::Div => x / y,
+                    BinaryOp::Max => x.max(y),
+                    BinaryOp::Min => x.min(y),
+                }
+            }
+            Expr::Compare(op, a, b) => {
+                let (x, y) = (a.eval(loads), b.eval(loads));
+                let holds = match op {
+                    CompareOp::Lt => x < y,
+                    CompareOp::Le => x <= y,
+                    CompareOp::Eq => x == y,
+                    CompareOp::Ne => x != y,
+                };
+                if holds {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            Expr::Select(c, a, b) => {
+                if c.eval(loads) != 0.0 {
+                    a.eval(loads)
+                } else {
+                    b.eval(loads)
+                }
+            }
+        }
+    }
+
+    /// The highest operand index loaded, plus one.
+    pub fn operands_used(&self) -> usize {
+        match self {
+            Expr::Load(i) => i + 1,
+            Expr::Const(_) => 0,
+            Expr::Unary(_, a) => a.operands_used(),
+            Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+                a.operands_used().max(b.operands_used())
+            }
+            Expr::Select(c, a, b) => c
+                .operands_used()
+                .max(a.operands_used())
+                .max(b.operands_used()),
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Load(i) => write!(f, "in{i}"),
+            Expr::Const(c) => write!(f, "{c:?}"),
+            Expr::Unary(op, a) => write!(f, "{}({a})", format!("{op:?}").to_lowercase()),
+            Expr::Binary(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
+            Expr::Compare(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
+            Expr::Select(c, a, b) => write!(f, "select({c}, {a}, {b})"),
+        }
+    }
+}
+
+/// A kernel: the structure of a loop nest, without sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// The loop iterators, outermost first.
+    pub iterators: Vec<IterKind>,
+    /// How many operand tensors are read.
+    pub operands: usize,
+    /// The value computed at each point.
+    pub body: Expr,
+    /// How values combine into a result element.
+    pub accumulate: Accumulate,
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let iters: Vec<String> = self
+            .iterators
+            .iter()
+            .enumerate()
+            .map(|(i, k)| match k {
+                IterKind::Parallel => format!("i{i}"),
+                IterKind::Reduction => format!("r{i}"),
+            })
+            .collect();
+        write!(
+            f,
+            "for [{}]: out {} {}",
+            iters.join(", "),
+            match self.accumulate {
+                Accumulate::Assign => "=",
+                Accumulate::Add => "+=",
+                Accumulate::Mul => "*=",
+                Accumulate::Max => "max=",
+                Accumulate::Min => "min=",
+            },
+            self.body
+        )
+    }
+}
+
+/// Where a tensor's elements are: `offset + sum(strides[k] * i_k)`, in
+/// elements, one stride per iterator of the kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    /// The element at iterator values all zero.
+    pub offset: u64,
+    /// Elements to step per unit of each iterator (0 where the tensor does
+    /// not vary with it: broadcasting, or a reduction for the result).
+    pub strides: Vec<u64>,
+    /// The number of elements of the tensor's buffer.
+    pub len: u64,
+}
+
+/// The run-time parameters of one kernel execution.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Launch {
+    /// The size of each iterator.
+    pub sizes: Vec<u64>,
+    /// The result's layout.
+    pub result: Layout,
+    /// Each operand's layout.
+    pub operands: Vec<Layout>,
+}
+
+/// A kernel and launch that do not fit together.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// The launch has a different number of iterators or operands.
+    #[error("the launch has {found} {what} but the kernel has {expected}")]
+    Arity {
+        /// `iterators` or `operands`.
+        what: &'static str,
+        /// The kernel's count.
+        expected: usize,
+        /// The launch's count.
+        found: usize,
+    },
+    /// A layout addresses an element past the end of its buffer.
+    #[error("{tensor} addresses element {last} but its buffer has {len} elements")]
+    OutOfBounds {
+        /// `result` or `operand N`.
+        tensor: String,
+        /// The largest element index addressed.
+        last: u128,
+        /// The buffer length.
+        len: u64,
+    },
+}
+
+impl Launch {
+    /// Checks that the launch fits the kernel and that every access stays
+    /// inside its buffer.
+    pub fn check(&self, kernel: &Kernel) -> Result<(), LaunchError> {
+        let n = kernel.iterators.len();
+        let arity = |what, expected, found| {
+            if expected == found {
+                Ok(())
+            } else {
+                Err(LaunchError::Arity {
+                    what,
+                    expected,
+                    found,
+                })
+            }
+        };
+        arity("iterators", n, self.sizes.len())?;
+        arity("operands", kernel.operands, self.operands.len())?;
+        let tensors = std::iter::once(("result".to_string(), &self.result)).chain(
+            self.operands
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (format!("operand {i}"), l)),
+        );
+        for (name, l) in tensors {
+            arity("strides", n, l.strides.len())?;
+            if self.sizes.contains(&0) {
+                continue;
+            }
+            let last = l.offset as u128
+                + l.strides
+                    .iter()
+                    .zip(&self.sizes)
+                    .map(|(&s, &n)| s as u128 * (n as u128 - 1))
+                    .sum::<u128>();
+            if last >= l.len as u128 {
+                return Err(LaunchError::OutOfBounds {
+                    tensor: name,
+                    last,
+                    len: l.len,
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! Projections, kernels and the CPU reference executor on hand-computed
+//! examples.
+
+use std::collections::HashMap;
+
+use backend_cpu::CpuBackend;
+use shape_core::IterKind;
+use shape_solver::{AxisIndex, Graph, TensorId};
+
+fn run(g: &Graph, data: &[(&str, Vec<f32>)], out: TensorId) -> Vec<f32> {
+    let data: HashMap<String, Vec<f32>> = data
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect();
+    let solved = g.solve().unwrap();
+    solved
+        .run(&mut CpuBackend::new(), &data, &[out], 0)
+        .unwrap()
+        .remove(&out)
+        .unwrap()
+}
+
+#[test]
+fn pointwise_add_broadcasts_a_column() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    let b = g.input("b", "2,1").unwrap();
+    let c = g.add(a, b).unwrap();
+    let got = run(
+        &g,
+        &[("a", vec![1., 2., 3., 4., 5., 6.]), ("b", vec![10., 20.])],
+        c,
+    );
+    assert_eq!(got, vec![11., 12., 13., 24., 25., 26.]);
+    // The broadcast axis of b is read at index 0.
+    let s = g.solve().unwrap();
+    let p = s.projections(g.producer(c).unwrap()).unwrap();
+    assert_eq!(
+        p.operands[1],
+        vec![AxisIndex::Iterator(0), AxisIndex::Fixed(0)]
+    );
+}
+
+#[test]
+fn pointwise_add_broadcasts_missing_leading_axes() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    let b = g.input("b", "3").unwrap();
+    let c = g.binary("mul", a, b).unwrap();
+    let got = run(
+        &g,
+        &[
+            ("a", vec![1., 2., 3., 4., 5., 6.]),
+            ("b", vec![1., 10., 100.]),
+        ],
+        c,
+    );
+    assert_eq!(got, vec![1., 20., 300., 4., 50., 600.]);
+}
+
+#[test]
+fn compose_is_a_matrix_product() {
+    // w: 2 inputs -> 3 outputs, stored output-major: [[1,2],[3,4],[5,6]].
+    // x: batch of 2 vectors [1,0] and [0,1].
+    let mut g = Graph::new();
+    let w = g.input("w", "2->3").unwrap();
+    let x = g.input("x", "2|2").unwrap();
+    let y = g.compose(w, x).unwrap();
+    let got = run(
+        &g,
+        &[
+            ("w", vec![1., 2., 3., 4., 5., 6.]),
+            ("x", vec![1., 0., 0., 1.]),
+        ],
+        y,
+    );
+    assert_eq!(got, vec![1., 3., 5., 2., 4., 6.]);
+    let s = g.solve().unwrap();
+    let p = s.projections(g.producer(y).unwrap()).unwrap();
+    assert_eq!(
+        p.kinds,
+        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction]
+    );
+}
+
+#[test]
+fn einsum_contraction_and_reduction() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    let b = g.input("b", "3,2").unwrap();
+    let c = g.einsum("ij;jk=>ik", &[a, b]).unwrap();
+    let a_vals = vec![1., 2., 3., 4., 5., 6.];
+    let b_vals = vec![1., 0., 0., 1., 1., 1.];
+    // [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] = [[4,5],[10,11]]
+    assert_eq!(
+        run(&g, &[("a", a_vals.clone()), ("b", b_vals.clone())], c),
+        vec![4., 5., 10., 11.]
+    );
+    let rows = g.permute("ij=>i", a).unwrap();
+    assert_eq!(
+        run(&g, &[("a", a_vals.clone()), ("b", b_vals.clone())], rows),
+        vec![6., 15.]
+    );
+    let total = g.permute("ij=>", a).unwrap();
+    assert_eq!(
+        run(&g, &[("a", a_vals.clone()), ("b", b_vals.clone())], total),
+        vec![21.]
+    );
+    let outer = g.einsum("i;j=>ij", &[rows, rows]).unwrap();
+    assert_eq!(
+        run(&g, &[("a", a_vals), ("b", b_vals)], outer),
+        vec![36., 90., 90., 225.]
+    );
+}
+
+#[test]
+fn einsum_diagonal_sums_strides() {
+    let mut g = Graph::new();
+    let a = g.input("a", "3,3").unwrap();
+    let trace = g.permute("ii=>", a).unwrap();
+    let diag = g.permute("ii=>i", a).unwrap();
+    let vals = (1..=9).map(|v| v as f32).collect::<Vec<_>>();
+    assert_eq!(run(&g, &[("a", vals.clone())], trace), vec![15.]);
+    assert_eq!(run(&g, &[("a", vals)], diag), vec![1., 5., 9.]);
+}
+
+#[test]
+fn permute_and_transpose() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").unwrap();
+    let p = g.permute("ij=>ji", a).unwrap();
+    let vals = vec![1., 2., 3., 4., 5., 6.];
+    assert_eq!(
+        run(&g, &[("a", vals.clone())], p),
+        vec![1., 4., 2., 5., 3., 6.]
+    );
+    // transpose swaps input and output rows: "3->2" stored [[..3..] x2]
+    let m = g.input("m", "3->2").unwrap();
+    let t = g.transpose(m).unwrap();
+    assert_eq!(g.solve().unwrap().shape(t).unwrap().to_string(), "|2->3");
+    assert_eq!(
+        run(&g, &[("a", vals.clone()), ("m", vals)], t),
+        vec![1., 4., 2., 5., 3., 6.]
+    );
+}
+
+#[test]
+fn batch_slice_takes_the_given_index() {
+    let mut g = Graph::new();
+    let a = g.input("a", "3|2").unwrap();
+    let s = g.batch_slice(a).unwrap();
+    let data = HashMap::from([("a".to_string(), vec![1., 2., 3., 4., 5., 6.])]);
+    let solved = g.solve().unwrap();
+    for (i, want) in [(0, vec![1., 2.]), (1, vec![3., 4.]), (2, vec![5., 6.])] {
+        let out = solved.run(&mut CpuBackend::new(), &data, &[s], i).unwrap();
+        assert_eq!(out[&s], want);
+    }
+    assert!(solved.run(&mut CpuBackend::new(), &data, &[s], 3).is_err());
+}
+
+#[test]
+fn projections_do_not_share_iterators_through_another_operation() {
+    // x's two axes are equal in size, and another operation (the einsum
+    // below) relates them; a plain relu of x must still iterate them as two
+    // independent axes.
+    let mut g = Graph::new();
+    let x = g.input("x", "4,4").unwrap();
+    let _trace = g.permute("ii=>", x).unwrap();
+    let r = g.unary("relu", x).unwrap();
+    let s = g.solve().unwrap();
+    let p = s.projections(g.producer(r).unwrap()).unwrap();
+    assert_eq!(p.sizes, vec![4, 4]);
+    assert_eq!(
+        p.operands[0],
+        vec![AxisIndex::Iterator(0), AxisIndex::Iterator(1)]
+    );
+}
+
+#[test]
+fn mlp_forward_pass() {
+    let mut g = Graph::new();
+    let x = g.input("x", "2|3").unwrap();
+    let w1 = g.parameter("w1").unwrap();
+    let b1 = g.parameter_with_spec("b1", "2").unwrap();
+    let h = g.compose(w1, x).unwrap();
+    let h = g.add(h, b1).unwrap();
+    let h = g.unary("relu", h).unwrap();
+    let w2 = g.parameter("w2").unwrap();
+    let y = g.compose(w2, h).unwrap();
+    g.require(y, "2|->1").unwrap();
+    let data = [
+        ("x", vec![1., 2., 3., -1., -2., -3.]),
+        ("w1", vec![1., 0., 0., 0., 1., 1.]), // h = [x0, x1 + x2]
+        ("b1", vec![0., -1.]),
+        ("w2", vec![1., 2.]),
+    ];
+    // batch 0: h = relu([1, 5 - 1]) = [1, 4]; y = 1 + 8 = 9
+    // batch 1: h = relu([-1, -5 - 1]) = [0, 0]; y = 0
+    assert_eq!(run(&g, &data, y), vec![9., 0.]);
+}
+
+#[test]
+fn missing_and_misshapen_data_are_errors() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2").unwrap();
+    let b = g.unary("relu", a).unwrap();
+    let s = g.solve().unwrap();
+    let err = s
+        .run(&mut CpuBackend::new(), &HashMap::new(), &[b], 0)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no data for input `a`: give 2 values (its solved shape is |->2)"
+    );
+    let data = HashMap::from([("a".to_string(), vec![1.0])]);
+    let err = s.run(&mut CpuBackend::new(), &data, &[b], 0).unwrap_err();
+    assert!(err.to_string().contains("needs 2 values"), "{err}");
+    let c = g.unary("tanhh", a).unwrap();
+    let s = g.solve().unwrap();
+    let data = HashMap::from([("a".to_string(), vec![1.0, 2.0])]);
+    let err = s.run(&mut CpuBackend::new(), &data, &[c], 0).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no kernel for the function `tanhh`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kernel_ir_of_representative_operations() {
+    let mut g = Graph::new();
+    let a = g.input("a", "4|2,3").unwrap();
+    let b = g.input("b", "4|2,1").unwrap();
+    let w = g.input("w", "3->5").unwrap();
+    let x = g.input("x", "4|3").unwrap();
+    let ops = [
+        ("add (broadcast)", g.add(a, b).unwrap()),
+        ("relu", g.unary("relu", a).unwrap()),
+        ("compose", g.compose(w, x).unwrap()),
+        ("row sums", g.permute("b|ij=>b|i", a).unwrap()),
+        ("transpose", g.permute("b|ij=>b|ji", a).unwrap()),
+        ("batch slice", g.batch_slice(a).unwrap()),
+    ];
+    let s = g.solve().unwrap();
+    let mut out = String::new();
+    for (name, t) in ops {
+        let (kernel, launch) = s.kernel(g.producer(t).unwrap(), 1).unwrap();
+        out.push_str(&format!(
+            "{name}:\n  {kernel}\n  sizes {:?}\n  out {:?}\n",
+            launch.sizes, launch.result
+        ));
+        for (i, l) in launch.operands.iter().enumerate() {
+            out.push_str(&format!("  in{i} {l:?}\n"));
+        }
+    }
+    insta::assert_snapshot!(out);
+}
