@@ -1,14 +1,17 @@
-//! The reference CPU backend.
+//! The CPU backend, with two paths.
 //!
-//! Plain nested loops over the kernel's iterators, in the simplest form
-//! that is obviously right: for each point of the parallel iterators, the
-//! reduction iterators are run to the end with a local accumulator, and the
-//! result element is written once. This executor is the oracle: every other
-//! backend's results are compared against it.
+//! The reference path ([`CpuBackend::reference`]) runs plain nested loops
+//! over the kernel's iterators, in the simplest form that is obviously
+//! right: for each point of the parallel iterators, the reduction iterators
+//! are run to the end with a local accumulator, and the result element is
+//! written once. This path is the oracle: every other backend's results
+//! are compared against it. The coalesced path ([`CpuBackend::coalesced`])
+//! merges contiguous loops first and runs specialised inner loops, with
+//! bit-identical results.
 //!
 //! ```
 //! use backend_cpu::CpuBackend;
-//! use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
+//! use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 //! use shape_core::Backend;
 //!
 //! // out[i] = sum_j a[i, j]: a 2x3 matrix summed over its rows' elements.
@@ -61,16 +64,47 @@ pub enum CpuError {
     },
 }
 
-/// The reference CPU backend; buffers are plain vectors.
+mod fast;
+
+/// Which of the two CPU execution paths runs kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CpuPath {
+    /// Plain nested loops: the oracle.
+    #[default]
+    Reference,
+    /// Coalesced loops with specialised inner loops; bit-identical results.
+    Coalesced,
+}
+
+/// The CPU backend; buffers are plain vectors.
 #[derive(Clone, Debug, Default)]
 pub struct CpuBackend {
-    _private: (),
+    path: CpuPath,
 }
 
 impl CpuBackend {
-    /// A CPU backend.
+    /// The reference path, the oracle other backends are checked against.
     pub fn new() -> CpuBackend {
-        CpuBackend::default()
+        CpuBackend::reference()
+    }
+
+    /// The reference path.
+    pub fn reference() -> CpuBackend {
+        CpuBackend {
+            path: CpuPath::Reference,
+        }
+    }
+
+    /// The coalesced strided path.
+    pub fn coalesced() -> CpuBackend {
+        CpuBackend {
+            path: CpuPath::Coalesced,
+        }
+    }
+
+    /// The path this backend runs.
+    pub fn path(&self) -> CpuPath {
+        self.path
     }
 }
 
@@ -95,7 +129,10 @@ impl Backend for CpuBackend {
     type Error = CpuError;
 
     fn name(&self) -> String {
-        "cpu (reference)".to_string()
+        match self.path {
+            CpuPath::Reference => "cpu (reference)".to_string(),
+            CpuPath::Coalesced => "cpu (coalesced)".to_string(),
+        }
     }
 
     fn alloc(&mut self, len: usize) -> Result<Vec<f32>, CpuError> {
@@ -142,6 +179,10 @@ impl Backend for CpuBackend {
             }
         }
         if launch.sizes.contains(&0) {
+            return Ok(());
+        }
+        if self.path == CpuPath::Coalesced {
+            fast::execute(kernel, launch, result, operands);
             return Ok(());
         }
         let parallel: Vec<usize> = (0..kernel.iterators.len())

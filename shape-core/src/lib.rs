@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod coalesce;
 pub mod dim;
 pub mod kernel;
 pub mod row;

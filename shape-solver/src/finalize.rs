@@ -72,12 +72,16 @@ impl Solver {
         s.dirty = Some(Dirty::default());
         s.touch_all();
         let mut rescanned = true;
+        // Recomputed with every round of rules 3-5; between rounds a row
+        // that stays listed after its slice was decided only waits longer.
+        let mut blocked_rows = s.blocked()?.1;
         loop {
             s.run()?;
-            if s.close_dirty(fin)? {
+            if s.close_dirty(fin, &blocked_rows)? {
                 continue;
             }
-            let (blocked_dims, blocked_rows, waiting) = s.blocked()?;
+            let (blocked_dims, blocked, waiting) = s.blocked()?;
+            blocked_rows = blocked;
             if s.close_top_rows(fin, &blocked_rows)? || s.close_top_dims(fin, &blocked_dims)? {
                 rescanned = false;
                 continue;
@@ -139,7 +143,11 @@ impl Solver {
     }
 
     /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
-    fn close_dirty(&mut self, fin: Why) -> Result<bool, ShapeError> {
+    fn close_dirty(
+        &mut self,
+        fin: Why,
+        blocked_rows: &BTreeSet<RowVar>,
+    ) -> Result<bool, ShapeError> {
         let Some(d) = self.dirty.as_mut() else {
             return Ok(false);
         };
@@ -150,6 +158,9 @@ impl Solver {
             return Ok(true);
         }
         if let Some(r) = d.rows.pop_first() {
+            if blocked_rows.contains(&r) {
+                return Ok(true);
+            }
             if let Some(len) = self.closed_upper_len(r)? {
                 let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.fresh_dim())).collect();
                 if let Some(d) = self.dirty.as_mut() {
@@ -262,6 +273,23 @@ impl Solver {
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+        // A row above a pending slice's result must wait for it too: closing
+        // it first would bound the slice's result before the slice decides.
+        let mut frontier: Vec<RowVar> = rows.iter().copied().collect();
+        while let Some(r) = frontier.pop() {
+            let Some(b) = self.env.row_bounds(r) else {
+                continue;
+            };
+            for c in &b.uppers {
+                if let Constraint::RowIneq { cur, .. } = c {
+                    if let RowTail::Open(u) = self.env.resolve_row(cur)?.tail {
+                        if u != r && rows.insert(u) {
+                            frontier.push(u);
+                        }
+                    }
                 }
             }
         }

@@ -925,3 +925,22 @@ fn a_literal_size_is_its_own_source() {
     assert_eq!(p.value.size(), 3);
     assert!(p.source.to_string().contains("directly"), "{}", p.source);
 }
+
+#[test]
+fn rows_above_a_pending_slice_wait_for_it() {
+    // Found by the random program generator: `t5` broadcasts from the slice
+    // `t3`, whose batch row is only known once `t2`'s is; closing `t5`'s
+    // batch row first (to empty) used to contradict the slice.
+    let mut g = Graph::new();
+    let in0 = g.input("in0", "1,4|4->4").unwrap();
+    let in1 = g.input("in1", "4->3").unwrap();
+    let t2 = g.compose(in1, in0).unwrap();
+    let t3 = g.batch_slice(t2).unwrap();
+    let in2 = g.input("in2", "3->3").unwrap();
+    let t5 = g.compose(in2, t3).unwrap();
+    let in3 = g.input("in3", "3->2").unwrap();
+    let _t9 = g.compose(in3, t2).unwrap();
+    let s = g.solve().unwrap();
+    assert_eq!(s.shape(t3).unwrap().to_string(), "4|4->3");
+    assert_eq!(s.shape(t5).unwrap().to_string(), "4|4->3");
+}

@@ -1,0 +1,270 @@
+//! The coalesced strided path: the kernel is coalesced first, then run
+//! with the innermost loop specialised for the common bodies (a copy, a
+//! unary or binary function of loads, a sum or a dot product), so that the
+//! inner loop is a plain strided loop the compiler can optimise.
+//!
+//! Values are combined in exactly the order of the reference path, so the
+//! results are bit-identical.
+
+use shape_core::coalesce::coalesce;
+use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp};
+
+fn unary_fn(op: UnaryOp) -> fn(f32) -> f32 {
+    match op {
+        UnaryOp::Neg => |x| -x,
+        UnaryOp::Exp => f32::exp,
+        UnaryOp::Log => f32::ln,
+        UnaryOp::Sqrt => f32::sqrt,
+        UnaryOp::Relu => |x| x.max(0.0),
+    }
+}
+
+fn binary_fn(op: BinaryOp) -> fn(f32, f32) -> f32 {
+    match op {
+        BinaryOp::Add => |a, b| a + b,
+        BinaryOp::Sub => |a, b| a - b,
+        BinaryOp::Mul => |a, b| a * b,
+        BinaryOp::Div => |a, b| a / b,
+        BinaryOp::Max => f32::max,
+        BinaryOp::Min => f32::min,
+    }
+}
+
+/// Iterates an odometer over `sizes`, calling `f` with the index.
+fn for_each_index(sizes: &[u64], mut f: impl FnMut(&[u64])) {
+    if sizes.contains(&0) {
+        return;
+    }
+    let mut index = vec![0u64; sizes.len()];
+    loop {
+        f(&index);
+        let mut d = sizes.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < sizes[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+fn dot(strides: &[u64], index: &[u64]) -> usize {
+    strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>() as usize
+}
+
+/// Runs a checked kernel; buffers have been validated by the caller.
+pub(crate) fn execute(
+    kernel: &Kernel,
+    launch: &Launch,
+    result: &mut [f32],
+    operands: &[&Vec<f32>],
+) {
+    let (k, l) = coalesce(kernel, launch);
+    let n = k.iterators.len();
+    let np = k
+        .iterators
+        .iter()
+        .take_while(|&&i| i == IterKind::Parallel)
+        .count();
+    // After coalescing, reductions are innermost.
+    debug_assert!(k.iterators[np..].iter().all(|&i| i == IterKind::Reduction));
+    let out_strides = &l.result.strides;
+    let ops: Vec<(&[f32], &[u64], usize)> = operands
+        .iter()
+        .zip(&l.operands)
+        .map(|(b, lay)| (b.as_slice(), lay.strides.as_slice(), lay.offset as usize))
+        .collect();
+
+    if np == n {
+        // No reduction: the innermost parallel iterator is the inner loop.
+        if n == 0 {
+            let loads: Vec<f32> = ops.iter().map(|(b, _, off)| b[*off]).collect();
+            result[l.result.offset as usize] = k.body.eval(&loads);
+            return;
+        }
+        let (outer, inner) = (&l.sizes[..n - 1], l.sizes[n - 1] as usize);
+        let os = out_strides[n - 1] as usize;
+        for_each_index(outer, |idx| {
+            let o0 = l.result.offset as usize + dot(&out_strides[..n - 1], idx);
+            let base: Vec<usize> = ops
+                .iter()
+                .map(|(_, st, off)| off + dot(&st[..n - 1], idx))
+                .collect();
+            let step: Vec<usize> = ops.iter().map(|(_, st, _)| st[n - 1] as usize).collect();
+            match &k.body {
+                Expr::Load(0) => map1(result, o0, os, ops[0].0, base[0], step[0], inner, |x| x),
+                Expr::Unary(op, a) if **a == Expr::Load(0) => map1(
+                    result,
+                    o0,
+                    os,
+                    ops[0].0,
+                    base[0],
+                    step[0],
+                    inner,
+                    unary_fn(*op),
+                ),
+                Expr::Binary(op, a, b) if **a == Expr::Load(0) && **b == Expr::Load(1) => map2(
+                    result,
+                    o0,
+                    os,
+                    (ops[0].0, base[0], step[0]),
+                    (ops[1].0, base[1], step[1]),
+                    inner,
+                    binary_fn(*op),
+                ),
+                body => {
+                    let mut loads = vec![0.0; ops.len()];
+                    for i in 0..inner {
+                        for (j, (b, _, _)) in ops.iter().enumerate() {
+                            loads[j] = b[base[j] + i * step[j]];
+                        }
+                        result[o0 + i * os] = body.eval(&loads);
+                    }
+                }
+            }
+        });
+        return;
+    }
+
+    // Reductions: for each result element, run the reduction iterators with
+    // the innermost one as the inner loop.
+    let (par, red) = l.sizes.split_at(np);
+    let inner = red[red.len() - 1] as usize;
+    let outer_red = &red[..red.len() - 1];
+    for_each_index(par, |pidx| {
+        let o = l.result.offset as usize + dot(&out_strides[..np], pidx);
+        let mut acc = k.accumulate.identity();
+        for_each_index(outer_red, |ridx| {
+            let base: Vec<usize> = ops
+                .iter()
+                .map(|(_, st, off)| off + dot(&st[..np], pidx) + dot(&st[np..n - 1], ridx))
+                .collect();
+            let step: Vec<usize> = ops.iter().map(|(_, st, _)| st[n - 1] as usize).collect();
+            acc = match (&k.body, k.accumulate) {
+                (Expr::Load(0), Accumulate::Add) => sum(acc, ops[0].0, base[0], step[0], inner),
+                (Expr::Binary(BinaryOp::Mul, a, b), Accumulate::Add)
+                    if **a == Expr::Load(0) && **b == Expr::Load(1) =>
+                {
+                    dot_product(
+                        acc,
+                        (ops[0].0, base[0], step[0]),
+                        (ops[1].0, base[1], step[1]),
+                        inner,
+                    )
+                }
+                (body, accumulate) => {
+                    let mut loads = vec![0.0; ops.len()];
+                    let mut acc = acc;
+                    for i in 0..inner {
+                        for (j, (b, _, _)) in ops.iter().enumerate() {
+                            loads[j] = b[base[j] + i * step[j]];
+                        }
+                        acc = accumulate.combine(acc, body.eval(&loads));
+                    }
+                    acc
+                }
+            };
+        });
+        result[o] = acc;
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn map1(
+    out: &mut [f32],
+    o: usize,
+    os: usize,
+    a: &[f32],
+    ao: usize,
+    as_: usize,
+    n: usize,
+    f: impl Fn(f32) -> f32,
+) {
+    if n == 0 {
+        return;
+    }
+    if os == 1 && as_ == 1 {
+        for (y, &x) in out[o..o + n].iter_mut().zip(&a[ao..ao + n]) {
+            *y = f(x);
+        }
+    } else {
+        for i in 0..n {
+            out[o + i * os] = f(a[ao + i * as_]);
+        }
+    }
+}
+
+#[inline]
+fn map2(
+    out: &mut [f32],
+    o: usize,
+    os: usize,
+    (a, ao, as_): (&[f32], usize, usize),
+    (b, bo, bs): (&[f32], usize, usize),
+    n: usize,
+    f: impl Fn(f32, f32) -> f32,
+) {
+    if n == 0 {
+        return;
+    }
+    match (os, as_, bs) {
+        (1, 1, 1) => {
+            for ((y, &x), &z) in out[o..o + n]
+                .iter_mut()
+                .zip(&a[ao..ao + n])
+                .zip(&b[bo..bo + n])
+            {
+                *y = f(x, z);
+            }
+        }
+        (1, 1, 0) => {
+            let z = b[bo];
+            for (y, &x) in out[o..o + n].iter_mut().zip(&a[ao..ao + n]) {
+                *y = f(x, z);
+            }
+        }
+        (1, 0, 1) => {
+            let x = a[ao];
+            for (y, &z) in out[o..o + n].iter_mut().zip(&b[bo..bo + n]) {
+                *y = f(x, z);
+            }
+        }
+        _ => {
+            for i in 0..n {
+                out[o + i * os] = f(a[ao + i * as_], b[bo + i * bs]);
+            }
+        }
+    }
+}
+
+#[inline]
+fn sum(acc: f32, a: &[f32], ao: usize, as_: usize, n: usize) -> f32 {
+    if as_ == 1 {
+        a[ao..ao + n].iter().fold(acc, |s, &x| s + x)
+    } else {
+        (0..n).fold(acc, |s, i| s + a[ao + i * as_])
+    }
+}
+
+#[inline]
+fn dot_product(
+    acc: f32,
+    (a, ao, as_): (&[f32], usize, usize),
+    (b, bo, bs): (&[f32], usize, usize),
+    n: usize,
+) -> f32 {
+    if as_ == 1 && bs == 1 {
+        a[ao..ao + n]
+            .iter()
+            .zip(&b[bo..bo + n])
+            .fold(acc, |s, (&x, &y)| s + x * y)
+    } else {
+        (0..n).fold(acc, |s, i| s + a[ao + i * as_] * b[bo + i * bs])
+    }
+}
