@@ -1,20 +1,23 @@
 //! Infers the parameter shapes of a three-layer MLP from its input and
-//! output sizes, explains where two of the sizes came from, and shows the
-//! error a mismatched input gets.
+//! output sizes, explains where two of the sizes came from, shows the error
+//! a mismatched input gets, and runs a forward pass on the CPU backend.
 //!
 //! `cargo run --example mlp`
 
-use shape_core::RowKind;
-use shape_solver::{Graph, GraphError};
+use std::collections::HashMap;
 
-fn main() -> Result<(), GraphError> {
+use backend_cpu::CpuBackend;
+use shape_core::{Backend, RowKind};
+use shape_solver::{Graph, GraphError, TensorId};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();
     // Only the data and two hidden sizes (on the biases) are given.
-    let x = g.input("x", "32|784")?;
+    let x = g.input("x", "4|8")?;
     let w1 = g.parameter("w1")?;
-    let b1 = g.parameter_with_spec("b1", "256")?;
+    let b1 = g.parameter_with_spec("b1", "16")?;
     let w2 = g.parameter("w2")?;
-    let b2 = g.parameter_with_spec("b2", "64")?;
+    let b2 = g.parameter_with_spec("b2", "12")?;
     let w3 = g.parameter("w3")?;
 
     let h1 = g.compose(w1, x)?;
@@ -24,7 +27,7 @@ fn main() -> Result<(), GraphError> {
     let h2 = g.add(h2, b2)?;
     let h2 = g.unary("relu", h2)?;
     let y = g.compose(w3, h2)?;
-    g.require(y, "32|->10")?;
+    g.require(y, "4|->3")?;
 
     let solved = g.solve()?;
     println!("Inferred shapes (batch|input->output):");
@@ -44,14 +47,39 @@ fn main() -> Result<(), GraphError> {
     }
 
     // A second input whose features do not fit w1.
-    let z = g.input("z", "32|100")?;
-    match g.compose(w1, z) {
+    let mut what_if = g.clone();
+    let z = what_if.input("z", "4|100")?;
+    match what_if.compose(w1, z) {
         Ok(_) => println!("\nunexpectedly accepted"),
         Err(e) => println!("\nA mismatched input is rejected:\n  {e}"),
     }
 
+    // A forward pass with deterministic data.
+    let mut data = HashMap::new();
+    for t in [x, w1, b1, w2, b2, w3] {
+        data.insert(g.name(t)?.to_string(), values(&solved, t)?);
+    }
+    let mut cpu = CpuBackend::coalesced();
+    let out = solved.run(&mut cpu, &data, &[y], 0)?;
     println!(
-        "\nExecution (CPU reference and wgpu backends) is not built yet; this demo runs shape inference only."
+        "\nForward pass on {}: y ({}) =",
+        cpu.name(),
+        solved.shape(y)?
+    );
+    for row in out[&y].chunks(3) {
+        println!("  {row:?}");
+    }
+    println!(
+        "\nNo GPU backend is built yet: the wgpu backend is a later issue, so this ran on the CPU."
     );
     Ok(())
+}
+
+/// Small deterministic values for a tensor, from its name and size.
+fn values(solved: &shape_solver::SolvedGraph, t: TensorId) -> Result<Vec<f32>, GraphError> {
+    let n = solved.shape(t)?.num_elems().unwrap_or(0) as usize;
+    let seed = solved.graph().name(t)?.len();
+    Ok((0..n)
+        .map(|i| (((i * 7 + seed * 3) % 11) as f32 - 5.0) / 10.0)
+        .collect())
 }
