@@ -33,6 +33,7 @@ mod origin;
 mod program;
 mod projections;
 mod solver;
+pub mod symbolic;
 
 pub use constraint::Constraint;
 pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError, TotalElemsReason};

@@ -8,6 +8,7 @@ use shape_core::SolvedShape;
 use crate::graph::{GraphError, OpId, SolvedGraph};
 use crate::ops::OpKind;
 use crate::projections::{AxisIndex, Projections};
+use crate::symbolic::{var, Simplifier, Sym, SymExpr};
 
 /// The pointwise functions the kernels know by name.
 pub const UNARY_FUNCTIONS: &[&str] = &["id", "neg", "exp", "log", "sqrt", "relu"];
@@ -158,5 +159,55 @@ impl SolvedGraph {
                 .collect::<Result<_, GraphError>>()?,
         };
         Ok((kernel, launch))
+    }
+}
+
+impl SolvedGraph {
+    /// The flat element index through which `op` addresses each of its
+    /// tensors (the result first, then the operands), as a symbolic
+    /// expression of the loop iterators `i0, i1, ...` and of each tensor's
+    /// axis sizes `t{tensor}_{axis}` (axes in memory order), simplified
+    /// with one e-graph for the whole operation: terms of broadcast axes
+    /// drop out, and a diagonal's two terms share their iterator.
+    ///
+    /// This is the size-independent form a code generator emits; the
+    /// launch's strides are these expressions evaluated at concrete sizes.
+    pub fn index_expressions(&self, op: OpId) -> Result<Vec<SymExpr>, GraphError> {
+        let (_, operands, result) = self
+            .graph()
+            .op(op)
+            .ok_or(GraphError::UnknownOp(op.index()))?;
+        let p = self.projections(op)?;
+        let mut simplifier = Simplifier::new();
+        let tensors = std::iter::once(result).chain(operands.iter().copied());
+        let axes = std::iter::once(&p.result).chain(&p.operands);
+        let mut out = Vec::new();
+        for (t, (tensor, indices)) in tensors.zip(axes).enumerate() {
+            let rank = self.shape(tensor)?.memory_dims().len();
+            let mut e = SymExpr::default();
+            let mut sum = None;
+            for (j, index) in indices.iter().enumerate() {
+                let mut term = match index {
+                    // Structure first: a term at index 0 contributes nothing.
+                    AxisIndex::Fixed(0) => continue,
+                    AxisIndex::Iterator(k) => e.add(var(&format!("i{k}"))),
+                    AxisIndex::Fixed(c) => e.add(Sym::Num(*c as i64)),
+                    AxisIndex::Slice => e.add(var("slice")),
+                };
+                for later in j + 1..rank {
+                    let size = e.add(var(&format!("t{t}_{later}")));
+                    term = e.add(Sym::Mul([term, size]));
+                }
+                sum = Some(match sum {
+                    Some(s) => e.add(Sym::Add([s, term])),
+                    None => term,
+                });
+            }
+            if sum.is_none() {
+                e.add(Sym::Num(0));
+            }
+            out.push(simplifier.simplify(&e));
+        }
+        Ok(out)
     }
 }
