@@ -37,21 +37,61 @@ use crate::solver::Solver;
 /// proportional to what changed, not to the size of the environment.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Dirty {
-    pub dims: BTreeSet<DimVar>,
-    pub rows: BTreeSet<RowVar>,
-    pub top_dims: BTreeSet<DimVar>,
-    pub top_rows: BTreeSet<RowVar>,
+    pub dims: VarQueue,
+    pub rows: VarQueue,
+    pub top_dims: VarQueue,
+    pub top_rows: VarQueue,
 }
 
 impl Dirty {
     pub fn touch_dim(&mut self, v: DimVar) {
-        self.dims.insert(v);
-        self.top_dims.insert(v);
+        self.dims.insert(v.0);
+        self.top_dims.insert(v.0);
     }
 
     pub fn touch_row(&mut self, v: RowVar) {
-        self.rows.insert(v);
-        self.top_rows.insert(v);
+        self.rows.insert(v.0);
+        self.top_rows.insert(v.0);
+    }
+}
+
+/// A set of variable ids that hands them out lowest first: a heap plus a
+/// membership flag per id (cheaper than an ordered tree for this use).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VarQueue {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u32>>,
+    member: Vec<bool>,
+}
+
+impl VarQueue {
+    pub fn insert(&mut self, id: u32) {
+        let i = id as usize;
+        if i >= self.member.len() {
+            self.member.resize(i + 1, false);
+        }
+        if !self.member[i] {
+            self.member[i] = true;
+            self.heap.push(std::cmp::Reverse(id));
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<u32> {
+        let std::cmp::Reverse(id) = self.heap.pop()?;
+        self.member[id as usize] = false;
+        Some(id)
+    }
+
+    /// Every member, lowest first, leaving the set empty.
+    pub fn take_all(&mut self) -> Vec<u32> {
+        let mut all: Vec<u32> = std::mem::take(&mut self.heap)
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        for &id in &all {
+            self.member[id as usize] = false;
+        }
+        all.sort_unstable();
+        all
     }
 }
 
@@ -126,19 +166,8 @@ impl Solver {
         let dims = self.unsolved_dims();
         let rows = self.unsolved_rows();
         if let Some(d) = self.dirty.as_mut() {
-            // Sorted input: building the sets in bulk beats inserting one by one.
-            for set in [&mut d.dims, &mut d.top_dims] {
-                *set = std::mem::take(set)
-                    .into_iter()
-                    .chain(dims.iter().copied())
-                    .collect();
-            }
-            for set in [&mut d.rows, &mut d.top_rows] {
-                *set = std::mem::take(set)
-                    .into_iter()
-                    .chain(rows.iter().copied())
-                    .collect();
-            }
+            dims.into_iter().for_each(|v| d.touch_dim(v));
+            rows.into_iter().for_each(|v| d.touch_row(v));
         }
     }
 
@@ -151,20 +180,23 @@ impl Solver {
         let Some(d) = self.dirty.as_mut() else {
             return Ok(false);
         };
-        if let Some(v) = d.dims.pop_first() {
+        if let Some(v) = d.dims.pop().map(DimVar) {
             if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
                 self.bind_dim(v, Dim::Known(lub), lw, lw);
             }
             return Ok(true);
         }
-        if let Some(r) = d.rows.pop_first() {
+        if let Some(r) = d.rows.pop().map(RowVar) {
             if blocked_rows.contains(&r) {
                 return Ok(true);
             }
             if let Some(len) = self.closed_upper_len(r)? {
                 let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.fresh_dim())).collect();
                 if let Some(d) = self.dirty.as_mut() {
-                    d.dims.extend(fresh.iter().filter_map(as_var));
+                    fresh
+                        .iter()
+                        .filter_map(as_var)
+                        .for_each(|v| d.dims.insert(v.0));
                 }
                 self.bind_row(r, Row::closed(fresh), fin);
             }
@@ -301,8 +333,10 @@ impl Solver {
         let candidates = self
             .dirty
             .as_mut()
-            .map(|d| std::mem::take(&mut d.top_rows))
-            .unwrap_or_default();
+            .map(|d| d.top_rows.take_all())
+            .unwrap_or_default()
+            .into_iter()
+            .map(RowVar);
         let mut tops = Vec::new();
         for r in candidates {
             if self.env.row_bounds(r).is_some()
@@ -342,8 +376,10 @@ impl Solver {
         let candidates = self
             .dirty
             .as_mut()
-            .map(|d| std::mem::take(&mut d.top_dims))
-            .unwrap_or_default();
+            .map(|d| d.top_dims.take_all())
+            .unwrap_or_default()
+            .into_iter()
+            .map(DimVar);
         let tops: Vec<DimVar> = candidates
             .into_iter()
             .filter(|v| {
