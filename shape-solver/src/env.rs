@@ -112,6 +112,8 @@ pub(crate) struct Env {
     empty_row: Arc<RowBounds>,
     /// The undo log of the open transaction, if any.
     journal: Option<Journal>,
+    /// The undo log's buffer between transactions, kept for its capacity.
+    spare_undo: Vec<Undo>,
 }
 
 /// A clone never inherits an open transaction: its changes are its own.
@@ -124,6 +126,7 @@ impl Clone for Env {
             empty_dim: self.empty_dim.clone(),
             empty_row: self.empty_row.clone(),
             journal: None,
+            spare_undo: Vec::new(),
         }
     }
 }
@@ -189,14 +192,17 @@ impl Env {
         self.journal = Some(Journal {
             dims_len: self.dims.len(),
             rows_len: self.rows.len(),
-            undo: Vec::new(),
+            undo: std::mem::take(&mut self.spare_undo),
         });
         true
     }
 
     /// Keeps the changes of the open transaction.
     pub fn commit(&mut self) {
-        self.journal = None;
+        if let Some(mut j) = self.journal.take() {
+            j.undo.clear();
+            self.spare_undo = j.undo;
+        }
     }
 
     /// Undoes every change since [`Env::begin`].
