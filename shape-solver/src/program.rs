@@ -41,12 +41,12 @@ pub enum RunError<E: std::error::Error + 'static> {
         shape: String,
     },
     /// The backend failed.
-    #[error("backend {backend} failed in op #{op}: {source}")]
+    #[error("backend {backend} failed {}: {source}", match op { Some(op) => format!("in op #{op}"), None => "while moving data".to_string() })]
     Backend {
         /// The backend's name.
         backend: String,
-        /// The operation being run.
-        op: usize,
+        /// The operation being run, or `None` for an upload or download.
+        op: Option<usize>,
         /// The backend's error.
         source: E,
     },
@@ -121,7 +121,7 @@ impl SolvedGraph {
         let backend_error = |op: OpId, name: String| {
             move |source| RunError::Backend {
                 backend: name,
-                op: op.index(),
+                op: Some(op.index()),
                 source,
             }
         };
@@ -152,7 +152,7 @@ impl SolvedGraph {
             }
             let buf = backend.upload(values).map_err(|source| RunError::Backend {
                 backend: backend.name(),
-                op: usize::MAX,
+                op: None,
                 source,
             })?;
             buffers.insert(t, buf);
@@ -186,7 +186,7 @@ impl SolvedGraph {
                 .ok_or(GraphError::UnknownTensor(t.index()))?;
             let v = backend.download(buf).map_err(|source| RunError::Backend {
                 backend: backend.name(),
-                op: usize::MAX,
+                op: None,
                 source,
             })?;
             values.insert(t, v);
