@@ -52,6 +52,16 @@ pub enum CpuError {
         /// Buffers given.
         found: usize,
     },
+    /// A buffer larger than the backend allows, or than memory can hold.
+    #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the CPU backend's limit of {limit} bytes per buffer")]
+    BufferTooLarge {
+        /// Elements asked for.
+        elements: usize,
+        /// Their size in bytes.
+        bytes: u128,
+        /// The limit.
+        limit: u64,
+    },
     /// A buffer whose length differs from the one its layout declares.
     #[error("{tensor} has {found} elements but its layout says {expected}")]
     BufferLength {
@@ -77,10 +87,20 @@ pub enum CpuPath {
 }
 
 /// The CPU backend; buffers are plain vectors.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CpuBackend {
     path: CpuPath,
+    max_buffer_bytes: u64,
 }
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::reference()
+    }
+}
+
+/// The default limit on one buffer: 8 GiB.
+pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 8 << 30;
 
 impl CpuBackend {
     /// The reference path, the oracle other backends are checked against.
@@ -92,6 +112,7 @@ impl CpuBackend {
     pub fn reference() -> CpuBackend {
         CpuBackend {
             path: CpuPath::Reference,
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
         }
     }
 
@@ -99,7 +120,29 @@ impl CpuBackend {
     pub fn coalesced() -> CpuBackend {
         CpuBackend {
             path: CpuPath::Coalesced,
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
         }
+    }
+
+    /// This backend with another limit on the size of one buffer.
+    pub fn with_max_buffer_bytes(mut self, bytes: u64) -> CpuBackend {
+        self.max_buffer_bytes = bytes;
+        self
+    }
+
+    fn buffer(&self, len: usize) -> Result<Vec<f32>, CpuError> {
+        let bytes = len as u128 * std::mem::size_of::<f32>() as u128;
+        let too_large = || CpuError::BufferTooLarge {
+            elements: len,
+            bytes,
+            limit: self.max_buffer_bytes,
+        };
+        if bytes > self.max_buffer_bytes as u128 {
+            return Err(too_large());
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| too_large())?;
+        Ok(v)
     }
 
     /// The path this backend runs.
@@ -136,11 +179,15 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&mut self, len: usize) -> Result<Vec<f32>, CpuError> {
-        Ok(vec![0.0; len])
+        let mut v = self.buffer(len)?;
+        v.resize(len, 0.0);
+        Ok(v)
     }
 
     fn upload(&mut self, data: &[f32]) -> Result<Vec<f32>, CpuError> {
-        Ok(data.to_vec())
+        let mut v = self.buffer(data.len())?;
+        v.extend_from_slice(data);
+        Ok(v)
     }
 
     fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, CpuError> {

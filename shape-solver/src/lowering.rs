@@ -55,11 +55,15 @@ fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64)
     }
     let mut strides = vec![0u64; iterators];
     let mut offset = 0u64;
+    // Saturating: a layout this large fails `Launch::check` or allocation
+    // with a clear error instead of wrapping around.
     for (j, a) in axes.iter().enumerate() {
         match a {
-            AxisIndex::Iterator(k) => strides[*k] += axis_stride[j],
-            AxisIndex::Fixed(c) => offset += c * axis_stride[j],
-            AxisIndex::Slice => offset += slice * axis_stride[j],
+            AxisIndex::Iterator(k) => strides[*k] = strides[*k].saturating_add(axis_stride[j]),
+            AxisIndex::Fixed(c) => offset = offset.saturating_add(c.saturating_mul(axis_stride[j])),
+            AxisIndex::Slice => {
+                offset = offset.saturating_add(slice.saturating_mul(axis_stride[j]))
+            }
         }
     }
     let len = dims

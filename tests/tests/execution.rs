@@ -255,3 +255,24 @@ fn kernel_ir_of_representative_operations() {
     }
     insta::assert_snapshot!(out);
 }
+
+#[test]
+fn oversized_results_are_errors_not_aborts() {
+    // An outer product of two inputs of 100,000 elements would need 40 GB.
+    let mut g = Graph::new();
+    let a = g.input("a", "100000").unwrap();
+    let b = g.input("b", "100000").unwrap();
+    let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
+    let s = g.solve().unwrap();
+    let data = HashMap::from([
+        ("a".to_string(), vec![1.0; 100_000]),
+        ("b".to_string(), vec![1.0; 100_000]),
+    ]);
+    let err = s
+        .run(&mut CpuBackend::coalesced(), &data, &[outer], 0)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("exceeds the CPU backend's limit"),
+        "{err}"
+    );
+}
