@@ -327,6 +327,22 @@ impl Env {
         }
     }
 
+    /// The number of axes of a row after substitution, and its tail.
+    pub fn row_extent(&self, r: &Row) -> Result<(usize, RowTail), ShapeError> {
+        let mut len = r.dims.len();
+        let mut tail = r.tail;
+        while let RowTail::Open(v) = tail {
+            match self.row_entry(v)? {
+                RowEntry::Solved { value } => {
+                    len += value.dims.len();
+                    tail = value.tail;
+                }
+                RowEntry::Open(_) => break,
+            }
+        }
+        Ok((len, tail))
+    }
+
     /// Substitutes solved row variables at the front of a row.
     pub fn resolve_row<'r>(&self, r: &'r Row) -> Result<ResolvedRow<'r>, ShapeError> {
         let RowTail::Open(v) = r.tail else {

@@ -219,17 +219,23 @@ impl Solver {
         };
         for c in &b.uppers {
             if let Constraint::RowIneq { cur, subr, .. } = c {
-                let rs = self.env.resolve_row(subr)?;
-                if rs.tail != RowTail::Open(r) {
+                // Lengths and tails only: nothing is copied. Stored upper
+                // bounds name `r` itself as their operand, which is open.
+                let (ls, st) = if subr.tail == RowTail::Open(r) {
+                    (subr.dims.len(), subr.tail)
+                } else {
+                    self.env.row_extent(subr)?
+                };
+                if st != RowTail::Open(r) {
                     continue;
                 }
-                let rc = self.env.resolve_row(cur)?;
-                if rc.tail == RowTail::Open(r) {
+                let (lc, ct) = self.env.row_extent(cur)?;
+                if ct == RowTail::Open(r) {
                     continue;
                 }
                 u.count += 1;
-                u.all_closed &= rc.tail == RowTail::Closed;
-                u.min_len = u.min_len.min(rc.dims.len().saturating_sub(rs.dims.len()));
+                u.all_closed &= ct == RowTail::Closed;
+                u.min_len = u.min_len.min(lc.saturating_sub(ls));
             }
         }
         Ok(u)
