@@ -75,6 +75,26 @@ impl VarQueue {
         }
     }
 
+    /// Inserts many ids at once (in O(n) when the set is empty).
+    pub fn insert_all(&mut self, ids: &[u32]) {
+        if !self.heap.is_empty() {
+            ids.iter().for_each(|&id| self.insert(id));
+            return;
+        }
+        let top = ids.iter().copied().max().map_or(0, |m| m as usize + 1);
+        if top > self.member.len() {
+            self.member.resize(top, false);
+        }
+        let mut fresh = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if !self.member[id as usize] {
+                self.member[id as usize] = true;
+                fresh.push(std::cmp::Reverse(id));
+            }
+        }
+        self.heap = std::collections::BinaryHeap::from(fresh);
+    }
+
     pub fn pop(&mut self) -> Option<u32> {
         let std::cmp::Reverse(id) = self.heap.pop()?;
         self.member[id as usize] = false;
@@ -110,7 +130,7 @@ impl Solver {
         let mut s = self;
         let fin = Why::of(s.add_origin(Origin::Finalization));
         s.dirty = Some(Dirty::default());
-        s.touch_all();
+        let mut any_open = s.touch_all();
         let mut rescanned = true;
         // Recomputed with every round of rules 3-5; between rounds a row
         // that stays listed after its slice was decided only waits longer.
@@ -129,9 +149,14 @@ impl Solver {
             if !rescanned {
                 // Rules 3-4 only looked at touched variables; look at all
                 // before falling back to rule 5.
-                s.touch_all();
+                any_open = s.touch_all();
                 rescanned = true;
                 continue;
+            }
+            if !any_open {
+                // The last full scan found nothing open, and with nothing
+                // open no rule can open anything.
+                break;
             }
             if s.close_leftover(fin, &blocked_dims, &blocked_rows)? {
                 continue;
@@ -162,13 +187,17 @@ impl Solver {
         })
     }
 
-    fn touch_all(&mut self) {
-        let dims = self.unsolved_dims();
-        let rows = self.unsolved_rows();
+    /// Queues every open variable for every rule; false when none is open.
+    fn touch_all(&mut self) -> bool {
+        let dims: Vec<u32> = self.unsolved_dims().into_iter().map(|v| v.0).collect();
+        let rows: Vec<u32> = self.unsolved_rows().into_iter().map(|v| v.0).collect();
         if let Some(d) = self.dirty.as_mut() {
-            dims.into_iter().for_each(|v| d.touch_dim(v));
-            rows.into_iter().for_each(|v| d.touch_row(v));
+            d.dims.insert_all(&dims);
+            d.top_dims.insert_all(&dims);
+            d.rows.insert_all(&rows);
+            d.top_rows.insert_all(&rows);
         }
+        !(dims.is_empty() && rows.is_empty())
     }
 
     /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
