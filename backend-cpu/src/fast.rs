@@ -10,23 +10,13 @@ use shape_core::coalesce::coalesce;
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp};
 
 /// `map1` with the function inlined: one monomorphic loop per function.
-#[allow(clippy::too_many_arguments)]
-fn map1_op(
-    op: UnaryOp,
-    out: &mut [f32],
-    o: usize,
-    os: usize,
-    a: &[f32],
-    ao: usize,
-    as_: usize,
-    n: usize,
-) {
+fn map1_op(op: UnaryOp, out: &mut [f32], o: usize, os: usize, a: (&[f32], usize, usize), n: usize) {
     match op {
-        UnaryOp::Neg => map1(out, o, os, a, ao, as_, n, |x| -x),
-        UnaryOp::Exp => map1(out, o, os, a, ao, as_, n, f32::exp),
-        UnaryOp::Log => map1(out, o, os, a, ao, as_, n, f32::ln),
-        UnaryOp::Sqrt => map1(out, o, os, a, ao, as_, n, f32::sqrt),
-        UnaryOp::Relu => map1(out, o, os, a, ao, as_, n, |x| x.max(0.0)),
+        UnaryOp::Neg => map1(out, o, os, a, n, |x| -x),
+        UnaryOp::Exp => map1(out, o, os, a, n, f32::exp),
+        UnaryOp::Log => map1(out, o, os, a, n, f32::ln),
+        UnaryOp::Sqrt => map1(out, o, os, a, n, f32::sqrt),
+        UnaryOp::Relu => map1(out, o, os, a, n, |x| x.max(0.0)),
     }
 }
 
@@ -117,9 +107,9 @@ pub(crate) fn execute(
                 .collect();
             let step: Vec<usize> = ops.iter().map(|(_, st, _)| st[n - 1] as usize).collect();
             match &k.body {
-                Expr::Load(0) => map1(result, o0, os, ops[0].0, base[0], step[0], inner, |x| x),
+                Expr::Load(0) => map1(result, o0, os, (ops[0].0, base[0], step[0]), inner, |x| x),
                 Expr::Unary(op, a) if **a == Expr::Load(0) => {
-                    map1_op(*op, result, o0, os, ops[0].0, base[0], step[0], inner)
+                    map1_op(*op, result, o0, os, (ops[0].0, base[0], step[0]), inner)
                 }
                 Expr::Binary(op, a, b) if **a == Expr::Load(0) && **b == Expr::Load(1) => map2_op(
                     *op,
@@ -192,15 +182,12 @@ pub(crate) fn execute(
     });
 }
 
-#[allow(clippy::too_many_arguments)]
 #[inline]
 fn map1(
     out: &mut [f32],
     o: usize,
     os: usize,
-    a: &[f32],
-    ao: usize,
-    as_: usize,
+    (a, ao, as_): (&[f32], usize, usize),
     n: usize,
     f: impl Fn(f32) -> f32,
 ) {
