@@ -146,11 +146,11 @@ pub enum ShapeError {
         right_len: usize,
     },
     /// A row variable would need infinitely many axes.
-    #[error("infinite number of axes in {context}: row variable {row_var} would have to contain itself plus more axes ({detail})")]
+    #[error("infinite number of axes in {context}: the leading axes of a row would have to contain themselves plus more axes ({detail})")]
     InfiniteAxes {
         /// The constraint.
         context: Arc<Origin>,
-        /// The row variable, printed.
+        /// The row variable, by id (for debugging; messages do not show it).
         row_var: String,
         /// The rows involved.
         detail: String,

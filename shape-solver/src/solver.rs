@@ -483,17 +483,21 @@ impl Solver {
 
     // ----- rows -----------------------------------------------------------
 
+    /// A row for messages: known sizes as numbers, unknown ones as `?`,
+    /// and `...` for leading axes still unknown. Variable ids mean nothing
+    /// to a user, so they are not shown.
     pub(crate) fn show_row(&self, r: &ResolvedRow<'_>) -> String {
-        let row = Row {
-            dims: r
-                .dims
-                .iter()
-                .map(|d| self.resolve_dim(d).unwrap_or_else(|_| d.clone()))
-                .collect(),
-            tail: r.tail,
-            constraint: shape_core::RowConstraint::Unconstrained,
-        };
-        format!("[{row}]")
+        let mut parts: Vec<String> = Vec::with_capacity(r.dims.len() + 1);
+        if let RowTail::Open(_) = r.tail {
+            parts.push("...".into());
+        }
+        for d in r.dims.iter() {
+            parts.push(match self.resolve_dim(d) {
+                Ok(Dim::Known(k)) => k.to_string(),
+                _ => "?".into(),
+            });
+        }
+        format!("[{}]", parts.join(", "))
     }
 
     fn unify_row(&mut self, a: &Row, b: &Row, why: Why) -> Result<(), ShapeError> {
