@@ -191,10 +191,31 @@ impl Solver {
     fn touch_all(&mut self) -> bool {
         let dims: Vec<u32> = self.unsolved_dims().into_iter().map(|v| v.0).collect();
         let rows: Vec<u32> = self.unsolved_rows().into_iter().map(|v| v.0).collect();
+        // Rules 1 and 2 can only apply to a dim with a bound or a row with
+        // upper bounds; any other variable is queued for them again when
+        // something about it changes.
+        let with_lub: Vec<u32> = dims
+            .iter()
+            .copied()
+            .filter(|&v| {
+                self.env
+                    .dim_bounds(DimVar(v))
+                    .is_some_and(|b| b.lub.is_some())
+            })
+            .collect();
+        let with_uppers: Vec<u32> = rows
+            .iter()
+            .copied()
+            .filter(|&v| {
+                self.env
+                    .row_bounds(RowVar(v))
+                    .is_some_and(|b| !b.uppers.is_empty())
+            })
+            .collect();
         if let Some(d) = self.dirty.as_mut() {
-            d.dims.insert_all(&dims);
+            d.dims.insert_all(&with_lub);
             d.top_dims.insert_all(&dims);
-            d.rows.insert_all(&rows);
+            d.rows.insert_all(&with_uppers);
             d.top_rows.insert_all(&rows);
         }
         !(dims.is_empty() && rows.is_empty())
