@@ -412,7 +412,7 @@ impl Graph {
             }
         }
         let total = n.get() as u128;
-        if total % others != 0 {
+        if !total.is_multiple_of(others) {
             return Err(fail(format!(
                 "{total} elements do not fill whole rows of the {others} elements that the batch and input rows of \"{spec_text}\" hold"
             )));

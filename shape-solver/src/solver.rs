@@ -741,7 +741,7 @@ impl Solver {
             known_product: u64::try_from(known).unwrap_or(u64::MAX),
             reason,
         };
-        if t % known != 0 {
+        if !t.is_multiple_of(known) {
             return Err(fail(self, TotalElemsReason::NotDivisible));
         }
         let quotient = t / known;

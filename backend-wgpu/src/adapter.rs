@@ -1,0 +1,93 @@
+//! Choosing a GPU adapter.
+//!
+//! Every adapter wgpu can see on the allowed backends is listed, those
+//! whose name does not contain the requested name are dropped, and the
+//! rest are ranked: discrete GPUs first, then integrated, virtual, and
+//! software (CPU) adapters such as Mesa's llvmpipe, which are accepted so
+//! that machines without a GPU still run real compute pipelines.
+
+use crate::error::WgpuError;
+
+/// How to pick an adapter. The defaults read the environment.
+#[derive(Clone, Debug, Default)]
+pub struct AdapterRequest {
+    /// The backends to look at; `None` reads `WGPU_BACKEND` (for example
+    /// `vulkan`, `gl`, `vulkan,gl`) and falls back to every backend.
+    pub backends: Option<wgpu::Backends>,
+    /// A case-insensitive part of the adapter's name; `None` reads
+    /// `SHAPE_ADAPTER`, then `WGPU_ADAPTER_NAME`, and accepts any adapter
+    /// when neither is set.
+    pub name: Option<String>,
+}
+
+impl AdapterRequest {
+    /// The backends this request allows.
+    pub fn backends(&self) -> wgpu::Backends {
+        self.backends
+            .or_else(wgpu::Backends::from_env)
+            .unwrap_or(wgpu::Backends::all())
+    }
+
+    /// The adapter name this request asks for, lowercased.
+    pub fn name(&self) -> Option<String> {
+        self.name
+            .clone()
+            .or_else(|| std::env::var("SHAPE_ADAPTER").ok())
+            .or_else(|| std::env::var("WGPU_ADAPTER_NAME").ok())
+            .filter(|n| !n.is_empty())
+            .map(|n| n.to_lowercase())
+    }
+}
+
+/// A short description of an adapter: its name, backend and kind.
+pub fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+}
+
+fn rank(kind: wgpu::DeviceType) -> u8 {
+    match kind {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+/// Picks the best adapter that `request` allows.
+pub fn select(
+    instance: &wgpu::Instance,
+    request: &AdapterRequest,
+) -> Result<wgpu::Adapter, WgpuError> {
+    let backends = request.backends();
+    let wanted = request.name();
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    let seen: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
+    let best = adapters
+        .into_iter()
+        .filter(|a| {
+            wanted
+                .as_ref()
+                .is_none_or(|w| a.get_info().name.to_lowercase().contains(w))
+        })
+        // Vulkan before GL for the same device: it has compute without
+        // the GL backend's downlevel restrictions.
+        .min_by_key(|a| {
+            let info = a.get_info();
+            (
+                rank(info.device_type),
+                info.backend != wgpu::Backend::Vulkan,
+            )
+        });
+    best.ok_or_else(|| {
+        let reason = match (&wanted, seen.is_empty()) {
+            (_, true) => format!("wgpu found no adapter on backends {backends:?}"),
+            (Some(w), false) => format!(
+                "no adapter's name contains \"{w}\" (set by SHAPE_ADAPTER or WGPU_ADAPTER_NAME); found: {}",
+                seen.join("; ")
+            ),
+            (None, false) => format!("none usable among: {}", seen.join("; ")),
+        };
+        WgpuError::NoAdapter { reason }
+    })
+}

@@ -1,0 +1,113 @@
+//! What can go wrong on the wgpu backend.
+
+use shape_core::kernel::LaunchError;
+
+/// A failure of the wgpu backend.
+#[derive(Debug, thiserror::Error)]
+pub enum WgpuError {
+    /// No adapter could be found or opened.
+    #[error("no GPU adapter: {reason}. Install a driver (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives the software adapter llvmpipe), or use the CPU backend")]
+    NoAdapter {
+        /// What was tried and what was found.
+        reason: String,
+    },
+    /// The adapter was found but no device could be opened on it.
+    #[error("could not open a device on adapter {adapter}: {reason}")]
+    Device {
+        /// The adapter's name.
+        adapter: String,
+        /// wgpu's message.
+        reason: String,
+    },
+    /// The launch does not fit the kernel or addresses outside a buffer.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The buffers given do not match the kernel's operands.
+    #[error("the kernel reads {expected} operand buffers but {found} were given")]
+    Operands {
+        /// Operands the kernel reads.
+        expected: usize,
+        /// Buffers given.
+        found: usize,
+    },
+    /// A buffer whose length differs from the one its layout declares.
+    #[error("{tensor} has {found} elements but its layout says {expected}")]
+    BufferLength {
+        /// `result` or `operand N`.
+        tensor: String,
+        /// The layout's length.
+        expected: u64,
+        /// The buffer's length.
+        found: u64,
+    },
+    /// A buffer larger than the device can allocate or bind.
+    #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the {limit_name} of adapter {adapter}, {limit} bytes; split the tensor or run it on the CPU backend")]
+    BufferTooLarge {
+        /// Elements asked for.
+        elements: u64,
+        /// Their size in bytes.
+        bytes: u128,
+        /// Which device limit: the storage binding size or the buffer size.
+        limit_name: &'static str,
+        /// The limit, in bytes.
+        limit: u64,
+        /// The adapter's name.
+        adapter: String,
+    },
+    /// A launch value that the generated shaders cannot address (they
+    /// index with 32-bit integers).
+    #[error("the launch's {what} {value} does not fit in 32 bits, which the wgpu backend's shaders index with")]
+    IndexRange {
+        /// Which value.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
+    /// The kernel binds more buffers than the device allows in one shader.
+    #[error("the kernel reads {operands} operands, but adapter {adapter} allows {limit} storage buffers per shader (one holds the result)")]
+    TooManyOperands {
+        /// Operands the kernel reads.
+        operands: usize,
+        /// The device's storage buffer limit.
+        limit: u32,
+        /// The adapter's name.
+        adapter: String,
+    },
+    /// Parallel iterations that would write the same result element.
+    #[error("parallel iterator {iterator} of size {size} has result stride 0: several invocations would write one element, so the result would depend on scheduling")]
+    WriteConflict {
+        /// The iterator.
+        iterator: usize,
+        /// Its size.
+        size: u64,
+    },
+    /// wgpu reported an error (validation, out of memory, internal).
+    #[error("wgpu reported an error on adapter {adapter} {during}: {message}")]
+    Gpu {
+        /// The adapter's name.
+        adapter: String,
+        /// What the backend was doing.
+        during: String,
+        /// wgpu's message.
+        message: String,
+    },
+    /// The device was lost; no further work can run on this backend.
+    #[error("the GPU device of adapter {adapter} was lost ({reason}); create a new backend")]
+    DeviceLost {
+        /// The adapter's name.
+        adapter: String,
+        /// Why, as wgpu reported it.
+        reason: String,
+    },
+    /// Reading a buffer back from the device failed.
+    #[error("reading a buffer back from adapter {adapter} failed: {reason}")]
+    Readback {
+        /// The adapter's name.
+        adapter: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The buffer belongs to another backend instance.
+    #[error("the buffer was made by another wgpu backend (device) than the one asked to use it")]
+    ForeignBuffer,
+}

@@ -1,0 +1,685 @@
+//! The wgpu compute backend.
+//!
+//! Kernels of the kernel IR become WGSL compute shaders ([`wgsl`]), one per
+//! kernel structure, compiled once and kept in a pipeline cache: running
+//! the same program at other sizes compiles nothing new, because sizes,
+//! strides and offsets travel in a uniform parameter block. Dispatches are
+//! recorded into one command encoder and submitted in batches (at the
+//! latest when a buffer is read back), so the host cost of a kernel launch
+//! is a few microseconds.
+//!
+//! Every wgpu error (validation, out of memory, device loss) is captured
+//! and returned as a [`WgpuError`] from the call that caused it or from
+//! the next call; nothing is printed and nothing panics.
+//!
+//! ```no_run
+//! use backend_wgpu::WgpuBackend;
+//! use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+//! use shape_core::Backend;
+//!
+//! let mut gpu = WgpuBackend::new()?;          // fails cleanly without an adapter
+//! println!("running on {}", gpu.name());
+//! let kernel = Kernel {
+//!     iterators: vec![IterKind::Parallel, IterKind::Reduction],
+//!     operands: 1,
+//!     body: Expr::Load(0),
+//!     accumulate: Accumulate::Add,
+//! };
+//! let launch = Launch {
+//!     sizes: vec![2, 3],
+//!     result: Layout { offset: 0, strides: vec![1, 0], len: 2 },
+//!     operands: vec![Layout { offset: 0, strides: vec![3, 1], len: 6 }],
+//! };
+//! let a = gpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+//! let mut out = gpu.alloc(2)?;
+//! gpu.execute(&kernel, &launch, &mut out, &[&a])?;
+//! assert_eq!(gpu.download(&out)?, vec![6.0, 15.0]);
+//! # Ok::<(), backend_wgpu::WgpuError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod adapter;
+mod error;
+mod key;
+pub mod wgsl;
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use shape_core::kernel::{IterKind, Kernel, Launch};
+use shape_core::Backend;
+
+pub use adapter::AdapterRequest;
+pub use error::WgpuError;
+use key::KernelKey;
+use wgsl::{ParamLayout, WORKGROUP_SIZE};
+
+/// Options of a [`WgpuBackend`]; the defaults suit normal use.
+#[derive(Clone, Debug)]
+pub struct WgpuOptions {
+    /// Which adapter to open.
+    pub adapter: AdapterRequest,
+    /// Caps the workgroups per grid dimension below the device's limit;
+    /// tests use it to exercise split dispatches on small launches.
+    pub max_workgroups_per_dimension: Option<u32>,
+    /// Dispatches recorded before they are submitted to the device.
+    pub max_pending_dispatches: usize,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> Self {
+        WgpuOptions {
+            adapter: AdapterRequest::default(),
+            max_workgroups_per_dimension: None,
+            max_pending_dispatches: 512,
+        }
+    }
+}
+
+/// Pipeline cache counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Launches whose kernel structure had been compiled before.
+    pub hits: u64,
+    /// Launches that compiled a new pipeline.
+    pub misses: u64,
+    /// Dispatches recorded (a launch larger than one grid takes several).
+    pub dispatches: u64,
+}
+
+/// A buffer of `f32` on the device.
+#[derive(Debug)]
+pub struct WgpuBuffer {
+    buffer: wgpu::Buffer,
+    len: u64,
+    owner: u64,
+}
+
+impl WgpuBuffer {
+    /// The number of elements.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+struct Pipeline {
+    pipeline: wgpu::ComputePipeline,
+    bind_layout: wgpu::BindGroupLayout,
+    params: ParamLayout,
+}
+
+/// Launch parameter blocks of the dispatches recorded since the last
+/// submission, staged on the host and written to one uniform buffer just
+/// before the submission that reads them.
+struct ParamArena {
+    buffer: wgpu::Buffer,
+    staged: Vec<u8>,
+    align: usize,
+}
+
+/// Size of the parameter arena: enough for hundreds of dispatches.
+const ARENA_BYTES: usize = 1 << 20;
+
+/// Errors wgpu reported through its callbacks, for the next call to return.
+#[derive(Default)]
+struct Reported {
+    errors: Vec<String>,
+    lost: Option<String>,
+}
+
+static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The wgpu backend: a device, its queue and the pipeline cache.
+pub struct WgpuBackend {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    id: u64,
+    options: WgpuOptions,
+    pipelines: HashMap<KernelKey, Pipeline>,
+    stats: CacheStats,
+    encoder: Option<wgpu::CommandEncoder>,
+    pending: usize,
+    arena: ParamArena,
+    reported: Arc<Mutex<Reported>>,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBackend")
+            .field("adapter", &adapter::describe(&self.info))
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl WgpuBackend {
+    /// Opens the best adapter the environment allows (see
+    /// [`AdapterRequest`]), or fails with [`WgpuError::NoAdapter`].
+    pub fn new() -> Result<WgpuBackend, WgpuError> {
+        WgpuBackend::with_options(WgpuOptions::default())
+    }
+
+    /// Opens an adapter as `options` say.
+    pub fn with_options(options: WgpuOptions) -> Result<WgpuBackend, WgpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: options.adapter.backends(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
+        });
+        let adapter = adapter::select(&instance, &options.adapter)?;
+        let info = adapter.get_info();
+        // Ask for everything the adapter offers: storage bindings of real
+        // GPUs are far larger than WebGPU's defaults.
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("shape-infer"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| WgpuError::Device {
+            adapter: adapter::describe(&info),
+            reason: e.to_string(),
+        })?;
+        let reported = Arc::new(Mutex::new(Reported::default()));
+        {
+            let reported = reported.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                if let Ok(mut r) = reported.lock() {
+                    r.errors.push(e.to_string());
+                }
+            }));
+        }
+        {
+            let reported = reported.clone();
+            device.set_device_lost_callback(move |reason, message| {
+                if let Ok(mut r) = reported.lock() {
+                    r.lost = Some(format!("{reason:?}: {message}"));
+                }
+            });
+        }
+        let arena = ParamArena {
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("launch parameters"),
+                size: ARENA_BYTES as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            staged: Vec::new(),
+            align: limits.min_uniform_buffer_offset_alignment.max(16) as usize,
+        };
+        let backend = WgpuBackend {
+            device,
+            queue,
+            info,
+            limits,
+            id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+            options,
+            pipelines: HashMap::new(),
+            stats: CacheStats::default(),
+            encoder: None,
+            pending: 0,
+            arena,
+            reported,
+        };
+        backend.check("opening the device")?;
+        Ok(backend)
+    }
+
+    /// The adapter's description from wgpu.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+
+    /// The device's limits.
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// Pipeline cache hits and misses, and dispatches recorded, so far.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// Kernel structures compiled so far.
+    pub fn cached_pipelines(&self) -> usize {
+        self.pipelines.len()
+    }
+
+    /// The largest buffer this device can allocate and bind, in bytes.
+    pub fn max_buffer_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    fn adapter_name(&self) -> String {
+        adapter::describe(&self.info)
+    }
+
+    /// Returns the first error wgpu reported since the last check.
+    fn check(&self, during: &str) -> Result<(), WgpuError> {
+        let mut r = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(reason) = &r.lost {
+            return Err(WgpuError::DeviceLost {
+                adapter: self.adapter_name(),
+                reason: reason.clone(),
+            });
+        }
+        if r.errors.is_empty() {
+            return Ok(());
+        }
+        let message = r.errors.drain(..).collect::<Vec<_>>().join("; ");
+        Err(WgpuError::Gpu {
+            adapter: self.adapter_name(),
+            during: during.to_string(),
+            message,
+        })
+    }
+
+    fn new_buffer(&self, len: usize, mapped: bool) -> Result<wgpu::Buffer, WgpuError> {
+        let bytes = len as u128 * 4;
+        let (limit_name, limit) =
+            if self.limits.max_storage_buffer_binding_size <= self.limits.max_buffer_size {
+                (
+                    "storage binding limit",
+                    self.limits.max_storage_buffer_binding_size,
+                )
+            } else {
+                ("buffer size limit", self.limits.max_buffer_size)
+            };
+        if bytes > limit as u128 {
+            return Err(WgpuError::BufferTooLarge {
+                elements: len as u64,
+                bytes,
+                limit_name,
+                limit,
+                adapter: self.adapter_name(),
+            });
+        }
+        // wgpu cannot bind an empty buffer: keep one element's room.
+        let size = (bytes as u64).max(4);
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: mapped,
+        }))
+    }
+
+    /// Submits every recorded dispatch.
+    pub fn flush(&mut self) -> Result<(), WgpuError> {
+        if let Some(encoder) = self.encoder.take() {
+            if !self.arena.staged.is_empty() {
+                self.queue
+                    .write_buffer(&self.arena.buffer, 0, &self.arena.staged);
+                self.arena.staged.clear();
+            }
+            self.queue.submit([encoder.finish()]);
+            self.pending = 0;
+        }
+        self.check("submitting work")
+    }
+
+    /// Blocks until the device has finished all submitted work.
+    pub fn wait(&mut self) -> Result<(), WgpuError> {
+        self.flush()?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| WgpuError::Gpu {
+                adapter: self.adapter_name(),
+                during: "waiting for the device".to_string(),
+                message: e.to_string(),
+            })?;
+        self.check("waiting for the device")
+    }
+
+    /// The cache key of `kernel`, compiling its pipeline on a miss.
+    fn cached_pipeline(&mut self, kernel: &Kernel) -> Result<KernelKey, WgpuError> {
+        let key = KernelKey::of(kernel);
+        if self.pipelines.contains_key(&key) {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+            let pipeline = self.compile(kernel)?;
+            self.pipelines.insert(key.clone(), pipeline);
+        }
+        Ok(key)
+    }
+
+    fn compile(&self, kernel: &Kernel) -> Result<Pipeline, WgpuError> {
+        let source = wgsl::generate(kernel);
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let params = ParamLayout::of(kernel);
+        let buffer =
+            |binding: u32, ty: wgpu::BufferBindingType, min: u64| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: NonZeroU64::new(min),
+                },
+                count: None,
+            };
+        let mut entries = vec![
+            buffer(0, wgpu::BufferBindingType::Uniform, params.bytes() as u64),
+            buffer(1, wgpu::BufferBindingType::Storage { read_only: false }, 4),
+        ];
+        for o in 0..kernel.operands {
+            entries.push(buffer(
+                2 + o as u32,
+                wgpu::BufferBindingType::Storage { read_only: true },
+                4,
+            ));
+        }
+        let bind_layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: None,
+                entries: &entries,
+            });
+        let layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: None,
+                bind_group_layouts: &[Some(&bind_layout)],
+                immediate_size: 0,
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+        self.check(&format!("compiling the kernel `{kernel}`"))?;
+        Ok(Pipeline {
+            pipeline,
+            bind_layout,
+            params,
+        })
+    }
+
+    /// Checks everything about a launch that the device cannot check (or
+    /// would only report as a validation error).
+    fn validate(
+        &self,
+        kernel: &Kernel,
+        launch: &Launch,
+        result: &WgpuBuffer,
+        operands: &[&WgpuBuffer],
+    ) -> Result<(), WgpuError> {
+        launch.check(kernel)?;
+        if operands.len() != kernel.operands {
+            return Err(WgpuError::Operands {
+                expected: kernel.operands,
+                found: operands.len(),
+            });
+        }
+        let storage = self.limits.max_storage_buffers_per_shader_stage;
+        if kernel.operands as u64 + 1 > storage as u64 {
+            return Err(WgpuError::TooManyOperands {
+                operands: kernel.operands,
+                limit: storage,
+                adapter: self.adapter_name(),
+            });
+        }
+        let buffers = std::iter::once(("result".to_string(), &launch.result, result)).chain(
+            launch
+                .operands
+                .iter()
+                .zip(operands)
+                .enumerate()
+                .map(|(i, (l, b))| (format!("operand {i}"), l, *b)),
+        );
+        for (tensor, layout, buffer) in buffers {
+            if buffer.owner != self.id {
+                return Err(WgpuError::ForeignBuffer);
+            }
+            if layout.len != buffer.len {
+                return Err(WgpuError::BufferLength {
+                    tensor,
+                    expected: layout.len,
+                    found: buffer.len,
+                });
+            }
+        }
+        for (k, kind) in kernel.iterators.iter().enumerate() {
+            if *kind == IterKind::Parallel && launch.sizes[k] > 1 && launch.result.strides[k] == 0 {
+                return Err(WgpuError::WriteConflict {
+                    iterator: k,
+                    size: launch.sizes[k],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reserves room for one parameter block; submits first if the arena
+    /// is full. Returns its byte offset.
+    fn stage_params(&mut self, words: &[u32]) -> Result<u64, WgpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(words);
+        let start = self.arena.staged.len().next_multiple_of(self.arena.align);
+        if start + bytes.len() > ARENA_BYTES {
+            self.flush()?;
+            return self.stage_params(words);
+        }
+        self.arena.staged.resize(start, 0);
+        self.arena.staged.extend_from_slice(bytes);
+        Ok(start as u64)
+    }
+}
+
+/// The number of points of the parallel iterators.
+fn parallel_points(kernel: &Kernel, launch: &Launch) -> u128 {
+    kernel
+        .iterators
+        .iter()
+        .zip(&launch.sizes)
+        .filter(|(k, _)| **k == IterKind::Parallel)
+        .map(|(_, &s)| s as u128)
+        .product()
+}
+
+/// The largest launch the shaders index: points stay below 2^31 so that
+/// `base + invocation` never wraps in 32 bits.
+const MAX_POINTS: u128 = 1 << 31;
+
+impl Backend for WgpuBackend {
+    type Buffer = WgpuBuffer;
+    type Error = WgpuError;
+
+    fn name(&self) -> String {
+        format!("wgpu: {}", self.adapter_name())
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<WgpuBuffer, WgpuError> {
+        // wgpu zero-fills new buffers.
+        let buffer = self.new_buffer(len, false)?;
+        self.check("allocating a buffer")?;
+        Ok(WgpuBuffer {
+            buffer,
+            len: len as u64,
+            owner: self.id,
+        })
+    }
+
+    fn upload(&mut self, data: &[f32]) -> Result<WgpuBuffer, WgpuError> {
+        let buffer = self.new_buffer(data.len(), true)?;
+        if !data.is_empty() {
+            let bytes: &[u8] = bytemuck::cast_slice(data);
+            let mut view = buffer
+                .slice(..bytes.len() as u64)
+                .get_mapped_range_mut()
+                .map_err(|e| WgpuError::Gpu {
+                    adapter: self.adapter_name(),
+                    during: "uploading a buffer".to_string(),
+                    message: e.to_string(),
+                })?;
+            view.copy_from_slice(bytes);
+        }
+        buffer.unmap();
+        self.check("uploading a buffer")?;
+        Ok(WgpuBuffer {
+            buffer,
+            len: data.len() as u64,
+            owner: self.id,
+        })
+    }
+
+    fn download(&mut self, buffer: &WgpuBuffer) -> Result<Vec<f32>, WgpuError> {
+        if buffer.owner != self.id {
+            return Err(WgpuError::ForeignBuffer);
+        }
+        if buffer.len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = buffer.len * 4;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.encoder.take().unwrap_or_else(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        });
+        encoder.copy_buffer_to_buffer(&buffer.buffer, 0, &staging, 0, bytes);
+        self.encoder = Some(encoder);
+        self.flush()?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = sender.send(r);
+        });
+        self.wait()?;
+        let readback = |reason: String| WgpuError::Readback {
+            adapter: self.adapter_name(),
+            reason,
+        };
+        match receiver.try_recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(readback(e.to_string())),
+            Err(_) => return Err(readback("the mapping never completed".to_string())),
+        }
+        let values = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| readback(e.to_string()))?;
+            bytemuck::pod_collect_to_vec::<u8, f32>(&view)
+        };
+        staging.unmap();
+        Ok(values)
+    }
+
+    fn execute(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        result: &mut WgpuBuffer,
+        operands: &[&WgpuBuffer],
+    ) -> Result<(), WgpuError> {
+        self.validate(kernel, launch, result, operands)?;
+        if launch.sizes.contains(&0) {
+            return Ok(());
+        }
+        let points = parallel_points(kernel, launch);
+        if points > MAX_POINTS {
+            return Err(WgpuError::IndexRange {
+                what: "parallel point count",
+                value: points.min(u64::MAX as u128) as u64,
+            });
+        }
+        let points = points as u64;
+        let max_groups = self
+            .options
+            .max_workgroups_per_dimension
+            .unwrap_or(u32::MAX)
+            .min(self.limits.max_compute_workgroups_per_dimension)
+            .max(1) as u64;
+        let groups_needed = points.div_ceil(WORKGROUP_SIZE as u64);
+        let key = self.cached_pipeline(kernel)?;
+        let params = self.pipelines[&key].params;
+        let mut words = params
+            .pack(launch, points)
+            .map_err(|(what, value)| WgpuError::IndexRange { what, value })?;
+        // One dispatch covers at most max_groups^2 workgroups on a 2-D
+        // grid; larger launches are split, each part told its first point.
+        let mut done_groups = 0u64;
+        while done_groups < groups_needed {
+            let groups = (groups_needed - done_groups).min(max_groups * max_groups);
+            let (x, y) = if groups <= max_groups {
+                (groups, 1)
+            } else {
+                (max_groups, groups.div_ceil(max_groups))
+            };
+            words[params.base()] = (done_groups * WORKGROUP_SIZE as u64) as u32;
+            let offset = self.stage_params(&words)?;
+            let pipeline = &self.pipelines[&key];
+            let mut entries = vec![
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &self.arena.buffer,
+                        offset,
+                        size: NonZeroU64::new(params.bytes() as u64),
+                    }),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: result.buffer.as_entire_binding(),
+                },
+            ];
+            for (o, b) in operands.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: 2 + o as u32,
+                    resource: b.buffer.as_entire_binding(),
+                });
+            }
+            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.bind_layout,
+                entries: &entries,
+            });
+            let encoder = self.encoder.get_or_insert_with(|| {
+                self.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+            });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, &bind_group, &[]);
+                pass.dispatch_workgroups(x as u32, y as u32, 1);
+            }
+            self.stats.dispatches += 1;
+            self.pending += 1;
+            done_groups += x * y;
+            if self.pending >= self.options.max_pending_dispatches {
+                self.flush()?;
+            }
+        }
+        self.check(&format!("running the kernel `{kernel}`"))
+    }
+}

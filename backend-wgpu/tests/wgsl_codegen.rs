@@ -1,0 +1,241 @@
+//! The generated WGSL, checked without a device: every shader parses and
+//! validates with naga, representative shaders are snapshotted, and the
+//! parameter block packs launches where the shader reads them.
+
+use backend_wgpu::wgsl::{f32_literal, generate, ParamLayout};
+use proptest::prelude::*;
+use shape_core::kernel::{
+    Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
+};
+
+fn validate(source: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .map_err(|e| format!("{e:?}"))?;
+    Ok(())
+}
+
+fn load(i: usize) -> Box<Expr> {
+    Box::new(Expr::Load(i))
+}
+
+fn representative() -> Vec<(&'static str, Kernel)> {
+    use IterKind::{Parallel as P, Reduction as R};
+    vec![
+        (
+            "broadcast add over two parallel iterators",
+            Kernel {
+                iterators: vec![P, P],
+                operands: 2,
+                body: Expr::Binary(BinaryOp::Add, load(0), load(1)),
+                accumulate: Accumulate::Assign,
+            },
+        ),
+        (
+            "matrix product: sum of products over one reduction",
+            Kernel {
+                iterators: vec![P, P, R],
+                operands: 2,
+                body: Expr::Binary(BinaryOp::Mul, load(0), load(1)),
+                accumulate: Accumulate::Add,
+            },
+        ),
+        (
+            "max over two reductions around a parallel iterator",
+            Kernel {
+                iterators: vec![R, P, R],
+                operands: 1,
+                body: Expr::Unary(UnaryOp::Exp, load(0)),
+                accumulate: Accumulate::Max,
+            },
+        ),
+        (
+            "relu, a comparison and a select with constants",
+            Kernel {
+                iterators: vec![P],
+                operands: 1,
+                body: Expr::Select(
+                    Box::new(Expr::Compare(
+                        CompareOp::Lt,
+                        load(0),
+                        Box::new(Expr::Const(-0.5)),
+                    )),
+                    Box::new(Expr::Unary(UnaryOp::Relu, load(0))),
+                    Box::new(Expr::Const(f32::INFINITY)),
+                ),
+                accumulate: Accumulate::Assign,
+            },
+        ),
+        (
+            "a scalar fill: no iterators, no operands",
+            Kernel {
+                iterators: vec![],
+                operands: 0,
+                body: Expr::Const(1.5e-7),
+                accumulate: Accumulate::Assign,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn representative_shaders_validate_and_match_their_snapshots() {
+    let mut all = String::new();
+    for (what, kernel) in representative() {
+        let source = generate(&kernel);
+        if let Err(e) = validate(&source) {
+            panic!("{what}: {e}\n{source}");
+        }
+        all.push_str(&format!("// ===== {what}\n{source}\n"));
+    }
+    insta::assert_snapshot!(all);
+}
+
+#[test]
+fn literals_are_exact_for_every_class_of_value() {
+    assert_eq!(f32_literal(1.0), "f32(1.0)");
+    assert_eq!(f32_literal(-0.5), "f32(-0.5)");
+    assert_eq!(f32_literal(-0.0), "f32(-0.0)");
+    assert_eq!(f32_literal(1.5e-7), "f32(1.5e-7)");
+    assert_eq!(f32_literal(f32::INFINITY), "bitcast<f32>(2139095040u)");
+    assert_eq!(f32_literal(f32::NEG_INFINITY), "bitcast<f32>(4286578688u)");
+    assert!(f32_literal(f32::NAN).starts_with("bitcast<f32>("));
+    assert_eq!(f32_literal(1e-45), "bitcast<f32>(1u)");
+    for v in [f32::MAX, f32::MIN_POSITIVE, -3.25e38, 0.1] {
+        let source = format!("const c = {};", f32_literal(v));
+        validate(&source).unwrap();
+    }
+}
+
+#[test]
+fn the_parameter_block_holds_the_launch_where_the_shader_reads_it() {
+    let kernel = Kernel {
+        iterators: vec![IterKind::Parallel, IterKind::Reduction],
+        operands: 1,
+        body: Expr::Load(0),
+        accumulate: Accumulate::Add,
+    };
+    let layout = ParamLayout::of(&kernel);
+    // total, base, 2 sizes, result (offset + 2 strides), operand (same).
+    assert_eq!(layout.words(), 2 + 2 + 3 + 3);
+    assert_eq!(layout.vec4s(), 3);
+    assert_eq!(layout.bytes(), 48);
+    let launch = Launch {
+        sizes: vec![2, 3],
+        result: Layout {
+            offset: 7,
+            strides: vec![1, 0],
+            len: 9,
+        },
+        operands: vec![Layout {
+            offset: 0,
+            strides: vec![3, 1],
+            len: 6,
+        }],
+    };
+    let words = layout.pack(&launch, 2).unwrap();
+    assert_eq!(words, vec![2, 0, 2, 3, 7, 1, 0, 0, 3, 1, 0, 0]);
+    let too_big = Launch {
+        sizes: vec![1 << 33, 1],
+        ..launch
+    };
+    assert_eq!(layout.pack(&too_big, 2), Err(("iterator size", 1 << 33)));
+}
+
+fn exprs(operands: usize) -> impl Strategy<Value = Expr> {
+    let leaf = prop_oneof![
+        (0..operands.max(1)).prop_map(Expr::Load),
+        any::<f32>().prop_map(Expr::Const),
+    ];
+    leaf.prop_recursive(4, 24, 3, |inner| {
+        prop_oneof![
+            (
+                prop_oneof![
+                    Just(UnaryOp::Neg),
+                    Just(UnaryOp::Exp),
+                    Just(UnaryOp::Log),
+                    Just(UnaryOp::Sqrt),
+                    Just(UnaryOp::Relu)
+                ],
+                inner.clone()
+            )
+                .prop_map(|(op, a)| Expr::Unary(op, Box::new(a))),
+            (
+                prop_oneof![
+                    Just(BinaryOp::Add),
+                    Just(BinaryOp::Sub),
+                    Just(BinaryOp::Mul),
+                    Just(BinaryOp::Div),
+                    Just(BinaryOp::Max),
+                    Just(BinaryOp::Min)
+                ],
+                inner.clone(),
+                inner.clone()
+            )
+                .prop_map(|(op, a, b)| Expr::Binary(op, Box::new(a), Box::new(b))),
+            (
+                prop_oneof![
+                    Just(CompareOp::Lt),
+                    Just(CompareOp::Le),
+                    Just(CompareOp::Eq),
+                    Just(CompareOp::Ne)
+                ],
+                inner.clone(),
+                inner.clone()
+            )
+                .prop_map(|(op, a, b)| Expr::Compare(op, Box::new(a), Box::new(b))),
+            (inner.clone(), inner.clone(), inner).prop_map(|(c, a, b)| Expr::Select(
+                Box::new(c),
+                Box::new(a),
+                Box::new(b)
+            )),
+        ]
+    })
+}
+
+fn kernels() -> impl Strategy<Value = Kernel> {
+    (
+        proptest::collection::vec(
+            prop_oneof![Just(IterKind::Parallel), Just(IterKind::Reduction)],
+            0..6,
+        ),
+        0usize..4,
+        prop_oneof![
+            Just(Accumulate::Assign),
+            Just(Accumulate::Add),
+            Just(Accumulate::Mul),
+            Just(Accumulate::Max),
+            Just(Accumulate::Min)
+        ],
+    )
+        .prop_flat_map(|(iterators, operands, accumulate)| {
+            exprs(operands).prop_map(move |body| Kernel {
+                iterators: iterators.clone(),
+                operands: operands.max(body.operands_used()),
+                body,
+                accumulate,
+            })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
+            "../proptest-regressions/wgsl_codegen.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_generated_shader_validates(kernel in kernels()) {
+        let source = generate(&kernel);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+    }
+}

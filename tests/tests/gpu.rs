@@ -1,0 +1,325 @@
+//! The wgpu backend on a real adapter (Mesa's llvmpipe in CI), checked
+//! against the CPU reference. Without an adapter these tests skip, unless
+//! `SHAPE_REQUIRE_GPU=1` (CI) makes them fail.
+
+use std::collections::HashMap;
+
+use backend_cpu::CpuBackend;
+use backend_wgpu::{WgpuError, WgpuOptions};
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::Backend;
+use shape_solver::{Graph, RunError};
+use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
+use shape_tests::gpu::{wgpu_or_skip, wgpu_with, with_shared_wgpu};
+use shape_tests::programs::{programs, Program};
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/gpu.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn wgpu_agrees_with_the_cpu_reference_on_random_programs(p in programs(8)) {
+        let outcome = with_shared_wgpu("wgpu_agrees_with_the_cpu_reference_on_random_programs", |gpu| {
+            compare_backends(&p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
+        });
+        if let Some(Err(d)) = outcome {
+            prop_assert!(false, "{}", d);
+        }
+    }
+}
+
+/// A two-layer MLP with a batch of `batch`, `d_in` features, `hidden`
+/// hidden units and 3 outputs, with deterministic data.
+fn mlp(batch: u64, d_in: u64, hidden: u64) -> Program {
+    let mut g = Graph::new();
+    let x = g.input("x", &format!("{batch}|{d_in}")).unwrap();
+    let w1 = g.input("w1", &format!("{d_in}->{hidden}")).unwrap();
+    let b1 = g.input("b1", &format!("{hidden}")).unwrap();
+    let w2 = g.input("w2", &format!("{hidden}->3")).unwrap();
+    let h = g.compose(w1, x).unwrap();
+    let h = g.add(h, b1).unwrap();
+    let h = g.unary("relu", h).unwrap();
+    let y = g.compose(w2, h).unwrap();
+    let s = g.einsum("b|->o=>b|->", &[y]).unwrap();
+    let solved = g.solve().unwrap();
+    let mut data = HashMap::new();
+    for name in ["x", "w1", "b1", "w2"] {
+        let t = g
+            .tensor_ids()
+            .find(|&t| g.name(t).unwrap() == name)
+            .unwrap();
+        let n = solved.shape(t).unwrap().num_elems().unwrap() as usize;
+        let values = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
+        data.insert(name.to_string(), values);
+    }
+    Program {
+        results: vec![h, y, s],
+        graph: g,
+        data,
+        slice: 0,
+    }
+}
+
+#[test]
+fn the_pipeline_cache_compiles_each_kernel_structure_once() {
+    let Some(mut gpu) = wgpu_or_skip("the_pipeline_cache_compiles_each_kernel_structure_once")
+    else {
+        return;
+    };
+    let small = mlp(2, 3, 4);
+    assert_backends_agree(
+        &small,
+        &mut [&mut CpuBackend::reference(), &mut gpu],
+        Tolerance::GPU,
+    );
+    let first = gpu.cache_stats();
+    // compose, add, relu, compose, sum: 5 launches, and the two composes
+    // share one kernel structure.
+    assert_eq!((first.misses, first.hits), (4, 1));
+    assert_eq!(gpu.cached_pipelines(), 4);
+    // The same program at other sizes compiles nothing new.
+    let large = mlp(17, 50, 33);
+    assert_backends_agree(
+        &large,
+        &mut [&mut CpuBackend::reference(), &mut gpu],
+        Tolerance::GPU,
+    );
+    let second = gpu.cache_stats();
+    assert_eq!((second.misses, second.hits), (4, 6));
+    assert_eq!(gpu.cached_pipelines(), 4);
+}
+
+#[test]
+fn launches_larger_than_one_grid_are_split_into_dispatches() {
+    let options = WgpuOptions {
+        max_workgroups_per_dimension: Some(2),
+        ..WgpuOptions::default()
+    };
+    let Some(mut gpu) = wgpu_with(
+        "launches_larger_than_one_grid_are_split_into_dispatches",
+        options,
+    ) else {
+        return;
+    };
+    // 64 invocations per workgroup, at most 2x2 workgroups per dispatch:
+    // 256 points per dispatch. h has 9 * 40 = 360 points: 2 dispatches.
+    let p = mlp(9, 5, 40);
+    assert_backends_agree(
+        &p,
+        &mut [&mut CpuBackend::reference(), &mut gpu],
+        Tolerance::GPU,
+    );
+    let stats = gpu.cache_stats();
+    assert!(
+        stats.dispatches > stats.hits + stats.misses,
+        "no launch was split: {stats:?}"
+    );
+}
+
+#[test]
+fn a_launch_past_the_device_grid_limit_runs_on_a_two_dimensional_grid() {
+    let Some(mut gpu) =
+        wgpu_or_skip("a_launch_past_the_device_grid_limit_runs_on_a_two_dimensional_grid")
+    else {
+        return;
+    };
+    // More workgroups than one grid dimension holds on any device
+    // (65,535 * 64 = 4,194,240 points).
+    let n = 4_200_017u64;
+    let mut g = Graph::new();
+    let a = g.input("a", &n.to_string()).unwrap();
+    let b = g.input("b", "1").unwrap();
+    let c = g.add(a, b).unwrap();
+    let solved = g.solve().unwrap();
+    let data = HashMap::from([
+        (
+            "a".to_string(),
+            (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>(),
+        ),
+        ("b".to_string(), vec![0.5]),
+    ]);
+    let out = solved.run(&mut gpu, &data, &[c], 0).unwrap();
+    let v = &out[&c];
+    assert_eq!(v.len(), n as usize);
+    for i in [0usize, 1, 4_194_239, 4_194_240, 4_194_304, n as usize - 1] {
+        assert_eq!(v[i], (i % 1000) as f32 + 0.5, "element {i}");
+    }
+}
+
+#[test]
+fn long_reductions_agree_with_the_reference() {
+    let Some(mut gpu) = wgpu_or_skip("long_reductions_agree_with_the_reference") else {
+        return;
+    };
+    let mut g = Graph::new();
+    let m = g.input("m", "3,20000").unwrap();
+    let rows = g.einsum("ij=>i", &[m]).unwrap();
+    let total = g.einsum("ij=>", &[m]).unwrap();
+    let data = HashMap::from([(
+        "m".to_string(),
+        (0..60_000).map(|i| ((i % 7) as f32 - 3.0) / 16.0).collect(),
+    )]);
+    let p = Program {
+        graph: g,
+        data,
+        results: vec![rows, total],
+        slice: 0,
+    };
+    assert_backends_agree(
+        &p,
+        &mut [&mut CpuBackend::reference(), &mut gpu],
+        Tolerance::GPU,
+    );
+}
+
+fn sum_rows() -> (Kernel, Launch) {
+    (
+        Kernel {
+            iterators: vec![IterKind::Parallel, IterKind::Reduction],
+            operands: 1,
+            body: Expr::Load(0),
+            accumulate: Accumulate::Add,
+        },
+        Launch {
+            sizes: vec![2, 3],
+            result: Layout {
+                offset: 0,
+                strides: vec![1, 0],
+                len: 2,
+            },
+            operands: vec![Layout {
+                offset: 0,
+                strides: vec![3, 1],
+                len: 6,
+            }],
+        },
+    )
+}
+
+#[test]
+fn kernels_run_directly_on_the_backend() {
+    let Some(mut gpu) = wgpu_or_skip("kernels_run_directly_on_the_backend") else {
+        return;
+    };
+    let (kernel, launch) = sum_rows();
+    let a = gpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let mut out = gpu.alloc(2).unwrap();
+    gpu.execute(&kernel, &launch, &mut out, &[&a]).unwrap();
+    assert_eq!(gpu.download(&out).unwrap(), vec![6.0, 15.0]);
+    // A second run overwrites rather than accumulates.
+    gpu.execute(&kernel, &launch, &mut out, &[&a]).unwrap();
+    assert_eq!(gpu.download(&out).unwrap(), vec![6.0, 15.0]);
+    let empty = gpu.alloc(0).unwrap();
+    assert_eq!(gpu.download(&empty).unwrap(), Vec::<f32>::new());
+    assert!(gpu.name().starts_with("wgpu: "), "{}", gpu.name());
+}
+
+#[test]
+fn bad_launches_are_typed_errors_not_device_errors() {
+    let Some(mut gpu) = wgpu_or_skip("bad_launches_are_typed_errors_not_device_errors") else {
+        return;
+    };
+    let (kernel, launch) = sum_rows();
+    let a = gpu.upload(&[1.0; 6]).unwrap();
+    let mut out = gpu.alloc(2).unwrap();
+    let e = gpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            WgpuError::Operands {
+                expected: 1,
+                found: 0
+            }
+        ),
+        "{e}"
+    );
+    let short = gpu.upload(&[1.0; 5]).unwrap();
+    let e = gpu
+        .execute(&kernel, &launch, &mut out, &[&short])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            WgpuError::BufferLength {
+                expected: 6,
+                found: 5,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut past_the_end = launch.clone();
+    past_the_end.sizes = vec![2, 4];
+    let e = gpu
+        .execute(&kernel, &past_the_end, &mut out, &[&a])
+        .unwrap_err();
+    assert!(matches!(e, WgpuError::Launch(_)), "{e}");
+    // A parallel iterator that does not move through the result.
+    let mut racy = launch.clone();
+    racy.result.strides = vec![0, 0];
+    racy.result.len = 1;
+    let mut one = gpu.alloc(1).unwrap();
+    let e = gpu.execute(&kernel, &racy, &mut one, &[&a]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            WgpuError::WriteConflict {
+                iterator: 0,
+                size: 2
+            }
+        ),
+        "{e}"
+    );
+    // A buffer of another device.
+    let Some(mut other) = wgpu_or_skip("bad_launches_are_typed_errors_not_device_errors") else {
+        return;
+    };
+    let foreign = other.upload(&[1.0; 6]).unwrap();
+    let e = gpu
+        .execute(&kernel, &launch, &mut out, &[&foreign])
+        .unwrap_err();
+    assert!(matches!(e, WgpuError::ForeignBuffer), "{e}");
+    // The backend still works afterwards.
+    gpu.execute(&kernel, &launch, &mut out, &[&a]).unwrap();
+    assert_eq!(gpu.download(&out).unwrap(), vec![3.0, 3.0]);
+}
+
+#[test]
+fn buffers_past_the_device_limit_fail_with_the_limit_named() {
+    let Some(mut gpu) = wgpu_or_skip("buffers_past_the_device_limit_fail_with_the_limit_named")
+    else {
+        return;
+    };
+    let max = gpu.max_buffer_bytes();
+    let e = gpu.alloc((max / 4 + 1) as usize).unwrap_err();
+    let message = e.to_string();
+    assert!(
+        matches!(e, WgpuError::BufferTooLarge { limit, .. } if limit == max),
+        "{message}"
+    );
+    assert!(message.contains(&max.to_string()), "{message}");
+    // Through a graph: the error names the backend and the operation.
+    let side = ((max / 4) as f64).sqrt() as u64 + 1;
+    let mut g = Graph::new();
+    let a = g.input("a", &side.to_string()).unwrap();
+    let b = g.input("b", &side.to_string()).unwrap();
+    let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
+    let solved = g.solve().unwrap();
+    let data = HashMap::from([
+        ("a".to_string(), vec![1.0; side as usize]),
+        ("b".to_string(), vec![1.0; side as usize]),
+    ]);
+    match solved.run(&mut gpu, &data, &[outer], 0) {
+        Err(RunError::Backend {
+            op: Some(0),
+            source: WgpuError::BufferTooLarge { .. },
+            ..
+        }) => {}
+        other => panic!("expected BufferTooLarge in op #0, got {other:?}"),
+    }
+}
