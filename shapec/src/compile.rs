@@ -101,7 +101,7 @@ impl SourceMap {
     /// involves came from.
     pub fn locate(&self, error: GraphError, trigger: Option<Span>) -> ProgramError {
         let mut op = None;
-        let mut primary = trigger.map(|span| Note {
+        let mut primary = trigger.clone().map(|span| Note {
             span,
             text: String::new(),
         });
@@ -141,6 +141,16 @@ impl SourceMap {
                 GraphError::Constant { .. } => "this constant".into(),
                 _ => String::new(),
             };
+        }
+        // When the error surfaced elsewhere than in the statement being
+        // added, that statement is shown too.
+        if let (Some(t), Some(p)) = (&trigger, &primary) {
+            if *t != p.span && !notes.iter().any(|n| n.span == *t) {
+                notes.push(Note {
+                    span: t.clone(),
+                    text: "the conflict shows up when this is added".into(),
+                });
+            }
         }
         ProgramError::Graph {
             error: Box::new(error),

@@ -14,6 +14,10 @@ use crate::compile::Compiled;
 use crate::error::{CliError, ProgramError};
 use crate::npy;
 
+/// The most elements one tensor's data may have: the CPU backend's
+/// buffer limit, in `f32`s.
+pub const MAX_ELEMENTS: u128 = (backend_cpu::DEFAULT_MAX_BUFFER_BYTES / 4) as u128;
+
 /// Seeded values in `[-1, 1)`: the same seed and name give the same values,
 /// whatever else the program holds.
 pub fn random_values(seed: u64, name: &str, len: usize) -> Vec<f32> {
@@ -96,10 +100,11 @@ pub fn gather(
         let dims = shape.memory_dims();
         let len = shape
             .num_elems()
+            .filter(|&n| n <= MAX_ELEMENTS)
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| {
                 CliError::Data(format!(
-                    "`{name}` ({shape}) has more elements than this machine can address"
+                    "`{name}` has the solved shape {shape}: more than the {MAX_ELEMENTS} elements a buffer may hold"
                 ))
             })?;
         let (v, source) = if let Some((_, path)) = files.iter().find(|(n, _)| n == name) {
