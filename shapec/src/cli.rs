@@ -282,17 +282,16 @@ fn execute(
                 CliError::Backend(format!("--backend {}: {e}", backend_name(run.backend)))
             })??;
             let mut s = format!("backend: {backend}\n");
-            let random: Vec<&str> = data
-                .sources
-                .iter()
-                .filter(|(_, source)| *source == crate::run::Source::Random)
-                .map(|(t, _)| compiled.graph.name(*t).unwrap_or("?"))
-                .collect();
-            if !random.is_empty() {
+            for (t, source) in &data.sources {
+                let shape = solved.shape(*t).map_err(|e| compiled.map.locate(e, None))?;
+                let from = match source {
+                    crate::run::Source::File(path) => path.display().to_string(),
+                    crate::run::Source::Program => "the program".to_string(),
+                    crate::run::Source::Random => format!("random values (seed {})", run.seed),
+                };
                 s.push_str(&format!(
-                    "random values (seed {}) for: {}\n",
-                    run.seed,
-                    random.join(", ")
+                    "{} : {shape} <- {from}\n",
+                    infer::describe_tensor(&compiled, *t)
                 ));
             }
             for &t in &outputs {

@@ -37,7 +37,7 @@ pub fn describe_op(compiled: &Compiled, op: OpId) -> String {
 }
 
 /// The left-hand side of a tensor's line: `input x`, `y = relu(y.1)`.
-fn describe_tensor(compiled: &Compiled, t: TensorId) -> String {
+pub fn describe_tensor(compiled: &Compiled, t: TensorId) -> String {
     let g = &compiled.graph;
     let name = g.name(t).unwrap_or("?");
     match g.kind(t) {

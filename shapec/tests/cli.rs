@@ -207,6 +207,7 @@ fn error_diagnostics() {
         "total_elems",
         "underdetermined",
         "nothing_to_slice",
+        "infinite_axes",
         "constant",
     ];
     for kind in kinds {
@@ -307,6 +308,9 @@ fn run_reads_and_writes_npy() {
     assert_eq!(
         out.stdout,
         "backend: cpu (coalesced)\n\
+         input w : |2->3 <- w.npy\n\
+         input x : |->2 <- x.npy\n\
+         const 2 : |->1 <- the program\n\
          y : |->3 = [3, 7, 11]\n\
          z : |->3 = [-6, -14, -22]\n\
          wt : |3->2 = [1, 3, 5, 2, 4, 6]\n\
@@ -340,7 +344,7 @@ fn run_with_seeded_data_is_reproducible() {
     assert_ne!(a.stdout, c.stdout);
     assert!(a
         .stdout
-        .contains("random values (seed 3) for: x, w1, b1, w2, b2, w3\n"));
+        .contains("param w3 : |12->3 <- random values (seed 3)\n"));
     assert!(a.stdout.contains("y : 4|->3 = ["));
 }
 
@@ -380,6 +384,34 @@ fn diff_compares_against_the_reference() {
         "{}",
         lines[4]
     );
+}
+
+#[test]
+fn attention_softmax_rows_sum_to_one() {
+    let dir = scratch("attention_softmax_rows_sum_to_one");
+    let prog = examples().join("attention.shape");
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            prog.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+            ".",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let read = |name: &str| shapec::npy::read(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+    let (p, z, attn) = (read("p.npy"), read("z.npy"), read("attn.npy"));
+    assert_eq!(attn.shape, vec![2, 5, 5]);
+    assert_eq!(z.shape, vec![2, 5, 1]);
+    for (row, (prow, zrow)) in attn.data.chunks(5).zip(p.data.chunks(5).zip(&z.data)) {
+        let sum: f32 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{row:?} sums to {sum}");
+        assert!((prow.iter().sum::<f32>() - zrow).abs() < 1e-4 * zrow);
+        assert!(row.iter().all(|&a| a > 0.0));
+    }
 }
 
 // ---- broadcast -------------------------------------------------------------
