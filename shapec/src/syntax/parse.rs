@@ -16,6 +16,13 @@ pub struct SyntaxError {
     pub span: Span,
 }
 
+/// The most operations, calls, numbers, names and parentheses one
+/// statement may hold; deeper expressions would exhaust the stack.
+pub const MAX_NODES: usize = 1000;
+
+/// The deepest nesting of parentheses, calls and unary minuses.
+pub const MAX_DEPTH: usize = 64;
+
 /// Words that start a declaration or a requirement and cannot name tensors.
 pub const KEYWORDS: &[&str] = &["input", "param", "const", "require"];
 
@@ -32,6 +39,8 @@ pub fn parse(source: &str) -> Result<Program, SyntaxError> {
                 src: source,
                 pos: start,
                 end: start + trimmed.len(),
+                nodes: 0,
+                depth: 0,
             };
             statements.push(p.statement()?);
         }
@@ -66,6 +75,10 @@ struct Parser<'a> {
     src: &'a str,
     pos: usize,
     end: usize,
+    /// Expression nodes and parentheses read so far.
+    nodes: usize,
+    /// The current nesting depth.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -352,8 +365,40 @@ impl Parser<'_> {
         }
     }
 
+    /// Counts one more node of the statement's expression.
+    fn count(&mut self) -> Result<(), SyntaxError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(SyntaxError {
+                expected: format!(
+                    "at most {MAX_NODES} operations, names and parentheses in one statement (split it into several)"
+                ),
+                found: "more".into(),
+                span: self.pos..self.pos,
+            });
+        }
+        Ok(())
+    }
+
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
         self.skip_ws();
+        self.count()?;
+        if self.depth >= MAX_DEPTH {
+            return Err(SyntaxError {
+                expected: format!(
+                    "at most {MAX_DEPTH} levels of parentheses, calls and minus signs"
+                ),
+                found: "more".into(),
+                span: self.pos..self.pos,
+            });
+        }
+        self.depth += 1;
+        let e = self.unary_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, SyntaxError> {
         let start = self.pos;
         if self.eat('-') {
             let inner = self.unary()?;
@@ -564,6 +609,26 @@ mod tests {
             panic!()
         };
         assert_eq!(show(expr), r#"f("a#b")"#);
+    }
+
+    #[test]
+    fn deep_expressions_are_refused_not_overflowed() {
+        let long = format!("y = {}x\n", "x + ".repeat(MAX_NODES));
+        let e = parse(&long).unwrap_err();
+        assert!(e.expected.starts_with("at most 1000 operations"), "{e}");
+        let deep = format!("y = {}x{}\n", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(parse(&deep)
+            .unwrap_err()
+            .expected
+            .starts_with("at most 64 levels"));
+        let negs = format!("y = {}x\n", "-".repeat(100_000));
+        assert!(parse(&negs).is_err());
+        let calls = format!("y = {}x{}\n", "relu(".repeat(100_000), ")".repeat(100_000));
+        assert!(parse(&calls).is_err());
+        let nested = format!("y = {}x{}\n", "(".repeat(60), ")".repeat(60));
+        assert!(parse(&nested).is_ok());
+        let fine = format!("y = {}x\n", "x + ".repeat(400));
+        assert!(parse(&fine).is_ok());
     }
 
     #[test]
