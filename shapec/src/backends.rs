@@ -97,6 +97,8 @@ mod tests {
         }
     }
 
+    // MERGE (backend-wgpu): this pins the state without the wgpu backend;
+    // update the `Auto` and `Wgpu` expectations when `run_on_wgpu` is wired.
     #[test]
     fn cpu_runs_and_auto_falls_back_saying_so() {
         let mut notes = Vec::new();

@@ -90,9 +90,6 @@ impl SourceMap {
             }
             Origin::Op { op, .. } | Origin::OpRow { op, .. } => self.op_span(op.id),
             Origin::Direct { .. } | Origin::Finalization => None,
-            // Origins added to the solver later are placed nowhere.
-            #[allow(unreachable_patterns)]
-            _ => None,
         }
     }
 

@@ -264,6 +264,8 @@ fn errors_outside_programs() {
     );
     let computed = run(&["--input", "y=wrong.npy"]);
     assert!(computed.stderr.contains("`y` is computed by the program"));
+    // MERGE (backend-wgpu): once `backends::run_on_wgpu` is wired, this
+    // fails only where no adapter exists, with a `no wgpu adapter` message.
     let wgpu = shapec(&["run", "matmul.shape", "--backend", "wgpu"]);
     assert_eq!(wgpu.status, 1);
     assert_eq!(
@@ -353,7 +355,8 @@ fn run_auto_says_which_backend_ran() {
     let out = shapec(&["run", "matmul.shape"]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     // Without the wgpu backend built in, `auto` (the default) runs on the CPU
-    // and says so.
+    // and says so. MERGE (backend-wgpu): with it wired, `auto` runs on the
+    // GPU where an adapter exists; update this test then.
     assert_eq!(
         out.stderr,
         "note: --backend auto: the wgpu backend is not built into this shapec; running on the CPU\n"
