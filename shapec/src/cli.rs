@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use shape_solver::SolvedGraph;
 
-use crate::backends::{dispatch, BackendChoice};
+use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::compile::{compile, Compiled};
-use crate::diagnostics::{self, Source};
+use crate::diagnostics;
 use crate::error::{CliError, ProgramError};
-use crate::run::{gather, tuple, DiffJob, RunJob};
+use crate::run::{gather, tuple, DiffJob, RunJob, Source, Worst};
 use crate::{broadcast, infer, npy, syntax};
 
 /// Shape inference for tensor programs written as text.
@@ -215,7 +215,7 @@ fn report(
         };
         let _ = writeln!(out, "{value}");
     } else {
-        let source = shown.map(|(name, text)| Source { name, text });
+        let source = shown.map(|(name, text)| diagnostics::Source { name, text });
         let _ = write!(err, "{}", diagnostics::render(e, source, color));
     }
     1
@@ -270,31 +270,27 @@ fn execute(
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
             let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
-            let outputs = compiled.results.clone();
+            let outputs = &compiled.results;
             let mut job = RunJob {
                 compiled: &compiled,
                 solved: &solved,
                 data: &data.values,
-                outputs: &outputs,
+                outputs,
                 slice: run.slice,
             };
-            let (backend, values) = dispatch(run.backend, &mut job, err).map_err(|e| {
-                CliError::Backend(format!("--backend {}: {e}", backend_name(run.backend)))
-            })??;
+            let (backend, values) = on_backend(run.backend, &mut job, err)?;
             let mut s = format!("backend: {backend}\n");
             for (t, source) in &data.sources {
                 let shape = solved.shape(*t).map_err(|e| compiled.map.locate(e, None))?;
                 let from = match source {
-                    crate::run::Source::File(path) => path.display().to_string(),
-                    crate::run::Source::Program => "the program".to_string(),
-                    crate::run::Source::Random => format!("random values (seed {})", run.seed),
+                    Source::File(path) => path.display().to_string(),
+                    Source::Program => "the program".to_string(),
+                    Source::Random => format!("random values (seed {})", run.seed),
                 };
-                s.push_str(&format!(
-                    "{} : {shape} <- {from}\n",
-                    infer::describe_tensor(&compiled, *t)
-                ));
+                let lhs = infer::describe_tensor(&compiled, *t);
+                s.push_str(&format!("{lhs} : {shape} <- {from}\n"));
             }
-            for &t in &outputs {
+            for &t in outputs {
                 let name = compiled.graph.name(t).unwrap_or("?");
                 let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
                 let v = values.get(&t).map(Vec::as_slice).unwrap_or(&[]);
@@ -307,36 +303,28 @@ fn execute(
                     });
                     std::fs::create_dir_all(dir)
                         .and_then(|()| std::fs::write(&path, bytes))
-                        .map_err(|source| CliError::Write {
-                            path: path.clone(),
-                            source,
-                        })?;
+                        .map_err(|source| CliError::Write { path, source })?;
                 }
             }
             if let Some(dir) = dir {
-                s.push_str(&format!(
-                    "wrote {} result(s) to {}\n",
-                    outputs.len(),
-                    dir.display()
-                ));
+                let n = outputs.len();
+                s.push_str(&format!("wrote {n} result(s) to {}\n", dir.display()));
             }
             write!(out, "{s}").map_err(stdout_error)
         }
         Command::Diff { run, .. } => {
             let Loaded { compiled, solved } = load(text)?;
             let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
-            let outputs = compiled.results.clone();
+            let outputs = &compiled.results;
             let mut job = DiffJob(RunJob {
                 compiled: &compiled,
                 solved: &solved,
                 data: &data.values,
-                outputs: &outputs,
+                outputs,
                 slice: run.slice,
             });
-            let d = dispatch(run.backend, &mut job, err).map_err(|e| {
-                CliError::Backend(format!("--backend {}: {e}", backend_name(run.backend)))
-            })??;
-            let place = |w: &crate::run::Worst| {
+            let d = on_backend(run.backend, &mut job, err)?;
+            let place = |w: &Worst| {
                 let name = compiled.graph.name(w.tensor).unwrap_or("?");
                 let ix: Vec<String> = w.index.iter().map(u64::to_string).collect();
                 format!("{name}[{}]: {} vs {}", ix.join(", "), w.expected, w.found)
@@ -349,26 +337,34 @@ fn execute(
                 outputs.len()
             );
             for (what, w) in [("absolute", &d.abs), ("relative", &d.rel)] {
-                match w {
-                    Some(w) => s.push_str(&format!(
-                        "largest {what} difference: {} at {}\n",
-                        w.diff,
-                        place(w)
-                    )),
-                    None => s.push_str(&format!("largest {what} difference: none (no elements)\n")),
-                }
+                let at = match w {
+                    Some(w) => format!("{} at {}", w.diff, place(w)),
+                    None => "none (no elements)".to_string(),
+                };
+                s.push_str(&format!("largest {what} difference: {at}\n"));
             }
             write!(out, "{s}").map_err(stdout_error)
         }
     }
 }
 
-fn backend_name(b: BackendChoice) -> &'static str {
-    match b {
-        BackendChoice::Cpu => "cpu",
-        BackendChoice::Wgpu => "wgpu",
-        BackendChoice::Auto => "auto",
-    }
+/// Runs a job on the chosen backend; a backend that cannot run and an
+/// error of the job itself both become [`CliError`]s.
+fn on_backend<J, T>(
+    choice: BackendChoice,
+    job: &mut J,
+    notes: &mut dyn Write,
+) -> Result<T, CliError>
+where
+    J: BackendJob<Output = Result<T, ProgramError>>,
+{
+    let name = choice
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let result = dispatch(choice, job, notes)
+        .map_err(|e| CliError::Backend(format!("--backend {name}: {e}")))?;
+    Ok(result?)
 }
 
 fn stdout_error(e: std::io::Error) -> CliError {
