@@ -301,8 +301,11 @@ fn execute(
                         shape: shape.memory_dims(),
                         data: v.to_vec(),
                     });
-                    std::fs::create_dir_all(dir)
-                        .and_then(|()| std::fs::write(&path, bytes))
+                    std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
+                        path: dir.clone(),
+                        source,
+                    })?;
+                    std::fs::write(&path, bytes)
                         .map_err(|source| CliError::Write { path, source })?;
                 }
             }

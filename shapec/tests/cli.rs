@@ -235,9 +235,7 @@ fn error_run() {
 fn errors_outside_programs() {
     let missing = shapec(&["infer", "no-such-file.shape"]);
     assert_eq!(missing.status, 1);
-    assert!(missing
-        .stderr
-        .starts_with("error[read]: cannot read no-such-file.shape: "));
+    insta::assert_snapshot!("error_read", missing.stderr);
 
     let dir = scratch("errors_outside_programs");
     std::fs::write(dir.join("bad.npy"), b"not numpy").unwrap();
@@ -251,10 +249,7 @@ fn errors_outside_programs() {
     };
     let bad = run(&["--input", "x=bad.npy"]);
     assert_eq!(bad.status, 1);
-    assert_eq!(
-        bad.stderr,
-        "error[npy]: bad.npy: not a .npy file (it does not start with \\x93NUMPY)\n\n"
-    );
+    insta::assert_snapshot!("error_npy", bad.stderr);
     let wrong = run(&["--input", "x=wrong.npy"]);
     insta::assert_snapshot!("error_data_shape", wrong.stderr);
     let unknown = run(&["--input", "q=wrong.npy"]);
@@ -268,10 +263,11 @@ fn errors_outside_programs() {
     // fails only where no adapter exists, with a `no wgpu adapter` message.
     let wgpu = shapec(&["run", "matmul.shape", "--backend", "wgpu"]);
     assert_eq!(wgpu.status, 1);
-    assert_eq!(
-        wgpu.stderr,
-        "error[backend]: --backend wgpu: the wgpu backend is not built into this shapec\n\n"
-    );
+    insta::assert_snapshot!("error_backend", wgpu.stderr);
+    std::fs::write(dir.join("blocker"), b"a file, not a directory").unwrap();
+    let write = run(&["--out", "blocker"]);
+    assert_eq!(write.status, 1);
+    insta::assert_snapshot!("error_write", write.stderr);
     let usage = shapec(&["run", "matmul.shape", "--input", "x"]);
     assert_eq!(usage.status, 2);
     assert!(usage.stderr.contains("expected NAME=PATH"));
