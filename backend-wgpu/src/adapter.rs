@@ -60,6 +60,14 @@ pub fn select(
     request: &AdapterRequest,
 ) -> Result<wgpu::Adapter, WgpuError> {
     let backends = request.backends();
+    if backends.is_empty() {
+        return Err(WgpuError::NoAdapter {
+            reason: format!(
+                "WGPU_BACKEND={:?} names no backend (use vulkan, gl, metal or dx12, comma-separated)",
+                std::env::var("WGPU_BACKEND").unwrap_or_default()
+            ),
+        });
+    }
     let wanted = request.name();
     let adapters = pollster::block_on(instance.enumerate_adapters(backends));
     let seen: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();

@@ -1,0 +1,116 @@
+//! Choosing the backend a command runs on.
+//!
+//! Everything that runs kernels is written once, generically over
+//! [`shape_core::Backend`], as a [`BackendJob`]; [`dispatch`] picks the
+//! backend and hands it to the job. The only place that knows about the
+//! wgpu backend is [`run_on_wgpu`].
+
+use std::io::Write;
+
+use backend_cpu::CpuBackend;
+use clap::ValueEnum;
+use shape_core::Backend;
+
+/// The `--backend` choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// The CPU backend (its coalesced path).
+    Cpu,
+    /// The wgpu (GPU) backend; fails when no adapter exists.
+    Wgpu,
+    /// wgpu when an adapter exists, otherwise the CPU; says which ran.
+    Auto,
+}
+
+/// Work to do on one backend, written once for every backend.
+pub trait BackendJob {
+    /// What the job returns.
+    type Output;
+    /// Runs the job on `backend`.
+    fn run<B: Backend>(&mut self, backend: &mut B) -> Self::Output;
+}
+
+/// The CPU backend that `--backend cpu` runs: the coalesced path, whose
+/// results are bit-identical to the reference path's.
+pub fn cpu() -> CpuBackend {
+    CpuBackend::coalesced()
+}
+
+/// Why the wgpu backend cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WgpuUnavailable {
+    /// No adapter (GPU or software driver) was found, or it failed to
+    /// open.
+    #[error("{0}")]
+    NoAdapter(String),
+}
+
+/// Runs `job` on the wgpu backend, on the adapter that the environment
+/// selects (`WGPU_BACKEND`, `SHAPE_ADAPTER`; see
+/// [`backend_wgpu::AdapterRequest`]).
+pub fn run_on_wgpu<J: BackendJob>(job: &mut J) -> Result<J::Output, WgpuUnavailable> {
+    let mut gpu =
+        backend_wgpu::WgpuBackend::new().map_err(|e| WgpuUnavailable::NoAdapter(e.to_string()))?;
+    Ok(job.run(&mut gpu))
+}
+
+/// Runs `job` on the chosen backend. With `auto`, a missing wgpu backend
+/// is not an error: the job runs on the CPU and `notes` (standard error)
+/// says so.
+pub fn dispatch<J: BackendJob>(
+    choice: BackendChoice,
+    job: &mut J,
+    notes: &mut dyn Write,
+) -> Result<J::Output, WgpuUnavailable> {
+    match choice {
+        BackendChoice::Cpu => Ok(job.run(&mut cpu())),
+        BackendChoice::Wgpu => run_on_wgpu(job),
+        BackendChoice::Auto => match run_on_wgpu(job) {
+            Ok(out) => Ok(out),
+            Err(why) => {
+                let _ = writeln!(notes, "note: --backend auto: {why}; running on the CPU");
+                Ok(job.run(&mut cpu()))
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Name;
+    impl BackendJob for Name {
+        type Output = String;
+        fn run<B: Backend>(&mut self, backend: &mut B) -> String {
+            backend.name()
+        }
+    }
+
+    #[test]
+    fn cpu_runs_and_auto_runs_where_an_adapter_exists_or_says_why_not() {
+        let mut notes = Vec::new();
+        assert_eq!(
+            dispatch(BackendChoice::Cpu, &mut Name, &mut notes).unwrap(),
+            "cpu (coalesced)"
+        );
+        assert!(notes.is_empty());
+        let auto = dispatch(BackendChoice::Auto, &mut Name, &mut notes).unwrap();
+        let notes = String::from_utf8(notes).unwrap();
+        let wgpu = dispatch(BackendChoice::Wgpu, &mut Name, &mut Vec::new());
+        match wgpu {
+            Ok(name) => {
+                assert!(name.starts_with("wgpu: "), "{name}");
+                assert_eq!(auto, name);
+                assert!(notes.is_empty(), "{notes}");
+            }
+            Err(WgpuUnavailable::NoAdapter(why)) => {
+                assert_eq!(auto, "cpu (coalesced)");
+                assert_eq!(
+                    notes,
+                    format!("note: --backend auto: {why}; running on the CPU\n")
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! `shapec broadcast`: NumPy's broadcasting of plain shapes, computed by
+//! the shape solver itself.
+//!
+//! Each shape becomes an input whose output row holds its sizes; the
+//! shapes are combined pairwise, left to right, by a broadcasting
+//! pointwise operation, and the last result's output row is the answer.
+//!
+//! ```
+//! use shapec::broadcast::{broadcast, parse_shape};
+//! let shapes = [parse_shape("5,2,1").unwrap(), parse_shape("2,3").unwrap()];
+//! assert_eq!(broadcast(&shapes).unwrap(), vec![5, 2, 3]);
+//! assert_eq!(broadcast(&[parse_shape("()").unwrap()]).unwrap(), Vec::<u64>::new());
+//! assert!(broadcast(&[vec![2, 3], vec![4]]).is_err());
+//! ```
+
+use shape_core::RowKind;
+use shape_solver::{Graph, GraphError, ShapeError};
+
+use crate::error::CliError;
+use crate::run::tuple;
+
+/// Reads a shape: sizes separated by commas or spaces, optionally in
+/// parentheses; `""` and `()` are the shape with no axes.
+pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
+    let t = text.trim();
+    let inner = match t.strip_prefix('(') {
+        Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
+            CliError::Broadcast(format!("shape `{text}`: `(` is not closed by `)`"))
+        })?,
+        None => t,
+    };
+    inner
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.parse::<u64>() {
+            Ok(0) => Err(CliError::Broadcast(format!(
+                "shape `{text}`: size 0 is not supported (sizes are at least 1)"
+            ))),
+            Ok(n) => Ok(n),
+            Err(_) => Err(CliError::Broadcast(format!(
+                "shape `{text}`: `{s}` is not a size (write sizes like `5,2,1`, or `()` for no axes)"
+            ))),
+        })
+        .collect()
+}
+
+/// The NumPy broadcast of `shapes`, or why they do not broadcast.
+pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
+    let mut g = Graph::new();
+    let fail = |e: GraphError, i: usize| -> CliError {
+        let so_far = tuple_list(&shapes[..=i]);
+        let detail = match &e {
+            GraphError::Shape(ShapeError::DimMismatch {
+                axis, left, right, ..
+            }) => format!(
+                "at axis {}, sizes {} and {} differ and neither is 1",
+                axis.map(|a| format!("-{}", a + 1)).unwrap_or("?".into()),
+                left.value.size().min(right.value.size()),
+                left.value.size().max(right.value.size())
+            ),
+            other => other.to_string(),
+        };
+        CliError::Broadcast(format!("shapes {so_far} do not broadcast: {detail}"))
+    };
+    let mut acc = None;
+    for (i, dims) in shapes.iter().enumerate() {
+        let spec = dims
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let name = format!("s{}", i + 1);
+        let t = g.input(&name, &spec).map_err(|e| fail(e, i))?;
+        acc = Some(match acc {
+            None => t,
+            Some(a) => g.binary("broadcast", a, t).map_err(|e| fail(e, i))?,
+        });
+    }
+    let Some(result) = acc else {
+        return Err(CliError::Broadcast(
+            "give at least one shape, like `shapec broadcast 5,2,1 2,3`".into(),
+        ));
+    };
+    let last = shapes.len() - 1;
+    let solved = g.solve().map_err(|e| fail(e, last))?;
+    let shape = solved.shape(result).map_err(|e| fail(e, last))?;
+    Ok(shape.sizes(RowKind::Output))
+}
+
+fn tuple_list(shapes: &[Vec<u64>]) -> String {
+    let all: Vec<String> = shapes.iter().map(|s| tuple(s)).collect();
+    match all.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => all.join(""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(shapes: &[&str]) -> Result<Vec<u64>, String> {
+        let parsed: Vec<Vec<u64>> = shapes
+            .iter()
+            .map(|s| parse_shape(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        broadcast(&parsed).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn numpy_examples() {
+        assert_eq!(b(&["5,2,1", "2,3"]), Ok(vec![5, 2, 3]));
+        assert_eq!(b(&["8,1,6,1", "7,1,5"]), Ok(vec![8, 7, 6, 5]));
+        assert_eq!(b(&["256 256 3", "(3)"]), Ok(vec![256, 256, 3]));
+        assert_eq!(b(&["", "2,3"]), Ok(vec![2, 3]));
+        assert_eq!(b(&["()", "()"]), Ok(vec![]));
+        assert_eq!(b(&["1", "1,1"]), Ok(vec![1, 1]));
+        assert_eq!(b(&["15,3,5", "15,1,5", "3,1"]), Ok(vec![15, 3, 5]));
+    }
+
+    #[test]
+    fn mismatches_and_bad_shapes() {
+        assert_eq!(
+            b(&["2,3", "4"]),
+            Err("shapes (2, 3) and (4,) do not broadcast: at axis -1, sizes 3 and 4 differ and neither is 1".into())
+        );
+        assert!(b(&["2,1", "8,4,3"])
+            .unwrap_err()
+            .contains("at axis -2, sizes"));
+        assert!(b(&["2,0"]).unwrap_err().contains("size 0 is not supported"));
+        assert!(b(&["2,x"]).unwrap_err().contains("`x` is not a size"));
+        assert!(b(&["(2,3"]).unwrap_err().contains("not closed"));
+        assert!(b(&[]).unwrap_err().contains("at least one shape"));
+    }
+}

@@ -1,0 +1,655 @@
+//! From a parsed program to a shape [`Graph`], remembering where in the
+//! text every tensor, operation and requirement came from, so that the
+//! solver's errors and explanations point back at the source.
+//!
+//! ```
+//! use shapec::compile::compile;
+//! use shapec::syntax::parse;
+//! let program = parse("input x: 4|8\nparam w\ny = w @ x\nrequire y: 4|->3\n").unwrap();
+//! let compiled = compile(&program).unwrap();
+//! let solved = compiled.solve().unwrap();
+//! let w = compiled.tensor("w").unwrap();
+//! assert_eq!(solved.shape(w).unwrap().to_string(), "|8->3");
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use shape_core::spec::ShapeSpec;
+use shape_core::{EinsumSpec, SpecError};
+use shape_solver::{
+    GraphError, OpKind, Origin, ShapeError, SolvedGraph, TensorId, BINARY_FUNCTIONS,
+    UNARY_FUNCTIONS,
+};
+
+pub use shape_solver::Graph;
+
+use crate::error::{Note, ProgramError};
+use crate::syntax::{Arg, DeclKind, Expr, ExprKind, Ident, Program, Span, SpecText, Statement};
+
+/// Functions that take something other than one or two plain tensors, or
+/// that are not pointwise.
+const STRUCTURAL_FUNCTIONS: &[&str] = &["compose", "transpose", "batch_slice", "einsum", "permute"];
+
+/// Every function a program may call, in the order messages list them.
+pub fn function_names() -> Vec<&'static str> {
+    UNARY_FUNCTIONS
+        .iter()
+        .chain(BINARY_FUNCTIONS)
+        .chain(STRUCTURAL_FUNCTIONS)
+        .copied()
+        .collect()
+}
+
+/// Where a tensor came from in the text.
+#[derive(Clone, Debug)]
+struct TensorSite {
+    /// The declaration's name, or the expression that computes it.
+    span: Span,
+    /// The declared spec, when the tensor has one written in the text.
+    spec: Option<Span>,
+    /// A constant's values.
+    values: Option<Span>,
+}
+
+/// Places in the text of the graph's tensors, operations and requirements.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    tensors: Vec<TensorSite>,
+    ops: Vec<Span>,
+    requires: Vec<(usize, String, Span)>,
+}
+
+impl SourceMap {
+    /// The expression that created operation number `op`.
+    pub fn op_span(&self, op: usize) -> Option<Span> {
+        self.ops.get(op).cloned()
+    }
+
+    /// Where a constraint's origin is written, narrowed to one axis of a
+    /// written spec when `axis_from_end` says which.
+    pub fn origin_span(&self, origin: &Origin, axis_from_end: Option<u32>) -> Option<Span> {
+        match origin {
+            Origin::Declared { tensor, kind, spec } => {
+                let site = self.tensors.get(tensor.id)?;
+                match &site.spec {
+                    Some(at) => Some(axis_span(spec, at, *kind, axis_from_end)),
+                    None => Some(site.span.clone()),
+                }
+            }
+            Origin::Required { tensor, kind, spec } => {
+                let (_, _, at) = self
+                    .requires
+                    .iter()
+                    .find(|(t, s, _)| *t == tensor.id && s.as_str() == &**spec)?;
+                Some(axis_span(spec, at, *kind, axis_from_end))
+            }
+            Origin::ElementCount { tensor, .. } => {
+                let site = self.tensors.get(tensor.id)?;
+                site.values.clone().or(Some(site.span.clone()))
+            }
+            Origin::Op { op, .. } | Origin::OpRow { op, .. } => self.op_span(op.id),
+            Origin::Direct { .. } | Origin::Finalization => None,
+        }
+    }
+
+    /// Places a solver error: where it showed up (falling back to
+    /// `trigger`, the statement being compiled), and where each fact it
+    /// involves came from.
+    pub fn locate(&self, error: GraphError, trigger: Option<Span>) -> ProgramError {
+        let mut op = None;
+        let mut primary = trigger.clone().map(|span| Note {
+            span,
+            text: String::new(),
+        });
+        let mut notes = Vec::new();
+        if let GraphError::Shape(e) = &error {
+            if let Some(ctx) = e.context() {
+                op = ctx.op().map(|o| o.name.to_string());
+                if let Some(span) = self.origin_span(ctx, None) {
+                    primary = Some(Note {
+                        span,
+                        text: String::new(),
+                    });
+                }
+            }
+            if let Some(p) = &mut primary {
+                p.text = headline(e);
+            }
+            let facts = match e {
+                ShapeError::DimMismatch { left, right, .. }
+                | ShapeError::LabelMismatch { left, right, .. } => vec![left, right],
+                _ => vec![],
+            };
+            for fact in facts {
+                if let Some(span) = self.origin_span(&fact.origin, fact.axis_from_end) {
+                    notes.push(Note {
+                        span,
+                        text: format!("{} comes from {}", fact.value, fact.place()),
+                    });
+                }
+            }
+        } else if let Some(p) = &mut primary {
+            p.text = match &error {
+                GraphError::Arity { op: name, .. } => {
+                    op = Some(name.clone());
+                    "wrong number of operands".into()
+                }
+                GraphError::Constant { .. } => "this constant".into(),
+                _ => String::new(),
+            };
+        }
+        // When the error surfaced elsewhere than in the statement being
+        // added, that statement is shown too.
+        if let (Some(t), Some(p)) = (&trigger, &primary) {
+            if *t != p.span && !notes.iter().any(|n| n.span == *t) {
+                notes.push(Note {
+                    span: t.clone(),
+                    text: "the conflict shows up when this is added".into(),
+                });
+            }
+        }
+        ProgramError::Graph {
+            error: Box::new(error),
+            op,
+            primary,
+            notes,
+        }
+    }
+}
+
+/// A short label for where a shape error showed up.
+fn headline(e: &ShapeError) -> String {
+    use shape_solver::Relation;
+    match e {
+        ShapeError::DimMismatch {
+            left,
+            right,
+            relation,
+            axis,
+            ..
+        } => {
+            let rel = match relation {
+                Relation::Equal => "is not equal to",
+                Relation::Broadcasts => "cannot broadcast from",
+            };
+            let at = axis
+                .map(|a| format!(" at axis -{}", a + 1))
+                .unwrap_or_default();
+            format!("{} {rel} {}{at}", left.value, right.value)
+        }
+        ShapeError::LabelMismatch { left, right, .. } => {
+            format!("labels differ: {} and {}", left.value, right.value)
+        }
+        ShapeError::AxisCountMismatch { .. } => "the numbers of axes do not fit".into(),
+        ShapeError::InfiniteAxes { .. } => "a row would contain itself".into(),
+        ShapeError::TotalElems { .. } => "the element count does not fit".into(),
+        ShapeError::Underdetermined { .. } => "too many unknown sizes".into(),
+        ShapeError::NothingToSlice { .. } => "no batch axis to slice".into(),
+        _ => "here".into(),
+    }
+}
+
+/// The span of one axis of a spec written at `at`, or of the whole spec.
+fn axis_span(spec: &str, at: &Span, kind: shape_core::RowKind, from_end: Option<u32>) -> Span {
+    let whole = at.clone();
+    if at.len() != spec.len() {
+        return whole;
+    }
+    let Ok(parsed) = ShapeSpec::parse(spec) else {
+        return whole;
+    };
+    let (Some(row), Some(a)) = (parsed.row(kind), from_end) else {
+        return whole;
+    };
+    let n = row.axes.len();
+    match (a as usize).checked_add(1).and_then(|k| n.checked_sub(k)) {
+        Some(i) => at.start + row.axes[i].span.start..at.start + row.axes[i].span.end,
+        None => whole,
+    }
+}
+
+/// A compiled program: the graph, the text positions of its parts, and the
+/// values written in it.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The shape graph.
+    pub graph: Graph,
+    /// Where each part came from.
+    pub map: SourceMap,
+    /// Constants' values (written lists and number literals), by tensor.
+    pub constants: HashMap<TensorId, Vec<f32>>,
+    /// The tensors named by assignments, in order: the program's results.
+    pub results: Vec<TensorId>,
+    names: HashMap<String, (TensorId, Span)>,
+}
+
+impl Compiled {
+    /// The tensor a name refers to.
+    pub fn tensor(&self, name: &str) -> Option<TensorId> {
+        self.names.get(name).map(|(t, _)| *t)
+    }
+
+    /// Solves every shape; an error is placed in the text.
+    pub fn solve(&self) -> Result<SolvedGraph, ProgramError> {
+        self.graph.solve().map_err(|e| self.map.locate(e, None))
+    }
+
+    /// The line (from 1) of a byte offset in `source`.
+    pub fn line_of(source: &str, offset: usize) -> usize {
+        source[..offset.min(source.len())].matches('\n').count() + 1
+    }
+}
+
+/// Builds the graph of a program, statement by statement; the first error
+/// stops it.
+pub fn compile(program: &Program) -> Result<Compiled, ProgramError> {
+    let mut c = Compiled {
+        graph: Graph::new(),
+        map: SourceMap::default(),
+        constants: HashMap::new(),
+        results: Vec::new(),
+        names: HashMap::new(),
+    };
+    for st in &program.statements {
+        statement(&mut c, st)?;
+    }
+    Ok(c)
+}
+
+fn spec_error(context: String, error: SpecError, at: &SpecText) -> ProgramError {
+    let span = if at.text.len() == at.span.len() {
+        let end = (at.span.start + error.span.end).min(at.span.end);
+        let start = (at.span.start + error.span.start).min(end);
+        start..end.max(start)
+    } else {
+        at.span.clone()
+    };
+    ProgramError::Spec {
+        context,
+        error: Box::new(error),
+        span,
+    }
+}
+
+/// Turns a graph error from a call about `at` into a located error; spec
+/// errors point into `spec` when given.
+fn graph_error(c: &Compiled, e: GraphError, at: &Span, spec: Option<&SpecText>) -> ProgramError {
+    match (e, spec) {
+        (GraphError::Spec { context, source }, Some(spec)) => spec_error(context, *source, spec),
+        (e, _) => c.map.locate(e, Some(at.clone())),
+    }
+}
+
+/// Fails when `name` is already defined.
+fn check_new(c: &Compiled, name: &Ident) -> Result<(), ProgramError> {
+    match c.names.get(&name.text) {
+        Some((_, previous)) => Err(ProgramError::Redefined {
+            name: name.text.clone(),
+            span: name.span.clone(),
+            previous: previous.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn define(c: &mut Compiled, name: &Ident, t: TensorId) {
+    c.names.insert(name.text.clone(), (t, name.span.clone()));
+}
+
+fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
+    match st {
+        Statement::Declare {
+            kind,
+            name,
+            spec,
+            values,
+            ..
+        } => {
+            check_new(c, name)?;
+            let result = match (kind, spec, values) {
+                (DeclKind::Input, Some(s), _) => c.graph.input(&name.text, &s.text),
+                (DeclKind::Param, Some(s), _) => c.graph.parameter_with_spec(&name.text, &s.text),
+                (DeclKind::Param, None, _) => c.graph.parameter(&name.text),
+                (DeclKind::Const, Some(s), Some(v)) => {
+                    c.graph.constant(&name.text, &s.text, v.values.len() as u64)
+                }
+                // The parser gives inputs and constants a spec, and
+                // constants their values.
+                _ => {
+                    return Err(ProgramError::Arguments {
+                        func: kind.keyword().into(),
+                        expected: "a shape spec".into(),
+                        given: "none".into(),
+                        span: name.span.clone(),
+                    })
+                }
+            };
+            let t = result.map_err(|e| {
+                let at = values
+                    .as_ref()
+                    .map(|v| v.span.clone())
+                    .unwrap_or(name.span.clone());
+                graph_error(c, e, &at, spec.as_ref())
+            })?;
+            c.map.tensors.push(TensorSite {
+                span: name.span.clone(),
+                spec: spec.as_ref().map(|s| s.span.clone()),
+                values: values.as_ref().map(|v| v.span.clone()),
+            });
+            if let Some(v) = values {
+                c.constants.insert(t, v.values.clone());
+            }
+            define(c, name, t);
+            Ok(())
+        }
+        Statement::Assign { name, expr, .. } => {
+            check_new(c, name)?;
+            let mut counter = 0;
+            let t = expression(c, expr, &name.text, &mut counter, true)?;
+            c.results.push(t);
+            define(c, name, t);
+            Ok(())
+        }
+        Statement::Require { name, spec, .. } => {
+            let t = lookup(c, &name.text, &name.span)?;
+            c.map
+                .requires
+                .push((t.index(), spec.text.clone(), spec.span.clone()));
+            c.graph
+                .require(t, &spec.text)
+                .map_err(|e| graph_error(c, e, &spec.span, Some(spec)))
+        }
+    }
+}
+
+fn lookup(c: &Compiled, name: &str, span: &Span) -> Result<TensorId, ProgramError> {
+    c.names
+        .get(name)
+        .map(|(t, _)| *t)
+        .ok_or_else(|| ProgramError::UnknownName {
+            name: name.to_string(),
+            span: span.clone(),
+        })
+}
+
+/// Applies an operation named after the statement: the root of the
+/// expression gets the statement's name, inner operations `name.1`,
+/// `name.2`, ... in evaluation order.
+fn apply(
+    c: &mut Compiled,
+    kind: OpKind,
+    operands: &[TensorId],
+    span: &Span,
+    base: &str,
+    counter: &mut usize,
+    root: bool,
+) -> Result<TensorId, ProgramError> {
+    let name = if root {
+        base.to_string()
+    } else {
+        *counter += 1;
+        format!("{base}.{counter}")
+    };
+    let t = c
+        .graph
+        .apply_named(&name, kind, operands)
+        .map_err(|e| graph_error(c, e, span, None))?;
+    c.map.ops.push(span.clone());
+    c.map.tensors.push(TensorSite {
+        span: span.clone(),
+        spec: None,
+        values: None,
+    });
+    Ok(t)
+}
+
+fn expression(
+    c: &mut Compiled,
+    e: &Expr,
+    base: &str,
+    counter: &mut usize,
+    root: bool,
+) -> Result<TensorId, ProgramError> {
+    let op = |name: &str| OpKind::Unary(Arc::from(name));
+    match &e.kind {
+        ExprKind::Name(n) => {
+            let t = lookup(c, n, &e.span)?;
+            if root {
+                // `y = x` gives `x` a second name as a copy.
+                apply(c, op("id"), &[t], &e.span, base, counter, root)
+            } else {
+                Ok(t)
+            }
+        }
+        ExprKind::Number(v) => {
+            let t = c
+                .graph
+                .constant(&v.to_string(), "1", 1)
+                .map_err(|err| graph_error(c, err, &e.span, None))?;
+            c.map.tensors.push(TensorSite {
+                span: e.span.clone(),
+                spec: None,
+                values: None,
+            });
+            c.constants.insert(t, vec![*v]);
+            if root {
+                apply(c, op("id"), &[t], &e.span, base, counter, root)
+            } else {
+                Ok(t)
+            }
+        }
+        ExprKind::Neg(inner) => {
+            let a = expression(c, inner, base, counter, false)?;
+            apply(c, op("neg"), &[a], &e.span, base, counter, root)
+        }
+        ExprKind::Binary { op: bin, lhs, rhs } => {
+            let a = expression(c, lhs, base, counter, false)?;
+            let b = expression(c, rhs, base, counter, false)?;
+            let kind = match bin {
+                crate::syntax::BinOp::Compose => OpKind::Compose,
+                other => OpKind::Binary(Arc::from(other.function())),
+            };
+            apply(c, kind, &[a, b], &e.span, base, counter, root)
+        }
+        ExprKind::Call { func, args } => call(c, e, func, args, base, counter, root),
+    }
+}
+
+fn describe_args(args: &[Arg]) -> String {
+    let specs = args.iter().filter(|a| matches!(a, Arg::Spec(_))).count();
+    let tensors = args.len() - specs;
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    match (specs, tensors) {
+        (0, t) => plural(t, "tensor"),
+        (s, t) => format!("{} and {}", plural(s, "spec string"), plural(t, "tensor")),
+    }
+}
+
+fn call(
+    c: &mut Compiled,
+    e: &Expr,
+    func: &Ident,
+    args: &[Arg],
+    base: &str,
+    counter: &mut usize,
+    root: bool,
+) -> Result<TensorId, ProgramError> {
+    let name = func.text.as_str();
+    let takes_spec = matches!(name, "einsum" | "permute");
+    let tensors_taken: &[usize] = if UNARY_FUNCTIONS.contains(&name)
+        || matches!(name, "transpose" | "batch_slice" | "permute")
+    {
+        &[1]
+    } else if BINARY_FUNCTIONS.contains(&name) || name == "compose" {
+        &[2]
+    } else if name == "einsum" {
+        &[1, 2]
+    } else {
+        return Err(ProgramError::UnknownFunction {
+            name: name.to_string(),
+            span: func.span.clone(),
+        });
+    };
+    let bad_args = || {
+        let tensors = match tensors_taken {
+            [1] => "1 tensor".to_string(),
+            [2] => "2 tensors".to_string(),
+            _ => "1 or 2 tensors".to_string(),
+        };
+        ProgramError::Arguments {
+            func: name.to_string(),
+            expected: if takes_spec {
+                format!("a spec string, like \"ij;jk=>ik\", then {tensors}")
+            } else {
+                tensors
+            },
+            given: describe_args(args),
+            span: e.span.clone(),
+        }
+    };
+    let (spec, rest) = match (takes_spec, args.split_first()) {
+        (true, Some((Arg::Spec(s), rest))) => (Some(s), rest),
+        (true, _) => return Err(bad_args()),
+        (false, _) => (None, args),
+    };
+    if !tensors_taken.contains(&rest.len()) || rest.iter().any(|a| matches!(a, Arg::Spec(_))) {
+        return Err(bad_args());
+    }
+    let mut operands = Vec::with_capacity(rest.len());
+    for a in rest {
+        if let Arg::Expr(x) = a {
+            operands.push(expression(c, x, base, counter, false)?);
+        }
+    }
+    let kind = match (name, spec) {
+        (_, Some(s)) => {
+            let parsed = EinsumSpec::parse(&s.text)
+                .map_err(|err| spec_error(format!("{name} \"{}\"", s.text), err, s))?;
+            if parsed.operands.len() != operands.len() {
+                return Err(ProgramError::Arguments {
+                    func: format!("{name} \"{}\"", s.text),
+                    expected: format!(
+                        "{} tensor(s), one per operand of its spec",
+                        parsed.operands.len()
+                    ),
+                    given: describe_args(rest),
+                    span: e.span.clone(),
+                });
+            }
+            OpKind::einsum(parsed)
+        }
+        ("compose", None) => OpKind::Compose,
+        ("transpose", None) => OpKind::Transpose,
+        ("batch_slice", None) => OpKind::BatchSlice,
+        (f, None) if BINARY_FUNCTIONS.contains(&f) => OpKind::Binary(Arc::from(f)),
+        (f, None) => OpKind::Unary(Arc::from(f)),
+    };
+    apply(c, kind, &operands, &e.span, base, counter, root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::parse;
+
+    fn compiled(src: &str) -> Result<Compiled, ProgramError> {
+        compile(&parse(src).map_err(ProgramError::from)?)
+    }
+
+    #[test]
+    fn operations_are_named_after_their_statement() {
+        let src = "input x: 2|3\nparam w\nparam b: 4\ny = relu(w @ x + b)\n";
+        let c = compiled(src).unwrap();
+        let names: Vec<&str> = c
+            .graph
+            .tensor_ids()
+            .map(|t| c.graph.name(t).unwrap())
+            .collect();
+        assert_eq!(names, ["x", "w", "b", "y.1", "y.2", "y"]);
+        let s = c.solve().unwrap();
+        assert_eq!(
+            s.shape(c.tensor("w").unwrap()).unwrap().to_string(),
+            "|3->4"
+        );
+        assert_eq!(
+            s.shape(c.tensor("y").unwrap()).unwrap().to_string(),
+            "2|->4"
+        );
+        assert_eq!(c.results, vec![c.tensor("y").unwrap()]);
+        // The op's span is the expression's.
+        assert_eq!(&src[c.map.op_span(0).unwrap()], "w @ x");
+        assert_eq!(&src[c.map.op_span(2).unwrap()], "relu(w @ x + b)");
+    }
+
+    #[test]
+    fn einsum_permute_transpose_and_slices() {
+        let src = "input a: 5|2,3\ninput b: 5|3,4\nm = einsum(\"...|ij;jk=>...|ik\", a, b)\n\
+                   t = permute(\"...|ik=>...|ki\", m)\nr = einsum(\"...|ki=>...|k\", t)\n\
+                   s = batch_slice(r)\nu = transpose(s)\n";
+        let c = compiled(src).unwrap();
+        let s = c.solve().unwrap();
+        let shape = |n: &str| s.shape(c.tensor(n).unwrap()).unwrap().to_string();
+        assert_eq!(shape("m"), "5|->2, 4");
+        assert_eq!(shape("t"), "5|->4, 2");
+        assert_eq!(shape("r"), "5|->4");
+        assert_eq!(shape("s"), "|->4");
+        assert_eq!(shape("u"), "|4->");
+    }
+
+    #[test]
+    fn literals_and_constants_carry_values() {
+        let c = compiled("const k: 2 = [1, 2]\ny = k * 0.5\nz = y\n").unwrap();
+        assert_eq!(c.constants[&c.tensor("k").unwrap()], vec![1.0, 2.0]);
+        assert!(c.constants.values().any(|v| v == &vec![0.5]));
+        let s = c.solve().unwrap();
+        assert_eq!(s.shape(c.tensor("z").unwrap()).unwrap().to_string(), "|->2");
+    }
+
+    #[test]
+    fn name_and_call_errors() {
+        let e = compiled("y = relu(x)\n").unwrap_err();
+        assert!(
+            matches!(&e, ProgramError::UnknownName { name, span } if name == "x" && *span == (9..10))
+        );
+        let e = compiled("input x: 2\nx = relu(x)\n").unwrap_err();
+        assert!(matches!(&e, ProgramError::Redefined { previous, .. } if *previous == (6..7)));
+        let e = compiled("input x: 2\ny = sigmoid(x)\n").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("unknown function `sigmoid`; the functions are id, neg"));
+        let e = compiled("input x: 2\ny = einsum(x, x)\n").unwrap_err();
+        assert_eq!(e.to_string(), "`einsum` takes a spec string, like \"ij;jk=>ik\", then 1 or 2 tensors, but was given 2 tensors");
+        let e = compiled("input x: 2\ny = permute(\"ij;jk=>ik\", x)\n").unwrap_err();
+        assert_eq!(e.kind(), "arguments");
+    }
+
+    #[test]
+    fn spec_errors_point_into_the_text() {
+        let src = "input x: 2|3|4\n";
+        let e = compiled(src).unwrap_err();
+        assert_eq!(e.kind(), "spec");
+        assert_eq!(&src[e.span().unwrap()], "|");
+        assert_eq!(e.span().unwrap(), 12..13);
+        let src = "input x: 2,3\ny = permute(\"ij=>iz\", x)\n";
+        let e = compiled(src).unwrap_err();
+        assert_eq!(&src[e.span().unwrap()], "z");
+    }
+
+    #[test]
+    fn shape_errors_name_where_each_fact_came_from() {
+        let src = "input x: 8|784\nparam w\nh = w @ x\ninput z: 8|100\ny = w @ z\n";
+        let e = compiled(src).unwrap_err();
+        assert_eq!(e.kind(), "dim_mismatch");
+        assert_eq!(e.op(), Some("compose"));
+        let ProgramError::Graph { primary, notes, .. } = &e else {
+            panic!("{e:?}")
+        };
+        let primary = primary.as_ref().unwrap();
+        assert_eq!(&src[primary.span.clone()], "w @ z");
+        assert_eq!(primary.text, "784 cannot broadcast from 100 at axis -1");
+        let placed: Vec<&str> = notes.iter().map(|n| &src[n.span.clone()]).collect();
+        assert_eq!(placed, ["784", "100"]);
+        assert_eq!(Compiled::line_of(src, notes[1].span.start), 4);
+    }
+}

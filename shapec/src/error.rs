@@ -1,0 +1,206 @@
+//! What can go wrong: in a program (located in its text) and around it
+//! (files, data, backends).
+
+use std::path::PathBuf;
+
+use shape_solver::{GraphError, ShapeError};
+
+use crate::npy::NpyError;
+use crate::syntax::{Span, SyntaxError};
+
+/// A labelled place in the program text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// Where.
+    pub span: Span,
+    /// What it says there.
+    pub text: String,
+}
+
+/// An error located in a program's text.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    /// The text does not parse.
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    /// A name that no statement above defines.
+    #[error("unknown tensor `{name}`: no statement above defines it")]
+    UnknownName {
+        /// The name.
+        name: String,
+        /// Where it is used.
+        span: Span,
+    },
+    /// A name defined twice.
+    #[error("`{name}` is already defined; every tensor is defined once (pick a new name)")]
+    Redefined {
+        /// The name.
+        name: String,
+        /// The second definition.
+        span: Span,
+        /// The first.
+        previous: Span,
+    },
+    /// A call of a function the language does not have.
+    #[error("unknown function `{name}`; the functions are {}", crate::compile::function_names().join(", "))]
+    UnknownFunction {
+        /// The name.
+        name: String,
+        /// Where.
+        span: Span,
+    },
+    /// A call with the wrong kind or number of arguments.
+    #[error("`{func}` takes {expected}, but was given {given}")]
+    Arguments {
+        /// The function.
+        func: String,
+        /// What it takes.
+        expected: String,
+        /// What it was given.
+        given: String,
+        /// The call.
+        span: Span,
+    },
+    /// A malformed shape spec or einsum spec.
+    #[error("invalid spec in {context}: expected {}, found {}", error.expected, error.found)]
+    Spec {
+        /// What the spec is for.
+        context: String,
+        /// The spec parser's error (its span is relative to the spec).
+        error: Box<shape_core::SpecError>,
+        /// The offending bytes in the program text.
+        span: Span,
+    },
+    /// A failure of the shape solver or the graph: conflicting shapes,
+    /// wrong operand counts, constants that do not fit their shapes.
+    #[error("{error}")]
+    Graph {
+        /// The solver's error, which names the operation, tensors, rows
+        /// and axes, and where each conflicting fact came from.
+        error: Box<GraphError>,
+        /// The operation the error showed up in, by name.
+        op: Option<String>,
+        /// Where the error showed up, when it can be placed.
+        primary: Option<Note>,
+        /// Where the facts it involves came from.
+        notes: Vec<Note>,
+    },
+    /// Running the program failed.
+    #[error("{message}")]
+    Run {
+        /// What went wrong.
+        message: String,
+        /// The operation that failed, by name.
+        op: Option<String>,
+        /// Its place.
+        span: Option<Span>,
+    },
+}
+
+impl ProgramError {
+    /// A stable machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProgramError::Syntax(_) => "syntax",
+            ProgramError::UnknownName { .. } => "unknown_name",
+            ProgramError::Redefined { .. } => "redefined",
+            ProgramError::UnknownFunction { .. } => "unknown_function",
+            ProgramError::Arguments { .. } => "arguments",
+            ProgramError::Spec { .. } => "spec",
+            ProgramError::Graph { error, .. } => graph_error_kind(error),
+            ProgramError::Run { .. } => "run",
+        }
+    }
+
+    /// The operation the error is about, if any.
+    pub fn op(&self) -> Option<&str> {
+        match self {
+            ProgramError::Graph { op, .. } | ProgramError::Run { op, .. } => op.as_deref(),
+            ProgramError::Arguments { func, .. } => Some(func),
+            _ => None,
+        }
+    }
+
+    /// The main place of the error in the text.
+    pub fn span(&self) -> Option<Span> {
+        match self {
+            ProgramError::Syntax(e) => Some(e.span.clone()),
+            ProgramError::UnknownName { span, .. }
+            | ProgramError::Redefined { span, .. }
+            | ProgramError::UnknownFunction { span, .. }
+            | ProgramError::Arguments { span, .. }
+            | ProgramError::Spec { span, .. } => Some(span.clone()),
+            ProgramError::Graph { primary, .. } => primary.as_ref().map(|n| n.span.clone()),
+            ProgramError::Run { span, .. } => span.clone(),
+        }
+    }
+}
+
+/// The kind name of a graph error: the solver's own for shape errors.
+fn graph_error_kind(e: &GraphError) -> &'static str {
+    match e {
+        GraphError::Shape(s) => ShapeError::kind(s),
+        GraphError::Spec { .. } => "spec",
+        GraphError::Arity { .. } => "arity",
+        GraphError::Constant { .. } => "constant",
+        GraphError::Unsupported { .. } => "unsupported",
+        _ => "graph",
+    }
+}
+
+/// Any failure of a `shapec` command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An error in the program, to be shown with its text.
+    #[error(transparent)]
+    Program(#[from] ProgramError),
+    /// A malformed or unsupported `.npy` file.
+    #[error("{}: {source}", path.display())]
+    Npy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: NpyError,
+    },
+    /// Data given on the command line that does not fit the program.
+    #[error("{0}")]
+    Data(String),
+    /// The chosen backend cannot run here.
+    #[error("{0}")]
+    Backend(String),
+    /// `shapec broadcast` was given shapes that do not broadcast, or that
+    /// it cannot read.
+    #[error("{0}")]
+    Broadcast(String),
+}
+
+impl CliError {
+    /// A stable machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CliError::Read { .. } => "read",
+            CliError::Write { .. } => "write",
+            CliError::Program(e) => e.kind(),
+            CliError::Npy { .. } => "npy",
+            CliError::Data(_) => "data",
+            CliError::Backend(_) => "backend",
+            CliError::Broadcast(_) => "broadcast",
+        }
+    }
+}

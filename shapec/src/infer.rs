@@ -1,0 +1,263 @@
+//! What `shapec infer` prints: every tensor's solved shape, as text or
+//! JSON, each operation's projections, the provenance of a tensor's
+//! dims, and the operation graph as Graphviz DOT.
+
+use std::fmt::Write;
+
+use serde_json::{json, Map, Value};
+use shape_core::{RowKind, SolvedShape};
+use shape_solver::{AxisIndex, OpId, OpKind, Origin, SolvedGraph, TensorId, TensorKind};
+
+use crate::compile::Compiled;
+use crate::error::CliError;
+
+/// How an operation reads in a program: `compose(w, x)`,
+/// `einsum("ij;jk=>ik", a, b)`.
+pub fn describe_op(compiled: &Compiled, op: OpId) -> String {
+    let g = &compiled.graph;
+    let Some((kind, operands, _)) = g.op(op) else {
+        return format!("op #{}", op.index());
+    };
+    let mut args: Vec<String> = operands
+        .iter()
+        .map(|&t| g.name(t).unwrap_or("?").to_string())
+        .collect();
+    let func = match kind {
+        OpKind::Einsum(e) => {
+            args.insert(0, format!("\"{}\"", e.spec()));
+            if operands.len() == 1 {
+                "permute".to_string()
+            } else {
+                "einsum".to_string()
+            }
+        }
+        other => other.name().to_string(),
+    };
+    format!("{func}({})", args.join(", "))
+}
+
+/// The left-hand side of a tensor's line: `input x`, `y = relu(y.1)`.
+pub fn describe_tensor(compiled: &Compiled, t: TensorId) -> String {
+    let g = &compiled.graph;
+    let name = g.name(t).unwrap_or("?");
+    match g.kind(t) {
+        Ok(TensorKind::Input) => format!("input {name}"),
+        Ok(TensorKind::Parameter) => format!("param {name}"),
+        Ok(TensorKind::Constant) => format!("const {name}"),
+        Ok(TensorKind::Result(op)) => format!("{name} = {}", describe_op(compiled, op)),
+        Err(_) => name.to_string(),
+    }
+}
+
+fn located(compiled: &Compiled) -> impl Fn(shape_solver::GraphError) -> CliError + '_ {
+    move |e| CliError::Program(compiled.map.locate(e, None))
+}
+
+/// Every tensor, one per line, in program order, with its solved shape.
+pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, CliError> {
+    let mut lines = Vec::new();
+    for t in compiled.graph.tensor_ids() {
+        let shape = solved.shape(t).map_err(located(compiled))?;
+        lines.push((describe_tensor(compiled, t), shape.to_string()));
+    }
+    let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    Ok(lines
+        .into_iter()
+        .map(|(l, s)| format!("{l:<width$} : {s}\n"))
+        .collect())
+}
+
+/// The JSON form of a shape: `{"batch": [..], "input": [..], "output": [..]}`.
+pub fn shape_json(shape: &SolvedShape) -> Value {
+    json!({
+        "batch": shape.sizes(RowKind::Batch),
+        "input": shape.sizes(RowKind::Input),
+        "output": shape.sizes(RowKind::Output),
+    })
+}
+
+/// `{"tensors": {NAME: {"batch": [..], "input": [..], "output": [..]}}}`.
+pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, CliError> {
+    let mut tensors = Map::new();
+    for t in compiled.graph.tensor_ids() {
+        let shape = solved.shape(t).map_err(located(compiled))?;
+        let name = compiled.graph.name(t).map_err(located(compiled))?;
+        tensors.insert(name.to_string(), shape_json(shape));
+    }
+    Ok(json!({ "tensors": tensors }))
+}
+
+/// Where an origin is in the program, as ` (line N)`, or nothing.
+fn at_line(compiled: &Compiled, source: &str, origin: &Origin, axis: Option<u32>) -> String {
+    compiled
+        .map
+        .origin_span(origin, axis)
+        .map(|s| format!(" (line {})", Compiled::line_of(source, s.start)))
+        .unwrap_or_default()
+}
+
+/// Why each of a tensor's dims has its size: the declaration, operation or
+/// default that fixed it, and the constraints that carried it there.
+pub fn explain(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    source: &str,
+    name: &str,
+) -> Result<String, CliError> {
+    let t = compiled.tensor(name).ok_or_else(|| {
+        CliError::Data(format!(
+            "--explain {name}: the program names no tensor `{name}`"
+        ))
+    })?;
+    let shape = solved.shape(t).map_err(located(compiled))?;
+    let mut out = format!("{name}: {shape}\n");
+    let mut any = false;
+    for kind in RowKind::ALL {
+        for axis in 0..shape.row(kind).len() {
+            any = true;
+            let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
+            let place = match p.source_axis {
+                Some(a) => format!("{} at axis -{}", p.source, a + 1),
+                None => p.source.to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  {kind} axis {axis} = {}: from {place}{}",
+                p.value,
+                at_line(compiled, source, &p.source, p.source_axis)
+            );
+            for via in &p.via {
+                if **via != *p.source {
+                    let _ = writeln!(
+                        out,
+                        "      via {via}{}",
+                        at_line(compiled, source, via, None)
+                    );
+                }
+            }
+        }
+    }
+    if !any {
+        out.push_str("  (no axes)\n");
+    }
+    Ok(out)
+}
+
+fn index_text(a: &AxisIndex, kinds: &[shape_core::IterKind]) -> String {
+    match a {
+        AxisIndex::Iterator(i) => match kinds.get(*i) {
+            Some(shape_core::IterKind::Reduction) => format!("r{i}"),
+            _ => format!("i{i}"),
+        },
+        AxisIndex::Fixed(k) => k.to_string(),
+        AxisIndex::Slice => "s".to_string(),
+    }
+}
+
+/// Each operation's loop iterators and how they index the result and the
+/// operands (axes in memory order: batch, output, input). `iN` is a
+/// parallel iterator, `rN` a reduction, a number a fixed index, `s` the
+/// batch-slice index.
+pub fn projections_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, CliError> {
+    let g = &compiled.graph;
+    let mut out = String::new();
+    for op in g.op_ids() {
+        let Some((_, operands, result)) = g.op(op) else {
+            continue;
+        };
+        let p = solved.projections(op).map_err(located(compiled))?;
+        let name = |t: TensorId| g.name(t).unwrap_or("?").to_string();
+        let indexed = |t: TensorId, axes: &[AxisIndex]| {
+            let ix: Vec<String> = axes.iter().map(|a| index_text(a, &p.kinds)).collect();
+            format!("{}[{}]", name(t), ix.join(", "))
+        };
+        let sizes: Vec<String> = p
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{}={s}", index_text(&AxisIndex::Iterator(i), &p.kinds)))
+            .collect();
+        let reads: Vec<String> = operands
+            .iter()
+            .zip(&p.operands)
+            .map(|(&t, axes)| indexed(t, axes))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{} = {}\n  iterators: {}\n  {} <- {}",
+            name(result),
+            describe_op(compiled, op),
+            if sizes.is_empty() {
+                "none".to_string()
+            } else {
+                sizes.join(" ")
+            },
+            indexed(result, &p.result),
+            reads.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// The operation graph in Graphviz DOT: inputs, parameters and constants
+/// are boxes, operations ellipses, and every edge carries the tensor that
+/// flows along it with its solved shape; results no operation reads end
+/// in a double box.
+pub fn dot(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, CliError> {
+    let g = &compiled.graph;
+    let mut out = String::from("digraph program {\n  rankdir=LR;\n  node [fontname=\"monospace\"];\n  edge [fontname=\"monospace\"];\n");
+    let mut readers: Vec<Vec<OpId>> = vec![Vec::new(); g.num_tensors()];
+    for op in g.op_ids() {
+        if let Some((_, operands, _)) = g.op(op) {
+            for t in operands {
+                readers[t.index()].push(op);
+            }
+        }
+    }
+    for t in g.tensor_ids() {
+        let name = g.name(t).map_err(located(compiled))?;
+        let shape = solved.shape(t).map_err(located(compiled))?;
+        let edge_label = dot_escape(&format!("{name}: {shape}"));
+        let from = match g.kind(t).map_err(located(compiled))? {
+            TensorKind::Result(op) => {
+                let _ = writeln!(
+                    out,
+                    "  op{} [label=\"{}\", shape=ellipse];",
+                    op.index(),
+                    dot_escape(&describe_op(compiled, op))
+                );
+                format!("op{}", op.index())
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "  t{} [label=\"{}\", shape=box];",
+                    t.index(),
+                    dot_escape(&describe_tensor(compiled, t))
+                );
+                format!("t{}", t.index())
+            }
+        };
+        for op in &readers[t.index()] {
+            let _ = writeln!(
+                out,
+                "  {from} -> op{} [label=\"{edge_label}\"];",
+                op.index()
+            );
+        }
+        if readers[t.index()].is_empty() && g.producer(t).is_some() {
+            let _ = writeln!(
+                out,
+                "  out{i} [label=\"{}\", shape=box, peripheries=2];\n  {from} -> out{i} [label=\"{edge_label}\"];",
+                dot_escape(name),
+                i = t.index()
+            );
+        }
+    }
+    out.push_str("}\n");
+    Ok(out)
+}

@@ -1,0 +1,215 @@
+//! The text program language: its syntax tree and parser.
+//!
+//! A program is a sequence of statements, one per line; `#` starts a
+//! comment. See `docs/program-language.md` for the reference.
+//!
+//! ```
+//! use shapec::syntax::{parse, Statement};
+//! let program = parse("input x: 4|8\nparam w\ny = relu(w @ x)  # a layer\n").unwrap();
+//! assert_eq!(program.statements.len(), 3);
+//! assert!(matches!(&program.statements[2], Statement::Assign { name, .. } if name.text == "y"));
+//! ```
+
+mod parse;
+
+use std::fmt;
+use std::ops::Range;
+
+pub use parse::{parse, SyntaxError};
+
+/// A byte range in the program text.
+pub type Span = Range<usize>;
+
+/// A name with its place in the text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    /// The name.
+    pub text: String,
+    /// Where it is.
+    pub span: Span,
+}
+
+/// Spec text (a shape spec or an einsum spec) with its place in the text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecText {
+    /// The spec, exactly as written (without quotes).
+    pub text: String,
+    /// Where the spec's first byte is, and its end.
+    pub span: Span,
+}
+
+/// What a declaration declares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclKind {
+    /// `input`: data given when the program runs.
+    Input,
+    /// `param`: a learned value; its shape may be left to inference.
+    Param,
+    /// `const`: values written in the program.
+    Const,
+}
+
+impl DeclKind {
+    /// The keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            DeclKind::Input => "input",
+            DeclKind::Param => "param",
+            DeclKind::Const => "const",
+        }
+    }
+}
+
+/// A constant's values, as written in `[...]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Values {
+    /// The values.
+    pub values: Vec<f32>,
+    /// Where the list is, brackets included.
+    pub span: Span,
+}
+
+/// One statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Statement {
+    /// `input NAME: SPEC`, `param NAME`, `param NAME: SPEC`,
+    /// `const NAME: SPEC = [v, ...]`.
+    Declare {
+        /// What is declared.
+        kind: DeclKind,
+        /// The tensor's name.
+        name: Ident,
+        /// Its (partial) shape, if given.
+        spec: Option<SpecText>,
+        /// A constant's values.
+        values: Option<Values>,
+        /// The whole statement.
+        span: Span,
+    },
+    /// `NAME = EXPR`.
+    Assign {
+        /// The name given to the result.
+        name: Ident,
+        /// The expression.
+        expr: Expr,
+        /// The whole statement.
+        span: Span,
+    },
+    /// `require NAME: SPEC`.
+    Require {
+        /// The tensor.
+        name: Ident,
+        /// The shape it must have.
+        spec: SpecText,
+        /// The whole statement.
+        span: Span,
+    },
+}
+
+/// An infix operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`: pointwise `add`.
+    Add,
+    /// `-`: pointwise `sub`.
+    Sub,
+    /// `*`: pointwise `mul`.
+    Mul,
+    /// `/`: pointwise `div`.
+    Div,
+    /// `@`: `compose` (matrix product: the right operand's outputs feed
+    /// the left operand's inputs).
+    Compose,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Compose => "@",
+        }
+    }
+
+    /// The function the operator stands for.
+    pub fn function(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Compose => "compose",
+        }
+    }
+}
+
+impl fmt::Display for BinOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.symbol())
+    }
+}
+
+/// An expression with its place in the text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Where it is.
+    pub span: Span,
+}
+
+/// The kinds of expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A tensor by name.
+    Name(String),
+    /// A number: a one-element constant that broadcasts.
+    Number(f32),
+    /// `-e`: pointwise `neg`.
+    Neg(Box<Expr>),
+    /// `a OP b`.
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// The left operand.
+        lhs: Box<Expr>,
+        /// The right operand.
+        rhs: Box<Expr>,
+    },
+    /// `f(args)`.
+    Call {
+        /// The function.
+        func: Ident,
+        /// Its arguments.
+        args: Vec<Arg>,
+    },
+}
+
+/// A function argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// A tensor expression.
+    Expr(Expr),
+    /// A quoted spec string, such as `"ij;jk=>ik"`.
+    Spec(SpecText),
+}
+
+impl Arg {
+    /// Where the argument is.
+    pub fn span(&self) -> Span {
+        match self {
+            Arg::Expr(e) => e.span.clone(),
+            Arg::Spec(s) => s.span.clone(),
+        }
+    }
+}
+
+/// A parsed program.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Program {
+    /// The statements in order.
+    pub statements: Vec<Statement>,
+}

@@ -1,0 +1,486 @@
+//! Runs the `shapec` binary on the programs under `tests/programs/` and
+//! the shipped examples, and checks its output: snapshots of what a person
+//! reads (insta), exact JSON schemas, exact `.npy` bytes, and values.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+fn programs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+struct Output {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `shapec` in `dir` (so diagnostics show short file names).
+fn shapec_in(dir: &Path, args: &[&str]) -> Output {
+    shapec_env(dir, args, &[])
+}
+
+/// Runs `shapec` in `dir` with extra environment variables.
+fn shapec_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_shapec"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
+        .output()
+        .expect("the shapec binary runs");
+    Output {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+fn shapec(args: &[&str]) -> Output {
+    shapec_in(&programs(), args)
+}
+
+fn json_of(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// A scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// A `.npy` file as NumPy writes it for a little-endian f32 C-order array,
+/// built here byte by byte (independently of shapec's writer).
+fn numpy_f32(shape: &str, values: &[f32]) -> Vec<u8> {
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    let header_len = 128 - 10; // every header here fits in 128 bytes
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(header_len as u16).to_le_bytes());
+    b.extend_from_slice(dict.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', header_len - dict.len() - 1));
+    b.push(b'\n');
+    for v in values {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+// ---- infer -------------------------------------------------------------
+
+#[test]
+fn infer_mlp_example() {
+    let out = shapec_in(&examples(), &["infer", "mlp.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("param w1               : |8->16\n"));
+    assert!(out.stdout.contains("param w3               : |12->3\n"));
+    insta::assert_snapshot!("infer_mlp", out.stdout);
+}
+
+#[test]
+fn infer_attention_example() {
+    let out = shapec_in(&examples(), &["infer", "attention.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("param wo  "));
+    assert!(out.stdout.contains(": |->4, 8\n"));
+    insta::assert_snapshot!("infer_attention", out.stdout);
+}
+
+#[test]
+fn infer_projections_and_explain() {
+    let out = shapec(&[
+        "infer",
+        "matmul.shape",
+        "--projections",
+        "--explain",
+        "y",
+        "--explain",
+        "wt",
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("y.1[i0] <- w[i0, r1], x[r1]")
+            || out.stdout.contains("y[i0] <- w[i0, r1], x[r1]")
+    );
+    insta::assert_snapshot!("infer_projections_explain", out.stdout);
+}
+
+#[test]
+fn infer_dot() {
+    let out = shapec(&["infer", "matmul.shape", "--dot"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("digraph program {\n"));
+    assert!(out.stdout.contains("t1 -> op0 [label=\"x: |->2\"];"));
+    insta::assert_snapshot!("infer_dot", out.stdout);
+}
+
+#[test]
+fn infer_json_schema() {
+    let out = shapec(&["infer", "matmul.shape", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    let obj = v.as_object().unwrap();
+    assert_eq!(obj.keys().collect::<Vec<_>>(), ["tensors"]);
+    let tensors = v["tensors"].as_object().unwrap();
+    let mut names: Vec<&str> = tensors.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["2", "w", "wt", "x", "y", "z", "z.1"]);
+    for (name, t) in tensors {
+        let mut keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["batch", "input", "output"], "{name}");
+        for k in keys {
+            assert!(
+                t[k].as_array().unwrap().iter().all(Value::is_u64),
+                "{name}.{k}"
+            );
+        }
+    }
+    assert_eq!(
+        tensors["w"],
+        json!({"batch": [], "input": [2], "output": [3]})
+    );
+    assert_eq!(
+        tensors["y"],
+        json!({"batch": [], "input": [], "output": [3]})
+    );
+    assert_eq!(
+        tensors["wt"],
+        json!({"batch": [], "input": [3], "output": [2]})
+    );
+    assert_eq!(
+        tensors["2"],
+        json!({"batch": [], "input": [], "output": [1]})
+    );
+}
+
+#[test]
+fn infer_json_error_schema() {
+    let out = shapec(&["infer", "errors/dim_mismatch.shape", "--json"]);
+    assert_eq!(out.status, 1);
+    assert_eq!(out.stderr, "");
+    let v = json_of(&out.stdout);
+    assert_eq!(v.as_object().unwrap().keys().collect::<Vec<_>>(), ["error"]);
+    let e = v["error"].as_object().unwrap();
+    let mut keys: Vec<&str> = e.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["kind", "line", "message", "op"]);
+    assert_eq!(e["kind"], "dim_mismatch");
+    assert_eq!(e["op"], "compose");
+    assert_eq!(e["line"], 6);
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("size mismatch in `y = compose(w, z)` (op #1)"));
+
+    // Errors without an operation or a place have nulls.
+    let out = shapec(&["infer", "no-such-file.shape", "--json"]);
+    assert_eq!(out.status, 1);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["error"]["kind"], "read");
+    assert_eq!(v["error"]["op"], Value::Null);
+    assert_eq!(v["error"]["line"], Value::Null);
+    let out = shapec(&["infer", "errors/syntax.shape", "--json"]);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        (v["error"]["kind"].as_str(), v["error"]["line"].as_u64()),
+        (Some("syntax"), Some(2))
+    );
+}
+
+// ---- every error kind's diagnostic ---------------------------------------
+
+#[test]
+fn error_diagnostics() {
+    let kinds = [
+        "syntax",
+        "unknown_name",
+        "redefined",
+        "unknown_function",
+        "arguments",
+        "spec",
+        "dim_mismatch",
+        "label_mismatch",
+        "axis_count_mismatch",
+        "total_elems",
+        "underdetermined",
+        "nothing_to_slice",
+        "infinite_axes",
+        "constant",
+    ];
+    for kind in kinds {
+        let file = format!("errors/{kind}.shape");
+        let out = shapec(&["infer", &file]);
+        assert_eq!(out.status, 1, "{kind}");
+        assert_eq!(out.stdout, "", "{kind}");
+        assert!(
+            out.stderr.starts_with(&format!("error[{kind}]: ")),
+            "{}",
+            out.stderr
+        );
+        insta::assert_snapshot!(format!("error_{kind}"), out.stderr);
+    }
+}
+
+#[test]
+fn error_run() {
+    let out = shapec(&["run", "errors/run.shape", "--backend", "cpu"]);
+    assert_eq!(out.status, 1);
+    insta::assert_snapshot!("error_run", out.stderr);
+}
+
+#[test]
+fn errors_outside_programs() {
+    let missing = shapec(&["infer", "no-such-file.shape"]);
+    assert_eq!(missing.status, 1);
+    insta::assert_snapshot!("error_read", missing.stderr);
+
+    let dir = scratch("errors_outside_programs");
+    std::fs::write(dir.join("bad.npy"), b"not numpy").unwrap();
+    std::fs::write(dir.join("wrong.npy"), numpy_f32("(3,)", &[1.0, 2.0, 3.0])).unwrap();
+    let prog = programs().join("matmul.shape");
+    let prog = prog.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", prog, "--backend", "cpu"];
+        args.extend_from_slice(extra);
+        shapec_in(&dir, &args)
+    };
+    let bad = run(&["--input", "x=bad.npy"]);
+    assert_eq!(bad.status, 1);
+    insta::assert_snapshot!("error_npy", bad.stderr);
+    let wrong = run(&["--input", "x=wrong.npy"]);
+    insta::assert_snapshot!("error_data_shape", wrong.stderr);
+    let unknown = run(&["--input", "q=wrong.npy"]);
+    assert_eq!(
+        unknown.stderr,
+        "error[data]: --input q=...: the program has no input or parameter `q`\n\n"
+    );
+    let computed = run(&["--input", "y=wrong.npy"]);
+    assert!(computed.stderr.contains("`y` is computed by the program"));
+    // A machine with no adapter: WGPU_BACKEND that names no backend.
+    let wgpu = shapec_env(
+        &programs(),
+        &["run", "matmul.shape", "--backend", "wgpu"],
+        &[("WGPU_BACKEND", "none")],
+    );
+    assert_eq!(wgpu.status, 1);
+    insta::assert_snapshot!("error_backend", wgpu.stderr);
+    std::fs::write(dir.join("blocker"), b"a file, not a directory").unwrap();
+    let write = run(&["--out", "blocker"]);
+    assert_eq!(write.status, 1);
+    insta::assert_snapshot!("error_write", write.stderr);
+    let usage = shapec(&["run", "matmul.shape", "--input", "x"]);
+    assert_eq!(usage.status, 2);
+    assert!(usage.stderr.contains("expected NAME=PATH"));
+}
+
+// ---- run and diff ----------------------------------------------------------
+
+#[test]
+fn run_reads_and_writes_npy() {
+    let dir = scratch("run_reads_and_writes_npy");
+    // w is 3x2 in memory order (its output axis, then its input axis).
+    std::fs::write(
+        dir.join("w.npy"),
+        numpy_f32("(3, 2)", &[1., 2., 3., 4., 5., 6.]),
+    )
+    .unwrap();
+    std::fs::write(dir.join("x.npy"), numpy_f32("(2,)", &[1., 1.])).unwrap();
+    let prog = programs().join("matmul.shape");
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            prog.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--input",
+            "w=w.npy",
+            "--input",
+            "x=x.npy",
+            "--out",
+            "results",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stderr, "");
+    assert_eq!(
+        out.stdout,
+        "backend: cpu (coalesced)\n\
+         input w : |2->3 <- w.npy\n\
+         input x : |->2 <- x.npy\n\
+         const 2 : |->1 <- the program\n\
+         y : |->3 = [3, 7, 11]\n\
+         z : |->3 = [-6, -14, -22]\n\
+         wt : |3->2 = [1, 3, 5, 2, 4, 6]\n\
+         wrote 3 result(s) to results\n"
+    );
+    let read = |name: &str| std::fs::read(dir.join("results").join(name)).unwrap();
+    assert_eq!(read("y.npy"), numpy_f32("(3,)", &[3., 7., 11.]));
+    assert_eq!(read("z.npy"), numpy_f32("(3,)", &[-6., -14., -22.]));
+    assert_eq!(
+        read("wt.npy"),
+        numpy_f32("(2, 3)", &[1., 3., 5., 2., 4., 6.])
+    );
+}
+
+#[test]
+fn run_with_seeded_data_is_reproducible() {
+    let a = shapec_in(
+        &examples(),
+        &["run", "mlp.shape", "--backend", "cpu", "--seed", "3"],
+    );
+    let b = shapec_in(
+        &examples(),
+        &["run", "mlp.shape", "--backend", "cpu", "--seed", "3"],
+    );
+    let c = shapec_in(
+        &examples(),
+        &["run", "mlp.shape", "--backend", "cpu", "--seed", "4"],
+    );
+    assert_eq!(a.status, 0, "{}", a.stderr);
+    assert_eq!(a.stdout, b.stdout);
+    assert_ne!(a.stdout, c.stdout);
+    assert!(a
+        .stdout
+        .contains("param w3 : |12->3 <- random values (seed 3)\n"));
+    assert!(a.stdout.contains("y : 4|->3 = ["));
+}
+
+#[test]
+fn run_auto_says_which_backend_ran() {
+    // Without an adapter, `auto` (the default) runs on the CPU and says why.
+    let out = shapec_env(
+        &programs(),
+        &["run", "matmul.shape"],
+        &[("WGPU_BACKEND", "none")],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "note: --backend auto: no GPU adapter: WGPU_BACKEND=\"none\" names no backend"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.ends_with("; running on the CPU\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.starts_with("backend: cpu (coalesced)\n"));
+}
+
+#[test]
+fn run_on_wgpu_gives_the_cpu_values_where_an_adapter_exists() {
+    let gpu = shapec(&["run", "matmul.shape", "--backend", "wgpu"]);
+    let required = std::env::var("SHAPE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    if gpu.status != 0 && !required {
+        assert!(gpu.stderr.contains("no GPU adapter"), "{}", gpu.stderr);
+        return;
+    }
+    assert_eq!(gpu.status, 0, "{}", gpu.stderr);
+    assert!(gpu.stdout.starts_with("backend: wgpu: "), "{}", gpu.stdout);
+    let cpu = shapec(&["run", "matmul.shape", "--backend", "cpu"]);
+    // Same shapes and values (small integers: exact on every device).
+    let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&gpu.stdout), body(&cpu.stdout));
+}
+
+#[test]
+fn diff_compares_against_the_reference() {
+    let out = shapec_in(
+        &examples(),
+        &["diff", "attention.shape", "--backend", "cpu"],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[0], "reference: cpu (reference)");
+    assert_eq!(lines[1], "compared:  cpu (coalesced)");
+    // q, k, v, o: 2x5x4 each; scores, p, attn: 2x5x5; z: 2x5x1; y: 2x5x8.
+    assert_eq!(lines[2], "elements:  400 in 9 result(s)");
+    // The two CPU paths are bit-identical.
+    assert!(
+        lines[3].starts_with("largest absolute difference: 0 at "),
+        "{}",
+        lines[3]
+    );
+    assert!(
+        lines[4].starts_with("largest relative difference: 0 at "),
+        "{}",
+        lines[4]
+    );
+}
+
+#[test]
+fn attention_softmax_rows_sum_to_one() {
+    let dir = scratch("attention_softmax_rows_sum_to_one");
+    let prog = examples().join("attention.shape");
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            prog.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--out",
+            ".",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let read = |name: &str| shapec::npy::read(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+    let (p, z, attn) = (read("p.npy"), read("z.npy"), read("attn.npy"));
+    assert_eq!(attn.shape, vec![2, 5, 5]);
+    assert_eq!(z.shape, vec![2, 5, 1]);
+    for (row, (prow, zrow)) in attn.data.chunks(5).zip(p.data.chunks(5).zip(&z.data)) {
+        let sum: f32 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{row:?} sums to {sum}");
+        assert!((prow.iter().sum::<f32>() - zrow).abs() < 1e-4 * zrow);
+        assert!(row.iter().all(|&a| a > 0.0));
+    }
+}
+
+// ---- broadcast -------------------------------------------------------------
+
+#[test]
+fn broadcast_text_and_json() {
+    let ok = shapec(&["broadcast", "5,2,1", "2,3"]);
+    assert_eq!((ok.status, ok.stdout.as_str()), (0, "(5, 2, 3)\n"));
+    let empty = shapec(&["broadcast", "", "()"]);
+    assert_eq!((empty.status, empty.stdout.as_str()), (0, "()\n"));
+    let one = shapec(&["broadcast", "()", "7"]);
+    assert_eq!(one.stdout, "(7,)\n");
+
+    let v = json_of(&shapec(&["broadcast", "8,1,6,1", "7,1,5", "--json"]).stdout);
+    assert_eq!(v, json!({"shape": [8, 7, 6, 5]}));
+    let v = json_of(&shapec(&["broadcast", "()", "--json"]).stdout);
+    assert_eq!(v, json!({"shape": []}));
+
+    let bad = shapec(&["broadcast", "2,3", "4", "--json"]);
+    assert_eq!(bad.status, 1);
+    assert_eq!(
+        json_of(&bad.stdout),
+        json!({"error": {"message": "shapes (2, 3) and (4,) do not broadcast: at axis -1, sizes 3 and 4 differ and neither is 1"}})
+    );
+    let bad = shapec(&["broadcast", "2,x", "--json"]);
+    assert_eq!(bad.status, 1);
+    assert_eq!(
+        json_of(&bad.stdout)["error"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["message"]
+    );
+    let text = shapec(&["broadcast", "2,3", "4"]);
+    assert_eq!(text.status, 1);
+    insta::assert_snapshot!("broadcast_error", text.stderr);
+}
