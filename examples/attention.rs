@@ -1,7 +1,8 @@
 //! One self-attention head with a residual connection, built with the
 //! Rust API: the same program as `examples/attention.shape`. Infers the
 //! weights' shapes from the data and one head size, then runs a forward
-//! pass on the CPU backend and checks that each softmax row sums to 1.
+//! pass on the GPU (wgpu) backend, or on the CPU where no GPU adapter
+//! exists (saying so), and prints softmax rows with their sums.
 //!
 //! `cargo run -p shape-solver --example attention`
 //! (the text version: `cargo run -p shapec -- run examples/attention.shape`)
@@ -9,6 +10,7 @@
 use std::collections::HashMap;
 
 use backend_cpu::CpuBackend;
+use backend_wgpu::WgpuBackend;
 use shape_core::Backend;
 use shape_solver::{Graph, GraphError, SolvedGraph, TensorId};
 
@@ -49,9 +51,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         data.insert(g.name(t)?.to_string(), values(&solved, t)?);
     }
     data.insert("half".to_string(), vec![0.5]);
-    let mut cpu = CpuBackend::coalesced();
-    let out = solved.run(&mut cpu, &data, &[attn, y], 0)?;
-    println!("\nForward pass on {}:", cpu.name());
+    let (backend, out) = match WgpuBackend::new() {
+        Ok(mut gpu) => (gpu.name(), solved.run(&mut gpu, &data, &[attn, y], 0)?),
+        Err(e) => {
+            println!("\nNo GPU adapter, so this runs on the CPU backend: {e}");
+            let mut cpu = CpuBackend::coalesced();
+            (cpu.name(), solved.run(&mut cpu, &data, &[attn, y], 0)?)
+        }
+    };
+    println!("\nForward pass on {backend}:");
     for (i, row) in out[&attn].chunks(5).take(2).enumerate() {
         let sum: f32 = row.iter().sum();
         println!("  attn row {i}: {row:.3?} (sums to {sum:.4})");

@@ -1,12 +1,15 @@
 //! Infers the parameter shapes of a three-layer MLP from its input and
 //! output sizes, explains where two of the sizes came from, shows the error
-//! a mismatched input gets, and runs a forward pass on the CPU backend.
+//! a mismatched input gets, and runs a forward pass on the GPU (wgpu)
+//! backend, checked against the CPU reference; where no GPU adapter
+//! exists it says so and runs on the CPU.
 //!
 //! `cargo run --example mlp`
 
 use std::collections::HashMap;
 
 use backend_cpu::CpuBackend;
+use backend_wgpu::WgpuBackend;
 use shape_core::{Backend, RowKind};
 use shape_solver::{Graph, GraphError, TensorId};
 
@@ -59,19 +62,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for t in [x, w1, b1, w2, b2, w3] {
         data.insert(g.name(t)?.to_string(), values(&solved, t)?);
     }
-    let mut cpu = CpuBackend::coalesced();
-    let out = solved.run(&mut cpu, &data, &[y], 0)?;
-    println!(
-        "\nForward pass on {}: y ({}) =",
-        cpu.name(),
-        solved.shape(y)?
-    );
+    let mut cpu = CpuBackend::reference();
+    let reference = solved.run(&mut cpu, &data, &[y], 0)?;
+    let (backend, out) = match WgpuBackend::new() {
+        Ok(mut gpu) => (gpu.name(), solved.run(&mut gpu, &data, &[y], 0)?),
+        Err(e) => {
+            println!("\nNo GPU adapter, so the forward pass runs on the CPU backend: {e}");
+            (cpu.name(), reference.clone())
+        }
+    };
+    println!("\nForward pass on {backend}: y ({}) =", solved.shape(y)?);
     for row in out[&y].chunks(3) {
         println!("  {row:?}");
     }
-    println!(
-        "\nNo GPU backend is built yet: the wgpu backend is a later issue, so this ran on the CPU."
-    );
+    let largest = out[&y]
+        .iter()
+        .zip(&reference[&y])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    println!("Largest difference from the CPU reference: {largest:e}");
     Ok(())
 }
 

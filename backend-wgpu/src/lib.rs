@@ -4,9 +4,9 @@
 //! kernel structure, compiled once and kept in a pipeline cache: running
 //! the same program at other sizes compiles nothing new, because sizes,
 //! strides and offsets travel in a uniform parameter block. Dispatches are
-//! recorded into one command encoder and submitted in batches (at the
-//! latest when a buffer is read back), so the host cost of a kernel launch
-//! is a few microseconds.
+//! recorded into one compute pass and submitted in batches (at the latest
+//! when a buffer is read back); the parameter block is bound at a dynamic
+//! offset, so launches over the same buffers reuse one bind group.
 //!
 //! Every wgpu error (validation, out of memory, device loss) is captured
 //! and returned as a [`WgpuError`] from the call that caused it or from
@@ -66,6 +66,8 @@ pub struct WgpuOptions {
     /// tests use it to exercise split dispatches on small launches.
     pub max_workgroups_per_dimension: Option<u32>,
     /// Dispatches recorded before they are submitted to the device.
+    /// Recorded work keeps the buffers it uses alive until it is
+    /// submitted, so this also bounds how long freed buffers linger.
     pub max_pending_dispatches: usize,
 }
 
@@ -74,7 +76,7 @@ impl Default for WgpuOptions {
         WgpuOptions {
             adapter: AdapterRequest::default(),
             max_workgroups_per_dimension: None,
-            max_pending_dispatches: 512,
+            max_pending_dispatches: 256,
         }
     }
 }
@@ -88,6 +90,9 @@ pub struct CacheStats {
     pub misses: u64,
     /// Dispatches recorded (a launch larger than one grid takes several).
     pub dispatches: u64,
+    /// Dispatches that reused the bind group of an earlier launch over
+    /// the same buffers since the last submission.
+    pub bind_group_reuses: u64,
 }
 
 /// A buffer of `f32` on the device.
@@ -96,6 +101,7 @@ pub struct WgpuBuffer {
     buffer: wgpu::Buffer,
     len: u64,
     owner: u64,
+    id: u64,
 }
 
 impl WgpuBuffer {
@@ -108,12 +114,62 @@ impl WgpuBuffer {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The wgpu buffer, for work outside the kernel IR (its size is at
+    /// least 4 bytes, even when it holds no element).
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
 }
 
 struct Pipeline {
     pipeline: wgpu::ComputePipeline,
     bind_layout: wgpu::BindGroupLayout,
     params: ParamLayout,
+    /// Distinguishes pipelines in bind group keys.
+    index: u64,
+}
+
+/// Work recorded since the last submission: one encoder with one open
+/// compute pass (passes are costly to open and close; wgpu still orders
+/// the dispatches inside one by their buffer uses), and the bind groups
+/// made for it, by pipeline and buffers.
+#[derive(Default)]
+struct Recording {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    dispatches: usize,
+    bind_groups: HashMap<Vec<u64>, wgpu::BindGroup>,
+}
+
+impl Recording {
+    fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        // A copy cannot be recorded while the pass is open.
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
+        })
+    }
+
+    fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        if self.pass.is_none() {
+            let encoder = self.encoder(device);
+            self.pass = Some(
+                encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor::default())
+                    .forget_lifetime(),
+            );
+        }
+        self.pass.as_mut().expect("opened above")
+    }
+
+    /// The finished commands, if anything was recorded.
+    fn finish(&mut self) -> Option<wgpu::CommandBuffer> {
+        self.pass = None;
+        self.dispatches = 0;
+        self.bind_groups.clear();
+        self.encoder.take().map(wgpu::CommandEncoder::finish)
+    }
 }
 
 /// Launch parameter blocks of the dispatches recorded since the last
@@ -136,6 +192,7 @@ struct Reported {
 }
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The wgpu backend: a device, its queue and the pipeline cache.
 pub struct WgpuBackend {
@@ -147,8 +204,7 @@ pub struct WgpuBackend {
     options: WgpuOptions,
     pipelines: HashMap<KernelKey, Pipeline>,
     stats: CacheStats,
-    encoder: Option<wgpu::CommandEncoder>,
-    pending: usize,
+    recording: Recording,
     arena: ParamArena,
     reported: Arc<Mutex<Reported>>,
 }
@@ -228,18 +284,29 @@ impl WgpuBackend {
             options,
             pipelines: HashMap::new(),
             stats: CacheStats::default(),
-            encoder: None,
-            pending: 0,
+            recording: Recording::default(),
             arena,
             reported,
         };
-        backend.check("opening the device")?;
+        backend.check(|| "opening the device".to_string())?;
         Ok(backend)
     }
 
     /// The adapter's description from wgpu.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.info
+    }
+
+    /// The device, for work outside the kernel IR. Work submitted on it
+    /// directly is not ordered with this backend's recorded dispatches
+    /// until [`WgpuBackend::flush`] is called.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The device's queue (see [`WgpuBackend::device`]).
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
     }
 
     /// The device's limits.
@@ -269,7 +336,7 @@ impl WgpuBackend {
     }
 
     /// Returns the first error wgpu reported since the last check.
-    fn check(&self, during: &str) -> Result<(), WgpuError> {
+    fn check(&self, during: impl Fn() -> String) -> Result<(), WgpuError> {
         let mut r = self.reported.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(reason) = &r.lost {
             return Err(WgpuError::DeviceLost {
@@ -283,7 +350,7 @@ impl WgpuBackend {
         let message = r.errors.drain(..).collect::<Vec<_>>().join("; ");
         Err(WgpuError::Gpu {
             adapter: self.adapter_name(),
-            during: during.to_string(),
+            during: during(),
             message,
         })
     }
@@ -322,16 +389,15 @@ impl WgpuBackend {
 
     /// Submits every recorded dispatch.
     pub fn flush(&mut self) -> Result<(), WgpuError> {
-        if let Some(encoder) = self.encoder.take() {
+        if let Some(commands) = self.recording.finish() {
             if !self.arena.staged.is_empty() {
                 self.queue
                     .write_buffer(&self.arena.buffer, 0, &self.arena.staged);
                 self.arena.staged.clear();
             }
-            self.queue.submit([encoder.finish()]);
-            self.pending = 0;
+            self.queue.submit([commands]);
         }
-        self.check("submitting work")
+        self.check(|| "submitting work".to_string())
     }
 
     /// Blocks until the device has finished all submitted work.
@@ -344,7 +410,7 @@ impl WgpuBackend {
                 during: "waiting for the device".to_string(),
                 message: e.to_string(),
             })?;
-        self.check("waiting for the device")
+        self.check(|| "waiting for the device".to_string())
     }
 
     /// The cache key of `kernel`, compiling its pipeline on a miss.
@@ -381,7 +447,16 @@ impl WgpuBackend {
                 count: None,
             };
         let mut entries = vec![
-            buffer(0, wgpu::BufferBindingType::Uniform, params.bytes() as u64),
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: true,
+                    min_binding_size: NonZeroU64::new(params.bytes() as u64),
+                },
+                count: None,
+            },
             buffer(1, wgpu::BufferBindingType::Storage { read_only: false }, 4),
         ];
         for o in 0..kernel.operands {
@@ -414,11 +489,12 @@ impl WgpuBackend {
                 compilation_options: wgpu::PipelineCompilationOptions::default(),
                 cache: None,
             });
-        self.check(&format!("compiling the kernel `{kernel}`"))?;
+        self.check(|| format!("compiling the kernel `{kernel}`"))?;
         Ok(Pipeline {
             pipeline,
             bind_layout,
             params,
+            index: self.pipelines.len() as u64,
         })
     }
 
@@ -446,21 +522,21 @@ impl WgpuBackend {
                 adapter: self.adapter_name(),
             });
         }
-        let buffers = std::iter::once(("result".to_string(), &launch.result, result)).chain(
+        let buffers = std::iter::once((None, &launch.result, result)).chain(
             launch
                 .operands
                 .iter()
                 .zip(operands)
                 .enumerate()
-                .map(|(i, (l, b))| (format!("operand {i}"), l, *b)),
+                .map(|(i, (l, b))| (Some(i), l, *b)),
         );
-        for (tensor, layout, buffer) in buffers {
+        for (operand, layout, buffer) in buffers {
             if buffer.owner != self.id {
                 return Err(WgpuError::ForeignBuffer);
             }
             if layout.len != buffer.len {
                 return Err(WgpuError::BufferLength {
-                    tensor,
+                    tensor: operand.map_or("result".to_string(), |i| format!("operand {i}")),
                     expected: layout.len,
                     found: buffer.len,
                 });
@@ -518,11 +594,12 @@ impl Backend for WgpuBackend {
     fn alloc(&mut self, len: usize) -> Result<WgpuBuffer, WgpuError> {
         // wgpu zero-fills new buffers.
         let buffer = self.new_buffer(len, false)?;
-        self.check("allocating a buffer")?;
+        self.check(|| "allocating a buffer".to_string())?;
         Ok(WgpuBuffer {
             buffer,
             len: len as u64,
             owner: self.id,
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -541,11 +618,12 @@ impl Backend for WgpuBackend {
             view.copy_from_slice(bytes);
         }
         buffer.unmap();
-        self.check("uploading a buffer")?;
+        self.check(|| "uploading a buffer".to_string())?;
         Ok(WgpuBuffer {
             buffer,
             len: data.len() as u64,
             owner: self.id,
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -563,12 +641,13 @@ impl Backend for WgpuBackend {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = self.encoder.take().unwrap_or_else(|| {
-            self.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
-        });
-        encoder.copy_buffer_to_buffer(&buffer.buffer, 0, &staging, 0, bytes);
-        self.encoder = Some(encoder);
+        self.recording.encoder(&self.device).copy_buffer_to_buffer(
+            &buffer.buffer,
+            0,
+            &staging,
+            0,
+            bytes,
+        );
         self.flush()?;
         let (sender, receiver) = std::sync::mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
@@ -638,48 +717,53 @@ impl Backend for WgpuBackend {
             words[params.base()] = (done_groups * WORKGROUP_SIZE as u64) as u32;
             let offset = self.stage_params(&words)?;
             let pipeline = &self.pipelines[&key];
-            let mut entries = vec![
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &self.arena.buffer,
-                        offset,
-                        size: NonZeroU64::new(params.bytes() as u64),
-                    }),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: result.buffer.as_entire_binding(),
-                },
-            ];
-            for (o, b) in operands.iter().enumerate() {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: 2 + o as u32,
-                    resource: b.buffer.as_entire_binding(),
+            let bind_key: Vec<u64> = [pipeline.index, result.id]
+                .into_iter()
+                .chain(operands.iter().map(|b| b.id))
+                .collect();
+            let recording = &mut self.recording;
+            if recording.bind_groups.contains_key(&bind_key) {
+                self.stats.bind_group_reuses += 1;
+            } else {
+                let mut entries = vec![
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &self.arena.buffer,
+                            offset: 0,
+                            size: NonZeroU64::new(params.bytes() as u64),
+                        }),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: result.buffer.as_entire_binding(),
+                    },
+                ];
+                for (o, b) in operands.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: 2 + o as u32,
+                        resource: b.buffer.as_entire_binding(),
+                    });
+                }
+                let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &pipeline.bind_layout,
+                    entries: &entries,
                 });
+                recording.bind_groups.insert(bind_key.clone(), bind_group);
             }
-            let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &pipeline.bind_layout,
-                entries: &entries,
-            });
-            let encoder = self.encoder.get_or_insert_with(|| {
-                self.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor::default())
-            });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, &bind_group, &[]);
-                pass.dispatch_workgroups(x as u32, y as u32, 1);
-            }
+            let bind_group = recording.bind_groups[&bind_key].clone();
+            let pass = recording.pass(&self.device);
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &bind_group, &[offset as u32]);
+            pass.dispatch_workgroups(x as u32, y as u32, 1);
             self.stats.dispatches += 1;
-            self.pending += 1;
+            recording.dispatches += 1;
             done_groups += x * y;
-            if self.pending >= self.options.max_pending_dispatches {
+            if recording.dispatches >= self.options.max_pending_dispatches {
                 self.flush()?;
             }
         }
-        self.check(&format!("running the kernel `{kernel}`"))
+        self.check(|| format!("running the kernel `{kernel}`"))
     }
 }

@@ -5,7 +5,8 @@ use crate::kernel::{Kernel, Launch};
 /// A compute backend: buffers of `f32` and kernel execution.
 ///
 /// Implementations: `backend-cpu` (the reference executor, and the oracle
-/// every other backend is checked against) and, later, `backend-wgpu`.
+/// every other backend is checked against) and `backend-wgpu` (GPUs through
+/// wgpu).
 pub trait Backend {
     /// A buffer on the backend's device.
     type Buffer;

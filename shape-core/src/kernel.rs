@@ -310,13 +310,10 @@ impl Launch {
         };
         arity("iterators", n, self.sizes.len())?;
         arity("operands", kernel.operands, self.operands.len())?;
-        let tensors = std::iter::once(("result".to_string(), &self.result)).chain(
-            self.operands
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (format!("operand {i}"), l)),
-        );
-        for (name, l) in tensors {
+        // Names are only formatted for an error: this runs on every launch.
+        let tensors = std::iter::once((None, &self.result))
+            .chain(self.operands.iter().enumerate().map(|(i, l)| (Some(i), l)));
+        for (operand, l) in tensors {
             arity("strides", n, l.strides.len())?;
             if self.sizes.contains(&0) {
                 continue;
@@ -329,7 +326,7 @@ impl Launch {
                     .sum::<u128>();
             if last >= l.len as u128 {
                 return Err(LaunchError::OutOfBounds {
-                    tensor: name,
+                    tensor: operand.map_or("result".to_string(), |i| format!("operand {i}")),
                     last,
                     len: l.len,
                 });
