@@ -41,17 +41,10 @@ use shape_core::Backend;
 /// A failure of the CPU backend.
 #[derive(Debug, thiserror::Error)]
 pub enum CpuError {
-    /// The launch does not fit the kernel or addresses outside a buffer.
+    /// The launch does not fit the kernel or its buffers, or addresses
+    /// outside a buffer.
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    /// The buffers given do not match the kernel's operands.
-    #[error("the kernel reads {expected} operand buffers but {found} were given")]
-    Operands {
-        /// Operands the kernel reads.
-        expected: usize,
-        /// Buffers given.
-        found: usize,
-    },
     /// A buffer larger than the backend allows, or than memory can hold.
     #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the CPU backend's limit of {limit} bytes per buffer")]
     BufferTooLarge {
@@ -61,16 +54,6 @@ pub enum CpuError {
         bytes: u128,
         /// The limit.
         limit: u64,
-    },
-    /// A buffer whose length differs from the one its layout declares.
-    #[error("{tensor} has {found} elements but its layout says {expected}")]
-    BufferLength {
-        /// `result` or `operand N`.
-        tensor: String,
-        /// The layout's length.
-        expected: u64,
-        /// The buffer's length.
-        found: usize,
     },
 }
 
@@ -201,30 +184,11 @@ impl Backend for CpuBackend {
         result: &mut Vec<f32>,
         operands: &[&Vec<f32>],
     ) -> Result<(), CpuError> {
-        launch.check(kernel)?;
-        if operands.len() != kernel.operands {
-            return Err(CpuError::Operands {
-                expected: kernel.operands,
-                found: operands.len(),
-            });
-        }
-        let lengths = std::iter::once(("result".to_string(), &launch.result, result.len())).chain(
-            launch
-                .operands
-                .iter()
-                .zip(operands)
-                .enumerate()
-                .map(|(i, (l, b))| (format!("operand {i}"), l, b.len())),
-        );
-        for (tensor, layout, found) in lengths {
-            if layout.len != found as u64 {
-                return Err(CpuError::BufferLength {
-                    tensor,
-                    expected: layout.len,
-                    found,
-                });
-            }
-        }
+        launch.check_buffers(
+            kernel,
+            result.len() as u64,
+            operands.iter().map(|b| b.len() as u64),
+        )?;
         if launch.sizes.contains(&0) {
             return Ok(());
         }
@@ -257,5 +221,52 @@ impl Backend for CpuBackend {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shape_core::kernel::{Accumulate, Expr, Layout};
+
+    #[test]
+    fn buffers_that_do_not_match_the_launch_are_typed_errors() {
+        let kernel = Kernel {
+            iterators: vec![IterKind::Parallel],
+            operands: 1,
+            body: Expr::Load(0),
+            accumulate: Accumulate::Assign,
+        };
+        let layout = Layout {
+            offset: 0,
+            strides: vec![1],
+            len: 3,
+        };
+        let launch = Launch {
+            sizes: vec![3],
+            result: layout.clone(),
+            operands: vec![layout],
+        };
+        let mut cpu = CpuBackend::new();
+        let mut out = vec![0.0; 3];
+        let e = cpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the kernel reads 1 operand buffers but 0 were given"
+        );
+        let e = cpu
+            .execute(&kernel, &launch, &mut out, &[&vec![1.0; 2]])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "operand 0 has 2 elements but its layout says 3"
+        );
+        let e = cpu
+            .execute(&kernel, &launch, &mut vec![0.0; 4], &[&vec![1.0; 3]])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "result has 4 elements but its layout says 3");
+        cpu.execute(&kernel, &launch, &mut out, &[&vec![1.0, 2.0, 3.0]])
+            .unwrap();
+        assert_eq!(out, vec![1.0, 2.0, 3.0]);
     }
 }

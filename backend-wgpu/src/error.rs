@@ -19,27 +19,10 @@ pub enum WgpuError {
         /// wgpu's message.
         reason: String,
     },
-    /// The launch does not fit the kernel or addresses outside a buffer.
+    /// The launch does not fit the kernel or its buffers, or addresses
+    /// outside a buffer.
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    /// The buffers given do not match the kernel's operands.
-    #[error("the kernel reads {expected} operand buffers but {found} were given")]
-    Operands {
-        /// Operands the kernel reads.
-        expected: usize,
-        /// Buffers given.
-        found: usize,
-    },
-    /// A buffer whose length differs from the one its layout declares.
-    #[error("{tensor} has {found} elements but its layout says {expected}")]
-    BufferLength {
-        /// `result` or `operand N`.
-        tensor: String,
-        /// The layout's length.
-        expected: u64,
-        /// The buffer's length.
-        found: u64,
-    },
     /// A buffer larger than the device can allocate or bind.
     #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the {limit_name} of adapter {adapter}, {limit} bytes; split the tensor or run it on the CPU backend")]
     BufferTooLarge {

@@ -507,13 +507,7 @@ impl WgpuBackend {
         result: &WgpuBuffer,
         operands: &[&WgpuBuffer],
     ) -> Result<(), WgpuError> {
-        launch.check(kernel)?;
-        if operands.len() != kernel.operands {
-            return Err(WgpuError::Operands {
-                expected: kernel.operands,
-                found: operands.len(),
-            });
-        }
+        launch.check_buffers(kernel, result.len, operands.iter().map(|b| b.len))?;
         let storage = self.limits.max_storage_buffers_per_shader_stage;
         if kernel.operands as u64 + 1 > storage as u64 {
             return Err(WgpuError::TooManyOperands {
@@ -522,25 +516,11 @@ impl WgpuBackend {
                 adapter: self.adapter_name(),
             });
         }
-        let buffers = std::iter::once((None, &launch.result, result)).chain(
-            launch
-                .operands
-                .iter()
-                .zip(operands)
-                .enumerate()
-                .map(|(i, (l, b))| (Some(i), l, *b)),
-        );
-        for (operand, layout, buffer) in buffers {
-            if buffer.owner != self.id {
-                return Err(WgpuError::ForeignBuffer);
-            }
-            if layout.len != buffer.len {
-                return Err(WgpuError::BufferLength {
-                    tensor: operand.map_or("result".to_string(), |i| format!("operand {i}")),
-                    expected: layout.len,
-                    found: buffer.len,
-                });
-            }
+        if std::iter::once(result)
+            .chain(operands.iter().copied())
+            .any(|b| b.owner != self.id)
+        {
+            return Err(WgpuError::ForeignBuffer);
         }
         for (k, kind) in kernel.iterators.iter().enumerate() {
             if *kind == IterKind::Parallel && launch.sizes[k] > 1 && launch.result.strides[k] == 0 {

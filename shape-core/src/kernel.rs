@@ -290,9 +290,67 @@ pub enum LaunchError {
         /// The buffer length.
         len: u64,
     },
+    /// The number of operand buffers given differs from the kernel's.
+    #[error("the kernel reads {expected} operand buffers but {found} were given")]
+    Buffers {
+        /// Operands the kernel reads.
+        expected: usize,
+        /// Buffers given.
+        found: usize,
+    },
+    /// A buffer whose length differs from the one its layout declares.
+    #[error("{tensor} has {found} elements but its layout says {expected}")]
+    BufferLength {
+        /// `result` or `operand N`.
+        tensor: String,
+        /// The layout's length.
+        expected: u64,
+        /// The buffer's length.
+        found: u64,
+    },
+}
+
+/// `result` or `operand N`, for messages.
+fn tensor_name(operand: Option<usize>) -> String {
+    operand.map_or("result".to_string(), |i| format!("operand {i}"))
 }
 
 impl Launch {
+    /// [`Launch::check`], and that the buffers a backend was given match:
+    /// one per operand, each as long as its layout says. Every backend
+    /// runs this before a kernel.
+    pub fn check_buffers(
+        &self,
+        kernel: &Kernel,
+        result_len: u64,
+        operand_lens: impl ExactSizeIterator<Item = u64>,
+    ) -> Result<(), LaunchError> {
+        self.check(kernel)?;
+        if operand_lens.len() != kernel.operands {
+            return Err(LaunchError::Buffers {
+                expected: kernel.operands,
+                found: operand_lens.len(),
+            });
+        }
+        let lens = std::iter::once((None, &self.result, result_len)).chain(
+            self.operands
+                .iter()
+                .zip(operand_lens)
+                .enumerate()
+                .map(|(i, (l, n))| (Some(i), l, n)),
+        );
+        for (operand, layout, found) in lens {
+            if layout.len != found {
+                return Err(LaunchError::BufferLength {
+                    tensor: tensor_name(operand),
+                    expected: layout.len,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that the launch fits the kernel and that every access stays
     /// inside its buffer.
     pub fn check(&self, kernel: &Kernel) -> Result<(), LaunchError> {
@@ -326,7 +384,7 @@ impl Launch {
                     .sum::<u128>();
             if last >= l.len as u128 {
                 return Err(LaunchError::OutOfBounds {
-                    tensor: operand.map_or("result".to_string(), |i| format!("operand {i}")),
+                    tensor: tensor_name(operand),
                     last,
                     len: l.len,
                 });

@@ -8,7 +8,7 @@ use backend_cpu::CpuBackend;
 use backend_wgpu::{WgpuError, WgpuOptions};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
 use shape_solver::{Graph, RunError};
 use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
@@ -231,10 +231,10 @@ fn bad_launches_are_typed_errors_not_device_errors() {
     assert!(
         matches!(
             e,
-            WgpuError::Operands {
+            WgpuError::Launch(LaunchError::Buffers {
                 expected: 1,
                 found: 0
-            }
+            })
         ),
         "{e}"
     );
@@ -245,11 +245,11 @@ fn bad_launches_are_typed_errors_not_device_errors() {
     assert!(
         matches!(
             e,
-            WgpuError::BufferLength {
+            WgpuError::Launch(LaunchError::BufferLength {
                 expected: 6,
                 found: 5,
                 ..
-            }
+            })
         ),
         "{e}"
     );
