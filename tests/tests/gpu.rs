@@ -323,3 +323,87 @@ fn buffers_past_the_device_limit_fail_with_the_limit_named() {
         other => panic!("expected BufferTooLarge in op #0, got {other:?}"),
     }
 }
+
+#[test]
+fn special_values_follow_the_cpu_reference() {
+    use shape_core::kernel::{BinaryOp, UnaryOp};
+    let Some(mut gpu) = wgpu_or_skip("special_values_follow_the_cpu_reference") else {
+        return;
+    };
+    let values = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.5,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e30,
+    ];
+    let n = values.len() as u64;
+    let x = || Box::new(Expr::Load(0));
+    let y = || Box::new(Expr::Load(1));
+    let bodies = [
+        Expr::Unary(UnaryOp::Log, x()),
+        Expr::Unary(UnaryOp::Sqrt, x()),
+        Expr::Unary(UnaryOp::Exp, x()),
+        Expr::Unary(UnaryOp::Relu, x()),
+        Expr::Binary(BinaryOp::Div, x(), y()),
+        Expr::Binary(BinaryOp::Max, x(), y()),
+        Expr::Binary(BinaryOp::Min, x(), y()),
+        Expr::Binary(BinaryOp::Mul, x(), y()),
+        Expr::Binary(BinaryOp::Max, Box::new(Expr::Unary(UnaryOp::Log, x())), y()),
+    ];
+    // Every pair of values: x varies along iterator 0, y along iterator 1.
+    let launch = Launch {
+        sizes: vec![n, n],
+        result: Layout {
+            offset: 0,
+            strides: vec![n, 1],
+            len: n * n,
+        },
+        operands: vec![
+            Layout {
+                offset: 0,
+                strides: vec![1, 0],
+                len: n,
+            },
+            Layout {
+                offset: 0,
+                strides: vec![0, 1],
+                len: n,
+            },
+        ],
+    };
+    let mut cpu = CpuBackend::reference();
+    for body in bodies {
+        let kernel = Kernel {
+            iterators: vec![IterKind::Parallel, IterKind::Parallel],
+            operands: 2,
+            body,
+            accumulate: Accumulate::Assign,
+        };
+        let mut expected = cpu.alloc((n * n) as usize).unwrap();
+        cpu.execute(
+            &kernel,
+            &launch,
+            &mut expected,
+            &[&values.to_vec(), &values.to_vec()],
+        )
+        .unwrap();
+        let (a, c) = (gpu.upload(&values).unwrap(), gpu.upload(&values).unwrap());
+        let mut out = gpu.alloc((n * n) as usize).unwrap();
+        gpu.execute(&kernel, &launch, &mut out, &[&a, &c]).unwrap();
+        let found = gpu.download(&out).unwrap();
+        for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+            assert!(
+                Tolerance::GPU.agrees(*e, *f),
+                "{kernel}: x = {}, y = {}: cpu {e}, gpu {f}",
+                values[i / n as usize],
+                values[i % n as usize]
+            );
+        }
+    }
+}
