@@ -61,12 +61,13 @@ pub fn select(
 ) -> Result<wgpu::Adapter, WgpuError> {
     let backends = request.backends();
     if backends.is_empty() {
-        return Err(WgpuError::NoAdapter {
-            reason: format!(
-                "WGPU_BACKEND={:?} names no backend (use vulkan, gl, metal or dx12, comma-separated)",
-                std::env::var("WGPU_BACKEND").unwrap_or_default()
+        let reason = match (&request.backends, std::env::var("WGPU_BACKEND")) {
+            (None, Ok(text)) => format!(
+                "WGPU_BACKEND={text:?} names no backend (use vulkan, gl, metal or dx12, comma-separated)"
             ),
-        });
+            _ => "the adapter request allows no backend".to_string(),
+        };
+        return Err(WgpuError::NoAdapter { reason });
     }
     let wanted = request.name();
     let adapters = pollster::block_on(instance.enumerate_adapters(backends));
@@ -77,6 +78,12 @@ pub fn select(
             wanted
                 .as_ref()
                 .is_none_or(|w| a.get_info().name.to_lowercase().contains(w))
+        })
+        // Some GL adapters have no compute shaders at all.
+        .filter(|a| {
+            a.get_downlevel_capabilities()
+                .flags
+                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
         })
         // Vulkan before GL for the same device: it has compute without
         // the GL backend's downlevel restrictions.

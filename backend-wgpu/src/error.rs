@@ -37,27 +37,42 @@ pub enum WgpuError {
         /// The adapter's name.
         adapter: String,
     },
-    /// A launch value that the generated shaders cannot address (they
-    /// index with 32-bit integers).
-    #[error("the launch's {what} {value} does not fit in 32 bits, which the wgpu backend's shaders index with")]
+    /// A launch value past what the generated shaders address (they index
+    /// with 32-bit integers).
+    #[error("the launch's {what} is {value}, past the wgpu backend's limit of {limit} (its shaders index with 32-bit integers); split the tensor or run it on the CPU backend")]
     IndexRange {
         /// Which value.
         what: &'static str,
         /// The value.
         value: u64,
+        /// The largest value allowed.
+        limit: u64,
     },
     /// The kernel binds more buffers than the device allows in one shader.
-    #[error("the kernel reads {operands} operands, but adapter {adapter} allows {limit} storage buffers per shader (one holds the result)")]
+    #[error("the kernel reads {operands} operands, but adapter {adapter} can bind at most {limit} beside the result and the parameter block")]
     TooManyOperands {
         /// Operands the kernel reads.
         operands: usize,
-        /// The device's storage buffer limit.
-        limit: u32,
+        /// The most operands the device can bind.
+        limit: u64,
         /// The adapter's name.
         adapter: String,
     },
+    /// The launch parameter block of a kernel is larger than a uniform
+    /// binding may be.
+    #[error("a kernel with {iterators} iterators and {operands} operands needs a {bytes}-byte parameter block, past the limit of {limit} bytes; run it on the CPU backend")]
+    ParamsTooLarge {
+        /// The block's size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+        /// The kernel's iterators.
+        iterators: usize,
+        /// The kernel's operands.
+        operands: usize,
+    },
     /// Parallel iterations that would write the same result element.
-    #[error("parallel iterator {iterator} of size {size} has result stride 0: several invocations would write one element, so the result would depend on scheduling")]
+    #[error("parallel iterator {iterator} (size {size}) can write result elements that other parallel points also write: the result would depend on scheduling")]
     WriteConflict {
         /// The iterator.
         iterator: usize,

@@ -8,9 +8,13 @@
 //! when a buffer is read back); the parameter block is bound at a dynamic
 //! offset, so launches over the same buffers reuse one bind group.
 //!
-//! Every wgpu error (validation, out of memory, device loss) is captured
-//! and returned as a [`WgpuError`] from the call that caused it or from
-//! the next call; nothing is printed and nothing panics.
+//! Everything the device could reject about a launch (buffer lengths and
+//! limits, bindings, parameter block size, 32-bit addressing, writes that
+//! would race) is checked on the host first and returned as a typed
+//! [`WgpuError`]. What wgpu still reports (out of memory, device loss, an
+//! internal error) is captured and returned by the call that caused it,
+//! or at the latest by the next submission (a `flush`, `wait` or
+//! `download`); nothing is printed and nothing panics.
 //!
 //! ```no_run
 //! use backend_wgpu::WgpuBackend;
@@ -55,6 +59,9 @@ use shape_core::Backend;
 pub use adapter::AdapterRequest;
 pub use error::WgpuError;
 use key::KernelKey;
+/// The wgpu version this backend is built on, for [`WgpuBackend::device`]
+/// and [`WgpuBackend::adapter_info`].
+pub use wgpu;
 use wgsl::{ParamLayout, WORKGROUP_SIZE};
 
 /// Options of a [`WgpuBackend`]; the defaults suit normal use.
@@ -93,6 +100,10 @@ pub struct CacheStats {
     /// Dispatches that reused the bind group of an earlier launch over
     /// the same buffers since the last submission.
     pub bind_group_reuses: u64,
+    /// Dispatches on a grid of more than one row of workgroups.
+    pub two_dimensional_dispatches: u64,
+    /// Submissions to the device.
+    pub submissions: u64,
 }
 
 /// A buffer of `f32` on the device.
@@ -314,7 +325,7 @@ impl WgpuBackend {
         &self.limits
     }
 
-    /// Pipeline cache hits and misses, and dispatches recorded, so far.
+    /// Pipeline cache hits and misses, dispatches and submissions, so far.
     pub fn cache_stats(&self) -> CacheStats {
         self.stats
     }
@@ -396,6 +407,7 @@ impl WgpuBackend {
                 self.arena.staged.clear();
             }
             self.queue.submit([commands]);
+            self.stats.submissions += 1;
         }
         self.check(|| "submitting work".to_string())
     }
@@ -508,13 +520,39 @@ impl WgpuBackend {
         operands: &[&WgpuBuffer],
     ) -> Result<(), WgpuError> {
         launch.check_buffers(kernel, result.len, operands.iter().map(|b| b.len))?;
-        let storage = self.limits.max_storage_buffers_per_shader_stage;
-        if kernel.operands as u64 + 1 > storage as u64 {
+        let storage = self.limits.max_storage_buffers_per_shader_stage as u64;
+        let bindings = self.limits.max_bindings_per_bind_group as u64;
+        // The result and the parameter block take a binding each.
+        let limit = storage.saturating_sub(1).min(bindings.saturating_sub(2));
+        if kernel.operands as u64 > limit {
             return Err(WgpuError::TooManyOperands {
                 operands: kernel.operands,
-                limit: storage,
+                limit,
                 adapter: self.adapter_name(),
             });
+        }
+        let block = ParamLayout::of(kernel).bytes() as u64;
+        let block_limit = self
+            .limits
+            .max_uniform_buffer_binding_size
+            .min(ARENA_BYTES as u64);
+        if block > block_limit {
+            return Err(WgpuError::ParamsTooLarge {
+                bytes: block,
+                limit: block_limit,
+                iterators: kernel.iterators.len(),
+                operands: kernel.operands,
+            });
+        }
+        // Shaders address elements with 32-bit indices.
+        for layout in std::iter::once(&launch.result).chain(&launch.operands) {
+            if layout.len > 1 << 32 {
+                return Err(WgpuError::IndexRange {
+                    what: "buffer length",
+                    value: layout.len,
+                    limit: 1 << 32,
+                });
+            }
         }
         if std::iter::once(result)
             .chain(operands.iter().copied())
@@ -522,13 +560,8 @@ impl WgpuBackend {
         {
             return Err(WgpuError::ForeignBuffer);
         }
-        for (k, kind) in kernel.iterators.iter().enumerate() {
-            if *kind == IterKind::Parallel && launch.sizes[k] > 1 && launch.result.strides[k] == 0 {
-                return Err(WgpuError::WriteConflict {
-                    iterator: k,
-                    size: launch.sizes[k],
-                });
-            }
+        if let Some((iterator, size)) = overlapping_writes(kernel, launch) {
+            return Err(WgpuError::WriteConflict { iterator, size });
         }
         Ok(())
     }
@@ -559,9 +592,29 @@ fn parallel_points(kernel: &Kernel, launch: &Launch) -> u128 {
         .product()
 }
 
-/// The largest launch the shaders index: points stay below 2^31 so that
+/// The largest launch the shaders index: at most 2^31 points, so that
 /// `base + invocation` never wraps in 32 bits.
 const MAX_POINTS: u128 = 1 << 31;
+
+/// A parallel iterator that may write a result element that another
+/// point also writes, with its size; `None` when every parallel point
+/// writes its own element. Sufficient test: sorted by result stride, each
+/// iterator's stride exceeds the largest offset the smaller ones reach.
+fn overlapping_writes(kernel: &Kernel, launch: &Launch) -> Option<(usize, u64)> {
+    let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
+        .filter(|&k| kernel.iterators[k] == IterKind::Parallel && launch.sizes[k] > 1)
+        .map(|k| (launch.result.strides[k], launch.sizes[k], k))
+        .collect();
+    parallel.sort_unstable();
+    let mut reach = 0u128;
+    for (stride, size, k) in parallel {
+        if stride as u128 <= reach {
+            return Some((k, size));
+        }
+        reach += stride as u128 * (size as u128 - 1);
+    }
+    None
+}
 
 impl Backend for WgpuBackend {
     type Buffer = WgpuBuffer;
@@ -669,6 +722,7 @@ impl Backend for WgpuBackend {
             return Err(WgpuError::IndexRange {
                 what: "parallel point count",
                 value: points.min(u64::MAX as u128) as u64,
+                limit: MAX_POINTS as u64,
             });
         }
         let points = points as u64;
@@ -681,9 +735,14 @@ impl Backend for WgpuBackend {
         let groups_needed = points.div_ceil(WORKGROUP_SIZE as u64);
         let key = self.cached_pipeline(kernel)?;
         let params = self.pipelines[&key].params;
-        let mut words = params
-            .pack(launch, points)
-            .map_err(|(what, value)| WgpuError::IndexRange { what, value })?;
+        let mut words =
+            params
+                .pack(launch, points)
+                .map_err(|(what, value)| WgpuError::IndexRange {
+                    what,
+                    value,
+                    limit: u32::MAX as u64,
+                })?;
         // One dispatch covers at most max_groups^2 workgroups on a 2-D
         // grid; larger launches are split, each part told its first point.
         let mut done_groups = 0u64;
@@ -738,6 +797,7 @@ impl Backend for WgpuBackend {
             pass.set_bind_group(0, &bind_group, &[offset as u32]);
             pass.dispatch_workgroups(x as u32, y as u32, 1);
             self.stats.dispatches += 1;
+            self.stats.two_dimensional_dispatches += u64::from(y > 1);
             recording.dispatches += 1;
             done_groups += x * y;
             if recording.dispatches >= self.options.max_pending_dispatches {

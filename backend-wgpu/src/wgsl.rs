@@ -90,9 +90,20 @@ impl ParamLayout {
     }
 
     /// Packs a launch into the block's words, or names the first value
-    /// that does not fit in 32 bits. `total` is the number of parallel
-    /// points; the base point is left 0.
+    /// that does not fit in 32 bits (or a launch of another shape than the
+    /// layout's). `total` is the number of parallel points; the base point
+    /// is left 0. Strides along size-1 iterators are never used, so they
+    /// pack as 0 whatever their value.
     pub fn pack(&self, launch: &Launch, total: u64) -> Result<Vec<u32>, (&'static str, u64)> {
+        let arity = |what: &'static str, found: usize, expected: usize| {
+            if found == expected {
+                Ok(())
+            } else {
+                Err((what, found as u64))
+            }
+        };
+        arity("iterator count", launch.sizes.len(), self.iterators)?;
+        arity("operand count", launch.operands.len(), self.operands)?;
         let word = |what: &'static str, v: u64| u32::try_from(v).map_err(|_| (what, v));
         let mut words = vec![0u32; self.vec4s() * 4];
         words[self.total()] = word("parallel point count", total)?;
@@ -101,9 +112,12 @@ impl ParamLayout {
         }
         let tensors = std::iter::once(&launch.result).chain(&launch.operands);
         for (t, layout) in tensors.enumerate() {
+            arity("stride count", layout.strides.len(), self.iterators)?;
             words[self.offset(t)] = word("offset", layout.offset)?;
-            for (k, &s) in layout.strides.iter().enumerate() {
-                words[self.stride(t, k)] = word("stride", s)?;
+            for (k, (&s, &size)) in layout.strides.iter().zip(&launch.sizes).enumerate() {
+                if size > 1 {
+                    words[self.stride(t, k)] = word("stride", s)?;
+                }
             }
         }
         Ok(words)
@@ -194,31 +208,41 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 CompareOp::Lt => " < ",
                 CompareOp::Le => " <= ",
                 CompareOp::Eq => " == ",
-                CompareOp::Ne => " != ",
+                CompareOp::Ne => " == ",
             };
-            out.push_str("select(0.0, 1.0, ");
+            // Ne as the negation of an ordered ==: WGSL's != compiles to an
+            // ordered comparison on Vulkan, false when an operand is NaN,
+            // where Rust's != is true.
+            out.push_str(if *op == CompareOp::Ne {
+                "select(1.0, 0.0, "
+            } else {
+                "select(0.0, 1.0, "
+            });
             expr(a, consts, out);
             out.push_str(sym);
             expr(b, consts, out);
             out.push(')');
         }
         Expr::Select(c, a, b) => {
+            // The CPU takes `a` when `c != 0.0`, NaN included.
             out.push_str("select(");
-            expr(b, consts, out);
-            out.push_str(", ");
             expr(a, consts, out);
             out.push_str(", ");
+            expr(b, consts, out);
+            out.push_str(", ");
             expr(c, consts, out);
-            out.push_str(" != 0.0)");
+            out.push_str(" == 0.0)");
         }
     }
 }
 
 /// Helper functions whose semantics must match the CPU reference exactly.
 const PRELUDE: &str = "\
+// NaN tested on the bits: float comparisons with NaN are unreliable across drivers.
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 // max and min as Rust's f32::max and f32::min: a NaN operand yields the other.
-fn fmax(a: f32, b: f32) -> f32 { return select(select(max(a, b), a, b != b), b, a != a); }
-fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, b != b), b, a != a); }
+fn fmax(a: f32, b: f32) -> f32 { return select(select(max(a, b), a, is_nan(b)), b, is_nan(a)); }
+fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), b, is_nan(a)); }
 fn relu(x: f32) -> f32 { return fmax(x, 0.0); }
 ";
 
@@ -308,13 +332,15 @@ pub fn generate(kernel: &Kernel) -> String {
     for (n, c) in consts.iter().enumerate() {
         let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
     }
-    if reduction.is_empty() {
+    if reduction.is_empty() && kernel.accumulate == Accumulate::Assign {
         for o in 0..used {
             let _ = writeln!(s, "    let v{o} = in{o}[base_in{o}];");
         }
         let _ = writeln!(s, "    result[base_out] = {body};\n}}");
         return s;
     }
+    // Like the CPU, other accumulations start from their identity even
+    // without reduction iterators (it decides -0.0 + 0.0 and NaN cases).
     let _ = writeln!(
         s,
         "    var acc = {};",

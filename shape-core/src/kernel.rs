@@ -290,6 +290,14 @@ pub enum LaunchError {
         /// The buffer length.
         len: u64,
     },
+    /// The kernel's body loads an operand the kernel does not declare.
+    #[error("the kernel's body reads operand {index} but the kernel declares {operands} operands")]
+    OperandIndex {
+        /// The highest operand index loaded.
+        index: usize,
+        /// Operands declared.
+        operands: usize,
+    },
     /// The number of operand buffers given differs from the kernel's.
     #[error("the kernel reads {expected} operand buffers but {found} were given")]
     Buffers {
@@ -368,6 +376,13 @@ impl Launch {
         };
         arity("iterators", n, self.sizes.len())?;
         arity("operands", kernel.operands, self.operands.len())?;
+        let used = kernel.body.operands_used();
+        if used > kernel.operands {
+            return Err(LaunchError::OperandIndex {
+                index: used - 1,
+                operands: kernel.operands,
+            });
+        }
         // Names are only formatted for an error: this runs on every launch.
         let tensors = std::iter::once((None, &self.result))
             .chain(self.operands.iter().enumerate().map(|(i, l)| (Some(i), l)));

@@ -18,7 +18,9 @@ pub enum BackendChoice {
     Cpu,
     /// The wgpu (GPU) backend; fails when no adapter exists.
     Wgpu,
-    /// wgpu when an adapter exists, otherwise the CPU; says which ran.
+    /// wgpu on a hardware GPU adapter when one exists, otherwise the CPU
+    /// (also where the only adapter is a software one such as llvmpipe,
+    /// which is slower than the CPU backend); says which ran and why.
     Auto,
 }
 
@@ -43,14 +45,25 @@ pub enum WgpuUnavailable {
     /// open.
     #[error("{0}")]
     NoAdapter(String),
+    /// Only a software adapter exists, and a GPU was asked for.
+    #[error("the only adapter is the software adapter {0}, slower than the CPU backend (--backend wgpu runs on it)")]
+    SoftwareOnly(String),
 }
 
 /// Runs `job` on the wgpu backend, on the adapter that the environment
 /// selects (`WGPU_BACKEND`, `SHAPE_ADAPTER`; see
-/// [`backend_wgpu::AdapterRequest`]).
-pub fn run_on_wgpu<J: BackendJob>(job: &mut J) -> Result<J::Output, WgpuUnavailable> {
+/// [`backend_wgpu::AdapterRequest`]). With `hardware_only`, a software
+/// adapter is refused.
+pub fn run_on_wgpu<J: BackendJob>(
+    job: &mut J,
+    hardware_only: bool,
+) -> Result<J::Output, WgpuUnavailable> {
     let mut gpu =
         backend_wgpu::WgpuBackend::new().map_err(|e| WgpuUnavailable::NoAdapter(e.to_string()))?;
+    let info = gpu.adapter_info();
+    if hardware_only && info.device_type == backend_wgpu::wgpu::DeviceType::Cpu {
+        return Err(WgpuUnavailable::SoftwareOnly(info.name.clone()));
+    }
     Ok(job.run(&mut gpu))
 }
 
@@ -64,8 +77,8 @@ pub fn dispatch<J: BackendJob>(
 ) -> Result<J::Output, WgpuUnavailable> {
     match choice {
         BackendChoice::Cpu => Ok(job.run(&mut cpu())),
-        BackendChoice::Wgpu => run_on_wgpu(job),
-        BackendChoice::Auto => match run_on_wgpu(job) {
+        BackendChoice::Wgpu => run_on_wgpu(job, false),
+        BackendChoice::Auto => match run_on_wgpu(job, true) {
             Ok(out) => Ok(out),
             Err(why) => {
                 let _ = writeln!(notes, "note: --backend auto: {why}; running on the CPU");
@@ -98,19 +111,31 @@ mod tests {
         let auto = dispatch(BackendChoice::Auto, &mut Name, &mut notes).unwrap();
         let notes = String::from_utf8(notes).unwrap();
         let wgpu = dispatch(BackendChoice::Wgpu, &mut Name, &mut Vec::new());
-        match wgpu {
-            Ok(name) => {
+        let hardware = run_on_wgpu(&mut Name, true);
+        match (wgpu, hardware) {
+            (Ok(name), Ok(_)) => {
                 assert!(name.starts_with("wgpu: "), "{name}");
                 assert_eq!(auto, name);
                 assert!(notes.is_empty(), "{notes}");
             }
-            Err(WgpuUnavailable::NoAdapter(why)) => {
+            (Ok(name), Err(why)) => {
+                // A software adapter: wgpu runs on it when asked, auto does not.
+                assert!(name.starts_with("wgpu: "), "{name}");
+                assert!(matches!(why, WgpuUnavailable::SoftwareOnly(_)), "{why}");
                 assert_eq!(auto, "cpu (coalesced)");
                 assert_eq!(
                     notes,
                     format!("note: --backend auto: {why}; running on the CPU\n")
                 );
             }
+            (Err(WgpuUnavailable::NoAdapter(why)), _) => {
+                assert_eq!(auto, "cpu (coalesced)");
+                assert_eq!(
+                    notes,
+                    format!("note: --backend auto: {why}; running on the CPU\n")
+                );
+            }
+            (Err(other), _) => panic!("--backend wgpu refused a software adapter: {other}"),
         }
     }
 }

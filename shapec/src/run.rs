@@ -256,9 +256,28 @@ impl BackendJob for DiffJob<'_> {
             elements: 0,
         };
         for &t in self.0.outputs {
+            let name = || self.0.solved.graph().name(t).unwrap_or("?").to_string();
             let (Some(a), Some(b)) = (expected.get(&t), found.get(&t)) else {
-                continue;
+                return Err(ProgramError::Run {
+                    message: format!("a backend returned no values for `{}`", name()),
+                    op: None,
+                    span: None,
+                });
             };
+            if a.len() != b.len() {
+                return Err(ProgramError::Run {
+                    message: format!(
+                        "`{}`: {} returned {} values but {} returned {}",
+                        name(),
+                        diff.reference,
+                        a.len(),
+                        diff.other,
+                        b.len()
+                    ),
+                    op: None,
+                    span: None,
+                });
+            }
             let dims = self
                 .0
                 .solved
@@ -295,7 +314,9 @@ pub fn differences(a: f32, b: f32) -> (f64, f64) {
         return (0.0, 0.0);
     }
     let abs = (a - b).abs();
-    if abs.is_nan() {
+    // NaN against a number, or an infinity against anything else: a NaN
+    // relative difference would make every later comparison false.
+    if !abs.is_finite() {
         return (f64::INFINITY, f64::INFINITY);
     }
     let scale = a.abs().max(b.abs());
@@ -336,6 +357,11 @@ mod tests {
         assert_eq!(differences(0.0, 0.0), (0.0, 0.0));
         assert_eq!(differences(f32::NAN, f32::NAN), (0.0, 0.0));
         assert_eq!(differences(f32::NAN, 1.0), (f64::INFINITY, f64::INFINITY));
+        assert_eq!(
+            differences(f32::INFINITY, 1.0),
+            (f64::INFINITY, f64::INFINITY)
+        );
+        assert_eq!(differences(f32::INFINITY, f32::INFINITY), (0.0, 0.0));
         assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
         assert_eq!(unravel(0, &[]), Vec::<u64>::new());
         assert_eq!(tuple(&[]), "()");

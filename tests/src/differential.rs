@@ -67,7 +67,7 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
-    /// Bit-for-bit equality (NaNs aside).
+    /// Bit-for-bit equality, except that any NaN matches any NaN.
     pub const EXACT: Tolerance = Tolerance { abs: 0.0, rel: 0.0 };
 
     /// What GPU results are held to against the CPU reference: GPUs may
@@ -81,6 +81,10 @@ impl Tolerance {
     pub fn agrees(&self, a: f32, b: f32) -> bool {
         if a.is_nan() || b.is_nan() {
             return a.is_nan() && b.is_nan();
+        }
+        if *self == Tolerance::EXACT {
+            // -0.0 == 0.0, but not bit for bit.
+            return a.to_bits() == b.to_bits();
         }
         if a == b {
             return true;
@@ -106,6 +110,13 @@ pub enum Disagreement {
         backend: String,
         /// Its error.
         message: String,
+    },
+    /// A backend returned no values for a tensor it was asked for.
+    Missing {
+        /// The tensor.
+        tensor: String,
+        /// The backend.
+        backend: String,
     },
     /// A backend returned a different number of values for a tensor.
     Length {
@@ -143,6 +154,9 @@ impl fmt::Display for Disagreement {
             }
             Disagreement::RunFailed { backend, message } => {
                 write!(f, "backend {backend} failed: {message}")
+            }
+            Disagreement::Missing { tensor, backend } => {
+                write!(f, "backend {backend} returned no values for `{tensor}`")
             }
             Disagreement::Length {
                 tensor,
@@ -224,9 +238,15 @@ pub fn compare_backends(
             .name(t)
             .map(str::to_string)
             .unwrap_or_else(|_| format!("#{}", t.index()));
-        let expected = reference.get(&t).map(Vec::as_slice).unwrap_or_default();
+        let missing = |backend: &String| {
+            Box::new(Disagreement::Missing {
+                tensor: tensor.clone(),
+                backend: backend.clone(),
+            })
+        };
+        let expected = reference.get(&t).ok_or_else(|| missing(reference_name))?;
         for (name, values) in others {
-            let found = values.get(&t).map(Vec::as_slice).unwrap_or_default();
+            let found = values.get(&t).ok_or_else(|| missing(name))?;
             if found.len() != expected.len() {
                 return Err(Box::new(Disagreement::Length {
                     tensor,
@@ -295,5 +315,7 @@ mod tests {
         assert!(!t.agrees(1000.0, 1000.2));
         assert!(t.agrees(0.0, 5e-6));
         assert!(!Tolerance::EXACT.agrees(1.0, 1.0 + f32::EPSILON));
+        assert!(!Tolerance::EXACT.agrees(0.0, -0.0));
+        assert!(Tolerance::GPU.agrees(0.0, -0.0));
     }
 }

@@ -4,6 +4,7 @@
 //! - [`render_inferred`]: a graph and its solved shapes as a small program
 //!   with every inferred shape beside it (for snapshot tests);
 //! - [`programs`]: random well-shaped programs with random data;
+//! - [`kernels`]: random kernels, launches and data, below the graph level;
 //! - [`differential`]: running one program on several backends and
 //!   reporting the first element where they disagree;
 //! - [`gpu`]: opening the wgpu backend in a test, failing rather than
@@ -13,6 +14,7 @@
 
 pub mod differential;
 pub mod gpu;
+pub mod kernels;
 pub mod programs;
 
 use shape_solver::{Graph, GraphError, TensorKind};

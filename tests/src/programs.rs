@@ -24,16 +24,16 @@ pub struct Program {
 
 /// A small deterministic generator, so a program is a pure function of
 /// the seeds proptest shrinks.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
@@ -64,6 +64,8 @@ struct Builder {
     results: Vec<TensorId>,
     pool: Vec<TensorId>,
     rng: Rng,
+    /// The smallest leading batch size any batch slice drops.
+    slice_bound: Option<u64>,
 }
 
 impl Builder {
@@ -177,7 +179,11 @@ impl Builder {
                 );
                 self.g.einsum(&spec, &[t, v])
             }
-            5 if !b.is_empty() => self.g.batch_slice(t),
+            5 if !b.is_empty() => {
+                // The slice index must exist in every sliced axis.
+                self.slice_bound = Some(self.slice_bound.map_or(b[0], |m| m.min(b[0])));
+                self.g.batch_slice(t)
+            }
             6 => self.g.transpose(t),
             _ => self.g.unary("relu", t),
         };
@@ -194,6 +200,7 @@ pub fn program(seed: u64, steps: usize) -> Program {
         results: Vec::new(),
         pool: Vec::new(),
         rng: Rng(seed | 1),
+        slice_bound: None,
     };
     let dims = |rng: &mut Rng, max: u64| -> Vec<u64> {
         (0..rng.below(max + 1)).map(|_| 1 + rng.below(4)).collect()
@@ -207,11 +214,12 @@ pub fn program(seed: u64, steps: usize) -> Program {
     for _ in 0..steps {
         b.step();
     }
+    let slice = b.slice_bound.map_or(0, |n| b.rng.below(n));
     Program {
         graph: b.g,
         data: b.data,
         results: b.results,
-        slice: 0,
+        slice,
     }
 }
 
