@@ -48,13 +48,54 @@ pub(crate) enum RowEntry {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RowBounds {
     /// Row inequalities that could not be simplified further while this
-    /// variable is unknown, retried when it is solved: those where it is the
-    /// operand side (its upper bounds, which finalization reads) ...
-    pub uppers: Vec<Constraint>,
-    /// ... and the rest (it is the result side, or on both sides).
-    pub lowers: Vec<Constraint>,
+    /// variable is unknown, retried when it is solved, in the order they
+    /// were stored: those where it is the operand side (its upper bounds,
+    /// which finalization reads) and the rest (it is the result side, or on
+    /// both sides). One list for both keeps a variable to one allocation.
+    pub ineqs: Vec<StoredIneq>,
     /// Other deferred constraints (element counts, slices).
     pub watchers: Vec<Constraint>,
+}
+
+impl RowBounds {
+    /// The stored inequalities that bound this variable from above.
+    pub fn uppers(&self) -> impl Iterator<Item = &StoredIneq> {
+        self.ineqs.iter().filter(|s| s.upper)
+    }
+
+    /// The other stored inequalities.
+    pub fn lowers(&self) -> impl Iterator<Item = &StoredIneq> {
+        self.ineqs.iter().filter(|s| !s.upper)
+    }
+}
+
+/// A row inequality `cur >= [..subr..]` that waits on row variables: the
+/// operand side is always a row variable alone, so only its id is kept.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredIneq {
+    /// The broadcast-to side.
+    pub cur: Row,
+    /// The operand side: this row variable and nothing else.
+    pub subr: RowVar,
+    pub why: Why,
+    /// Whether it is stored on `subr` as one of its upper bounds.
+    pub upper: bool,
+}
+
+impl StoredIneq {
+    /// The operand side as a row.
+    pub fn subr_row(&self) -> Row {
+        Row::open(self.subr, Vec::new())
+    }
+
+    /// The constraint to retry.
+    pub fn to_constraint(&self) -> Constraint {
+        Constraint::RowIneq {
+            cur: self.cur.clone(),
+            subr: self.subr_row(),
+            why: self.why,
+        }
+    }
 }
 
 /// A dim after substitution.
@@ -99,7 +140,7 @@ pub(crate) struct ResolvedRow<'r> {
     pub tail: RowTail,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Env {
     pub dims: Vector<DimEntry>,
     pub rows: Vector<RowEntry>,
@@ -110,10 +151,27 @@ pub(crate) struct Env {
     /// nothing until its bounds are first written.
     empty_dim: Arc<DimBounds>,
     empty_row: Arc<RowBounds>,
+    /// The empty closed row, shared by every row variable solved to it.
+    empty_value: Arc<Row>,
     /// The undo log of the open transaction, if any.
     journal: Option<Journal>,
     /// The undo log's buffer between transactions, kept for its capacity.
     spare_undo: Vec<Undo>,
+}
+
+impl Default for Env {
+    fn default() -> Env {
+        Env {
+            dims: Vector::new(),
+            rows: Vector::new(),
+            row_depths: Vector::new(),
+            empty_dim: Arc::default(),
+            empty_row: Arc::default(),
+            empty_value: Arc::new(Row::empty()),
+            journal: None,
+            spare_undo: Vec::new(),
+        }
+    }
 }
 
 /// A clone never inherits an open transaction: its changes are its own.
@@ -125,6 +183,7 @@ impl Clone for Env {
             row_depths: self.row_depths.clone(),
             empty_dim: self.empty_dim.clone(),
             empty_row: self.empty_row.clone(),
+            empty_value: self.empty_value.clone(),
             journal: None,
             spare_undo: Vec::new(),
         }
@@ -156,8 +215,7 @@ enum Undo {
     },
     RowBounds {
         i: usize,
-        uppers: usize,
-        lowers: usize,
+        ineqs: usize,
         watchers: usize,
     },
 }
@@ -168,6 +226,17 @@ impl Env {
         let v = DimVar(self.dims.len() as u32);
         self.dims.push_back(DimEntry::Open(self.empty_dim.clone()));
         v
+    }
+
+    /// The entry of a row variable solved to `value` (the empty row is
+    /// shared rather than allocated again).
+    pub fn solved_row(&self, value: Row) -> RowEntry {
+        let value = if value.dims.is_empty() && value == *self.empty_value {
+            self.empty_value.clone()
+        } else {
+            Arc::new(value)
+        };
+        RowEntry::Solved { value }
     }
 
     /// Adds an unsolved row variable at the given template depth.
@@ -230,16 +299,10 @@ impl Env {
                         b.lub = lub;
                     }
                 }
-                Undo::RowBounds {
-                    i,
-                    uppers,
-                    lowers,
-                    watchers,
-                } => {
+                Undo::RowBounds { i, ineqs, watchers } => {
                     if let RowEntry::Open(b) = &mut self.rows[i] {
                         let b = Arc::make_mut(b);
-                        b.uppers.truncate(uppers);
-                        b.lowers.truncate(lowers);
+                        b.ineqs.truncate(ineqs);
                         b.watchers.truncate(watchers);
                     }
                 }
@@ -445,8 +508,7 @@ impl Env {
         };
         let mark = Undo::RowBounds {
             i,
-            uppers: b.uppers.len(),
-            lowers: b.lowers.len(),
+            ineqs: b.ineqs.len(),
             watchers: b.watchers.len(),
         };
         if let Some(j) = self.journal_for(i, false) {

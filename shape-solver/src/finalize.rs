@@ -209,7 +209,7 @@ impl Solver {
             .filter(|&v| {
                 self.env
                     .row_bounds(RowVar(v))
-                    .is_some_and(|b| !b.uppers.is_empty())
+                    .is_some_and(|b| b.uppers().next().is_some())
             })
             .collect();
         if let Some(d) = self.dirty.as_mut() {
@@ -267,26 +267,24 @@ impl Solver {
         let Some(b) = self.env.row_bounds(r) else {
             return Ok(u);
         };
-        for c in &b.uppers {
-            if let Constraint::RowIneq { cur, subr, .. } = c {
-                // Lengths and tails only: nothing is copied. Stored upper
-                // bounds name `r` itself as their operand, which is open.
-                let (ls, st) = if subr.tail == RowTail::Open(r) {
-                    (subr.dims.len(), subr.tail)
-                } else {
-                    self.env.row_extent(subr)?
-                };
-                if st != RowTail::Open(r) {
-                    continue;
-                }
-                let (lc, ct) = self.env.row_extent(cur)?;
-                if ct == RowTail::Open(r) {
-                    continue;
-                }
-                u.count += 1;
-                u.all_closed &= ct == RowTail::Closed;
-                u.min_len = u.min_len.min(lc.saturating_sub(ls));
+        for c in b.uppers() {
+            // Lengths and tails only: nothing is copied. Stored upper
+            // bounds name `r` itself as their operand, which is open.
+            let (ls, st) = if c.subr == r {
+                (0, RowTail::Open(r))
+            } else {
+                self.env.row_extent(&c.subr_row())?
+            };
+            if st != RowTail::Open(r) {
+                continue;
             }
+            let (lc, ct) = self.env.row_extent(&c.cur)?;
+            if ct == RowTail::Open(r) {
+                continue;
+            }
+            u.count += 1;
+            u.all_closed &= ct == RowTail::Closed;
+            u.min_len = u.min_len.min(lc.saturating_sub(ls));
         }
         Ok(u)
     }
@@ -371,12 +369,10 @@ impl Solver {
             let Some(b) = self.env.row_bounds(r) else {
                 continue;
             };
-            for c in &b.uppers {
-                if let Constraint::RowIneq { cur, .. } = c {
-                    if let RowTail::Open(u) = self.env.resolve_row(cur)?.tail {
-                        if u != r && rows.insert(u) {
-                            frontier.push(u);
-                        }
+            for c in b.uppers() {
+                if let RowTail::Open(u) = self.env.resolve_row(&c.cur)?.tail {
+                    if u != r && rows.insert(u) {
+                        frontier.push(u);
                     }
                 }
             }
