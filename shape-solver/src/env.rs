@@ -41,8 +41,15 @@ pub(crate) struct DimBounds {
 pub(crate) enum RowEntry {
     /// `r = value`.
     Solved { value: Arc<Row> },
-    /// Not solved yet.
-    Open(Arc<RowBounds>),
+    /// Not solved yet. Beside the pointer, read without following it:
+    /// whether any stored inequality is an upper bound (finalization skips
+    /// the variables without one), and how many template expansions led to
+    /// the variable (bounds the growth of rows through cyclic inequalities).
+    Open {
+        bounds: Arc<RowBounds>,
+        has_uppers: bool,
+        depth: u32,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -144,9 +151,6 @@ pub(crate) struct ResolvedRow<'r> {
 pub(crate) struct Env {
     pub dims: Vector<DimEntry>,
     pub rows: Vector<RowEntry>,
-    /// Per row variable: how many template expansions led to it (bounds
-    /// the growth of rows through cyclic inequalities).
-    pub row_depths: Vector<u32>,
     /// Shared empty bounds for new variables, so creating one allocates
     /// nothing until its bounds are first written.
     empty_dim: Arc<DimBounds>,
@@ -164,7 +168,6 @@ impl Default for Env {
         Env {
             dims: Vector::new(),
             rows: Vector::new(),
-            row_depths: Vector::new(),
             empty_dim: Arc::default(),
             empty_row: Arc::default(),
             empty_value: Arc::new(Row::empty()),
@@ -180,7 +183,6 @@ impl Clone for Env {
         Env {
             dims: self.dims.clone(),
             rows: self.rows.clone(),
-            row_depths: self.row_depths.clone(),
             empty_dim: self.empty_dim.clone(),
             empty_row: self.empty_row.clone(),
             empty_value: self.empty_value.clone(),
@@ -242,14 +244,20 @@ impl Env {
     /// Adds an unsolved row variable at the given template depth.
     pub fn push_row(&mut self, depth: u32) -> RowVar {
         let v = RowVar(self.rows.len() as u32);
-        self.rows.push_back(RowEntry::Open(self.empty_row.clone()));
-        self.row_depths.push_back(depth);
+        self.rows.push_back(RowEntry::Open {
+            bounds: self.empty_row.clone(),
+            has_uppers: false,
+            depth,
+        });
         v
     }
 
-    /// The template depth of a row variable.
+    /// The template depth of an unsolved row variable.
     pub fn row_depth(&self, v: RowVar) -> u32 {
-        self.row_depths.get(v.index()).copied().unwrap_or(0)
+        match self.rows.get(v.index()) {
+            Some(RowEntry::Open { depth, .. }) => *depth,
+            _ => 0,
+        }
     }
 
     /// Starts recording changes; returns false if a transaction is open
@@ -279,7 +287,6 @@ impl Env {
         let Some(j) = self.journal.take() else { return };
         self.dims.truncate(j.dims_len);
         self.rows.truncate(j.rows_len);
-        self.row_depths.truncate(j.rows_len);
         for u in j.undo.into_iter().rev() {
             match u {
                 Undo::Dim(i, e) => self.dims[i] = e,
@@ -300,10 +307,14 @@ impl Env {
                     }
                 }
                 Undo::RowBounds { i, ineqs, watchers } => {
-                    if let RowEntry::Open(b) = &mut self.rows[i] {
-                        let b = Arc::make_mut(b);
+                    if let RowEntry::Open {
+                        bounds, has_uppers, ..
+                    } = &mut self.rows[i]
+                    {
+                        let b = Arc::make_mut(bounds);
                         b.ineqs.truncate(ineqs);
                         b.watchers.truncate(watchers);
+                        *has_uppers = b.uppers().next().is_some();
                     }
                 }
             }
@@ -400,7 +411,7 @@ impl Env {
                     len += value.dims.len();
                     tail = value.tail;
                 }
-                RowEntry::Open(_) => break,
+                RowEntry::Open { .. } => break,
             }
         }
         Ok((len, tail))
@@ -416,7 +427,7 @@ impl Env {
         };
         let first = match self.row_entry(v)? {
             RowEntry::Solved { value } => value,
-            RowEntry::Open(_) => {
+            RowEntry::Open { .. } => {
                 return Ok(ResolvedRow {
                     dims: ResolvedDims::Borrowed(&r.dims),
                     tail: r.tail,
@@ -434,7 +445,7 @@ impl Env {
                     tail = value.tail;
                     levels += 1;
                 }
-                RowEntry::Open(_) => break,
+                RowEntry::Open { .. } => break,
             }
         }
         if levels == 1 && r.dims.is_empty() {
@@ -452,7 +463,7 @@ impl Env {
             let RowTail::Open(w) = piece.tail else { break };
             match self.row_entry(w)? {
                 RowEntry::Solved { value } => piece = value,
-                RowEntry::Open(_) => break,
+                RowEntry::Open { .. } => break,
             }
         }
         dims.reverse();
@@ -469,9 +480,21 @@ impl Env {
         }
     }
 
+    /// Whether an unsolved row variable has an upper bound stored (false
+    /// for a solved one), read without following the bounds' pointer.
+    pub fn row_has_uppers(&self, v: RowVar) -> bool {
+        matches!(
+            self.rows.get(v.index()),
+            Some(RowEntry::Open {
+                has_uppers: true,
+                ..
+            })
+        )
+    }
+
     pub fn row_bounds(&self, v: RowVar) -> Option<&RowBounds> {
         match self.rows.get(v.index()) {
-            Some(RowEntry::Open(b)) => Some(b),
+            Some(RowEntry::Open { bounds, .. }) => Some(bounds),
             _ => None,
         }
     }
@@ -503,19 +526,24 @@ impl Env {
     /// `f` may only append to the bounds' lists.
     pub fn update_row_bounds(&mut self, v: RowVar, f: impl FnOnce(&mut RowBounds)) {
         let i = v.index();
-        let Some(RowEntry::Open(b)) = self.rows.get(i) else {
+        // One look-up: the entry is reached mutably once, and the undo
+        // mark is taken from it before `f` runs.
+        let journal = self.journal.as_mut().filter(|j| i < j.rows_len);
+        let Some(RowEntry::Open {
+            bounds, has_uppers, ..
+        }) = self.rows.get_mut(i)
+        else {
             return;
         };
-        let mark = Undo::RowBounds {
-            i,
-            ineqs: b.ineqs.len(),
-            watchers: b.watchers.len(),
-        };
-        if let Some(j) = self.journal_for(i, false) {
-            j.undo.push(mark);
+        if let Some(j) = journal {
+            j.undo.push(Undo::RowBounds {
+                i,
+                ineqs: bounds.ineqs.len(),
+                watchers: bounds.watchers.len(),
+            });
         }
-        if let Some(RowEntry::Open(b)) = self.rows.get_mut(i) {
-            f(Arc::make_mut(b))
-        }
+        let b = Arc::make_mut(bounds);
+        f(b);
+        *has_uppers = b.uppers().next().is_some();
     }
 }

@@ -189,29 +189,29 @@ impl Solver {
 
     /// Queues every open variable for every rule; false when none is open.
     fn touch_all(&mut self) -> bool {
-        let dims: Vec<u32> = self.unsolved_dims().into_iter().map(|v| v.0).collect();
-        let rows: Vec<u32> = self.unsolved_rows().into_iter().map(|v| v.0).collect();
         // Rules 1 and 2 can only apply to a dim with a bound or a row with
         // upper bounds; any other variable is queued for them again when
-        // something about it changes.
-        let with_lub: Vec<u32> = dims
-            .iter()
-            .copied()
-            .filter(|&v| {
-                self.env
-                    .dim_bounds(DimVar(v))
-                    .is_some_and(|b| b.lub.is_some())
-            })
-            .collect();
-        let with_uppers: Vec<u32> = rows
-            .iter()
-            .copied()
-            .filter(|&v| {
-                self.env
-                    .row_bounds(RowVar(v))
-                    .is_some_and(|b| b.uppers().next().is_some())
-            })
-            .collect();
+        // something about it changes. One pass over each map, in order.
+        let mut dims: Vec<u32> = Vec::new();
+        let mut with_lub: Vec<u32> = Vec::new();
+        for (i, e) in self.env.dims.iter().enumerate() {
+            if let DimEntry::Open(b) = e {
+                dims.push(i as u32);
+                if b.lub.is_some() {
+                    with_lub.push(i as u32);
+                }
+            }
+        }
+        let mut rows: Vec<u32> = Vec::new();
+        let mut with_uppers: Vec<u32> = Vec::new();
+        for (i, e) in self.env.rows.iter().enumerate() {
+            if let RowEntry::Open { has_uppers, .. } = e {
+                rows.push(i as u32);
+                if *has_uppers {
+                    with_uppers.push(i as u32);
+                }
+            }
+        }
         if let Some(d) = self.dirty.as_mut() {
             d.dims.insert_all(&with_lub);
             d.top_dims.insert_all(&dims);
@@ -264,6 +264,11 @@ impl Solver {
             all_closed: true,
             min_len: usize::MAX,
         };
+        // Most open rows have no upper bound: say so without reading
+        // their bounds.
+        if !self.env.row_has_uppers(r) {
+            return Ok(u);
+        }
         let Some(b) = self.env.row_bounds(r) else {
             return Ok(u);
         };
@@ -299,7 +304,7 @@ impl Solver {
     fn unsolved_rows(&self) -> Vec<RowVar> {
         let mut out = Vec::new();
         for (i, e) in self.env.rows.iter().enumerate() {
-            if matches!(e, RowEntry::Open(_)) {
+            if matches!(e, RowEntry::Open { .. }) {
                 out.push(RowVar(i as u32));
             }
         }
@@ -641,7 +646,7 @@ impl Solution {
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
             RowEntry::Solved { value } => Ok(Row::clone(value)),
-            RowEntry::Open(_) => Err(ShapeError::Unsolved {
+            RowEntry::Open { .. } => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             }),

@@ -554,7 +554,9 @@ impl Solver {
         let value_tail = value.tail;
         let entry = self.env.solved_row(value);
         let old = self.env.set_row(v, entry);
-        let RowEntry::Open(bounds) = old else { return };
+        let RowEntry::Open { bounds, .. } = old else {
+            return;
+        };
         // Read through the shared pointer: the undo log may hold it too.
         if let Some(d) = &mut self.dirty {
             if let RowTail::Open(w) = value_tail {
