@@ -359,17 +359,23 @@ impl Env {
     }
 
     pub fn dim_entry(&self, v: DimVar) -> Result<&DimEntry, ShapeError> {
-        self.dims.get(v.index()).ok_or(ShapeError::UnknownVariable {
-            what: "dim",
-            id: v.0,
-        })
+        // The error is built only when it is returned: building and
+        // dropping it on every look-up shows in profiles.
+        self.dims
+            .get(v.index())
+            .ok_or_else(|| ShapeError::UnknownVariable {
+                what: "dim",
+                id: v.0,
+            })
     }
 
     pub fn row_entry(&self, v: RowVar) -> Result<&RowEntry, ShapeError> {
-        self.rows.get(v.index()).ok_or(ShapeError::UnknownVariable {
-            what: "row",
-            id: v.0,
-        })
+        self.rows
+            .get(v.index())
+            .ok_or_else(|| ShapeError::UnknownVariable {
+                what: "row",
+                id: v.0,
+            })
     }
 
     /// Follows solved variables to a known size or an unsolved root.
@@ -478,18 +484,6 @@ impl Env {
             Some(DimEntry::Open(b)) => Some(b),
             _ => None,
         }
-    }
-
-    /// Whether an unsolved row variable has an upper bound stored (false
-    /// for a solved one), read without following the bounds' pointer.
-    pub fn row_has_uppers(&self, v: RowVar) -> bool {
-        matches!(
-            self.rows.get(v.index()),
-            Some(RowEntry::Open {
-                has_uppers: true,
-                ..
-            })
-        )
     }
 
     pub fn row_bounds(&self, v: RowVar) -> Option<&RowBounds> {

@@ -264,12 +264,14 @@ impl Solver {
             all_closed: true,
             min_len: usize::MAX,
         };
-        // Most open rows have no upper bound: say so without reading
-        // their bounds.
-        if !self.env.row_has_uppers(r) {
-            return Ok(u);
-        }
-        let Some(b) = self.env.row_bounds(r) else {
+        // Most open rows have no upper bound: the entry says so without
+        // its bounds being read.
+        let Some(RowEntry::Open {
+            bounds: b,
+            has_uppers: true,
+            ..
+        }) = self.env.rows.get(r.index())
+        else {
             return Ok(u);
         };
         for c in b.uppers() {
@@ -396,10 +398,15 @@ impl Solver {
             .map(RowVar);
         let mut tops = Vec::new();
         for r in candidates {
-            if self.env.row_bounds(r).is_some()
-                && !blocked.contains(&r)
-                && self.uppers(r)?.count == 0
-            {
+            // One look-up of the entry for the common cases: solved, or
+            // open without upper bounds.
+            let top = match self.env.rows.get(r.index()) {
+                Some(RowEntry::Open { has_uppers, .. }) => {
+                    !blocked.contains(&r) && (!has_uppers || self.uppers(r)?.count == 0)
+                }
+                _ => false,
+            };
+            if top {
                 tops.push(r);
             }
         }
