@@ -552,6 +552,7 @@ impl Solver {
     /// Binds an unsolved row variable and retries what was stored on it.
     pub(crate) fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
         let value_tail = value.tail;
+        let to_empty = value_tail == RowTail::Closed && value.dims.is_empty();
         let entry = self.env.solved_row(value);
         let old = self.env.set_row(v, entry);
         let RowEntry::Open { bounds, .. } = old else {
@@ -562,22 +563,33 @@ impl Solver {
             if let RowTail::Open(w) = value_tail {
                 d.touch_row(w);
             }
-            for s in &bounds.ineqs {
+            for s in bounds.ineqs.iter() {
                 for w in s.cur.row_var().into_iter().chain([s.subr]) {
                     d.touch_row(w);
                 }
             }
         }
-        for s in bounds.uppers().chain(bounds.lowers()) {
+        for s in bounds.uppers() {
+            if to_empty {
+                // `cur >= [..v..]` holds for any `cur` once `v` is the empty
+                // closed row: retrying it would resolve both rows and find
+                // nothing to do. It is counted as the step it would have
+                // taken (a failed transaction resets the count either way).
+                self.steps += 1;
+            } else {
+                self.queue.push(s.to_constraint());
+            }
+        }
+        for s in bounds.lowers() {
             self.queue.push(s.to_constraint());
         }
         self.push_all(bounds.watchers.iter().cloned());
     }
 
     fn row_ineq(&mut self, cur: Row, subr: Row, why: Why) -> Result<(), ShapeError> {
-        let rc = self.env.resolve_row(&cur)?;
+        let mut rc = self.env.resolve_row(&cur)?;
         let rs = self.env.resolve_row(&subr)?;
-        let (lc, ls) = (rc.dims.len(), rs.dims.len());
+        let (mut lc, ls) = (rc.dims.len(), rs.dims.len());
         if lc < ls {
             match rc.tail {
                 RowTail::Closed => {
@@ -627,8 +639,12 @@ impl Solver {
                         }
                     }
                     self.bind_row(cv, Row::open(nv, fresh), why);
-                    // Now long enough: this recursion goes one level deep.
-                    return self.row_ineq(cur, subr, why);
+                    // Now long enough. Only `cv` changed, and `subr` does not
+                    // pass through it (its resolution stops at its own open
+                    // variable, which is not `cv`), so only `cur` is resolved
+                    // again.
+                    rc = self.env.resolve_row(&cur)?;
+                    lc = rc.dims.len();
                 }
             }
         }
