@@ -454,14 +454,23 @@ impl Graph {
 
     /// Applies an operation; the result is named `t<id>`.
     pub fn apply(&mut self, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
-        let name = format!("t{}", self.tensors.len());
-        self.apply_named(&name, kind, operands)
+        let name = numbered_name(b't', self.tensors.len());
+        self.apply_arc(name, kind, operands)
     }
 
     /// Applies an operation and names its result.
     pub fn apply_named(
         &mut self,
         name: &str,
+        kind: OpKind,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
+        self.apply_arc(Arc::from(name), kind, operands)
+    }
+
+    fn apply_arc(
+        &mut self,
+        result_name: Arc<str>,
         kind: OpKind,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
@@ -479,7 +488,6 @@ impl Graph {
             .collect::<Result<Vec<_>, _>>()?;
         let op_id = OpId(self.ops.len());
         let result = TensorId(self.tensors.len());
-        let result_name: Arc<str> = Arc::from(name);
         let op = Arc::new(OpRef {
             id: op_id.0,
             name: kind.name(),
@@ -605,6 +613,25 @@ impl Graph {
             solution,
         })
     }
+}
+
+/// `prefix` followed by `n` in decimal, written on the stack: one
+/// allocation, and no formatting machinery (a name per operation adds up).
+fn numbered_name(prefix: u8, n: usize) -> Arc<str> {
+    let mut buf = [0u8; 24];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    i -= 1;
+    buf[i] = prefix;
+    Arc::from(std::str::from_utf8(&buf[i..]).expect("an ASCII prefix and digits"))
 }
 
 /// Builds a row of fresh variables for a spec row; fixed sizes become
