@@ -59,7 +59,7 @@ pub(crate) struct RowBounds {
     /// were stored: those where it is the operand side (its upper bounds,
     /// which finalization reads) and the rest (it is the result side, or on
     /// both sides). One list for both keeps a variable to one allocation.
-    pub ineqs: Vec<StoredIneq>,
+    pub ineqs: Ineqs,
     /// Other deferred constraints (element counts, slices).
     pub watchers: Vec<Constraint>,
 }
@@ -73,6 +73,42 @@ impl RowBounds {
     /// The other stored inequalities.
     pub fn lowers(&self) -> impl Iterator<Item = &StoredIneq> {
         self.ineqs.iter().filter(|s| !s.upper)
+    }
+}
+
+/// A short list of stored inequalities whose first entries live in the
+/// bounds' own allocation: most row variables store one to three, so this
+/// saves an allocation per variable and keeps what finalization reads next
+/// to the bounds' header.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Ineqs {
+    /// Filled in order; `rest` is used only once both are taken.
+    head: [Option<StoredIneq>; 2],
+    rest: Vec<StoredIneq>,
+}
+
+impl Ineqs {
+    pub fn len(&self) -> usize {
+        self.head.iter().take_while(|s| s.is_some()).count() + self.rest.len()
+    }
+
+    pub fn push(&mut self, s: StoredIneq) {
+        match self.head.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(s),
+            None => self.rest.push(s),
+        }
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        let n = self.head.len();
+        self.rest.truncate(len.saturating_sub(n));
+        for slot in self.head.iter_mut().skip(len) {
+            *slot = None;
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &StoredIneq> {
+        self.head.iter().map_while(Option::as_ref).chain(&self.rest)
     }
 }
 
