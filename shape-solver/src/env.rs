@@ -41,14 +41,12 @@ pub(crate) struct DimBounds {
 pub(crate) enum RowEntry {
     /// `r = value`.
     Solved { value: Arc<Row> },
-    /// Not solved yet. Beside the pointer, read without following it:
-    /// whether any stored inequality is an upper bound (finalization skips
-    /// the variables without one), and how many template expansions led to
-    /// the variable (bounds the growth of rows through cyclic inequalities).
+    /// Not solved yet. Beside the pointer, what finalization's checks of
+    /// upper bounds need first, read without following it (see
+    /// [`upper_hint`]).
     Open {
         bounds: Arc<RowBounds>,
-        has_uppers: bool,
-        depth: u32,
+        upper_hint: u32,
     },
 }
 
@@ -62,6 +60,20 @@ pub(crate) struct RowBounds {
     pub ineqs: Ineqs,
     /// Other deferred constraints (element counts, slices).
     pub watchers: Vec<Constraint>,
+    /// How many template expansions led to this variable (bounds the
+    /// growth of rows through cyclic inequalities).
+    pub depth: u32,
+}
+
+/// The `upper_hint` of an open row entry with these bounds: 0 when no upper
+/// bound is stored; 2 + id when the first one's result row ends in row
+/// variable `id`; 1 otherwise (it is closed, or the id does not fit).
+pub(crate) fn upper_hint(b: &RowBounds) -> u32 {
+    match b.uppers().next().map(|s| s.cur.tail) {
+        None => 0,
+        Some(RowTail::Open(v)) => v.0.checked_add(2).unwrap_or(1),
+        Some(RowTail::Closed) => 1,
+    }
 }
 
 impl RowBounds {
@@ -280,10 +292,17 @@ impl Env {
     /// Adds an unsolved row variable at the given template depth.
     pub fn push_row(&mut self, depth: u32) -> RowVar {
         let v = RowVar(self.rows.len() as u32);
+        let bounds = if depth == 0 {
+            self.empty_row.clone()
+        } else {
+            Arc::new(RowBounds {
+                depth,
+                ..RowBounds::default()
+            })
+        };
         self.rows.push_back(RowEntry::Open {
-            bounds: self.empty_row.clone(),
-            has_uppers: false,
-            depth,
+            bounds,
+            upper_hint: 0,
         });
         v
     }
@@ -291,7 +310,7 @@ impl Env {
     /// The template depth of an unsolved row variable.
     pub fn row_depth(&self, v: RowVar) -> u32 {
         match self.rows.get(v.index()) {
-            Some(RowEntry::Open { depth, .. }) => *depth,
+            Some(RowEntry::Open { bounds, .. }) => bounds.depth,
             _ => 0,
         }
     }
@@ -344,13 +363,14 @@ impl Env {
                 }
                 Undo::RowBounds { i, ineqs, watchers } => {
                     if let RowEntry::Open {
-                        bounds, has_uppers, ..
+                        bounds,
+                        upper_hint: hint,
                     } = &mut self.rows[i]
                     {
                         let b = Arc::make_mut(bounds);
                         b.ineqs.truncate(ineqs);
                         b.watchers.truncate(watchers);
-                        *has_uppers = b.uppers().next().is_some();
+                        *hint = upper_hint(b);
                     }
                 }
             }
@@ -560,7 +580,8 @@ impl Env {
         // mark is taken from it before `f` runs.
         let journal = self.journal.as_mut().filter(|j| i < j.rows_len);
         let Some(RowEntry::Open {
-            bounds, has_uppers, ..
+            bounds,
+            upper_hint: hint,
         }) = self.rows.get_mut(i)
         else {
             return;
@@ -574,6 +595,6 @@ impl Env {
         }
         let b = Arc::make_mut(bounds);
         f(b);
-        *has_uppers = b.uppers().next().is_some();
+        *hint = upper_hint(b);
     }
 }

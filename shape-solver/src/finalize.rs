@@ -205,9 +205,9 @@ impl Solver {
         let mut rows: Vec<u32> = Vec::new();
         let mut with_uppers: Vec<u32> = Vec::new();
         for (i, e) in self.env.rows.iter().enumerate() {
-            if let RowEntry::Open { has_uppers, .. } = e {
+            if let RowEntry::Open { upper_hint, .. } = e {
                 rows.push(i as u32);
-                if *has_uppers {
+                if *upper_hint != 0 {
                     with_uppers.push(i as u32);
                 }
             }
@@ -268,8 +268,7 @@ impl Solver {
         // its bounds being read.
         let Some(RowEntry::Open {
             bounds: b,
-            has_uppers: true,
-            ..
+            upper_hint: 1..,
         }) = self.env.rows.get(r.index())
         else {
             return Ok(u);
@@ -296,9 +295,31 @@ impl Solver {
         Ok(u)
     }
 
+    /// Whether the first upper bound stored on `r` is a row that ends in
+    /// another open row variable: then `r` has an upper bound (it counts)
+    /// that is not closed, which is all that rules 2 and 3 need to know to
+    /// pass `r` by, and the entry tells it without `r`'s bounds being read.
+    fn first_upper_open(&self, r: RowVar) -> Result<bool, ShapeError> {
+        let hint = match self.env.rows.get(r.index()) {
+            Some(RowEntry::Open { upper_hint, .. }) => *upper_hint,
+            _ => return Ok(false),
+        };
+        if hint < 2 {
+            return Ok(false);
+        }
+        // The same walk uppers() makes for the first upper bound's result row.
+        let (_, tail) = self
+            .env
+            .row_extent(&Row::open(RowVar(hint - 2), Vec::new()))?;
+        Ok(matches!(tail, RowTail::Open(w) if w != r))
+    }
+
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
     /// the shortest one leaves for `r`.
     fn closed_upper_len(&self, r: RowVar) -> Result<Option<usize>, ShapeError> {
+        if self.first_upper_open(r)? {
+            return Ok(None);
+        }
         let u = self.uppers(r)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
     }
@@ -401,8 +422,10 @@ impl Solver {
             // One look-up of the entry for the common cases: solved, or
             // open without upper bounds.
             let top = match self.env.rows.get(r.index()) {
-                Some(RowEntry::Open { has_uppers, .. }) => {
-                    !blocked.contains(&r) && (!has_uppers || self.uppers(r)?.count == 0)
+                Some(RowEntry::Open { upper_hint, .. }) => {
+                    !blocked.contains(&r)
+                        && (*upper_hint == 0
+                            || (!self.first_upper_open(r)? && self.uppers(r)?.count == 0))
                 }
                 _ => false,
             };
