@@ -508,8 +508,10 @@ impl Graph {
             shapes.push(&result_shape);
             shapes.extend(operands.iter().map(|t| &tensors[t.0].shape));
             let mut ctx = OpContext { solver, op, shapes };
-            let constraints = ctx.constraints(&kind);
-            solver.add_all(constraints)?;
+            // Queued straight onto the solver (no list in between), then
+            // simplified: what `add_all` does inside this transaction.
+            ctx.push_constraints(&kind);
+            solver.run()?;
             Ok::<_, ShapeError>(result_shape)
         })?;
         self.tensors.push_back(Tensor {
