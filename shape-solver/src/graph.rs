@@ -162,6 +162,11 @@ pub struct Graph {
     ops: Vector<OpNode>,
     /// Einsum specs parsed so far, by their text.
     einsums: HashMap<Arc<str>, Arc<crate::ops::EinsumOp>>,
+    /// Declared shape specs parsed so far, by their text (which origins
+    /// share rather than copy).
+    specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
+    /// Names of pointwise functions used so far, shared by their uses.
+    functions: std::collections::HashSet<Arc<str>>,
 }
 
 impl Graph {
@@ -254,13 +259,38 @@ impl Graph {
     }
 
     fn push_tensor(&mut self, name: &str, kind: TensorKind, shape: Shape) -> TensorId {
+        self.push_tensor_named(Arc::from(name), kind, shape)
+    }
+
+    fn push_tensor_named(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
         let id = TensorId(self.tensors.len());
-        self.tensors.push_back(Tensor {
-            name: Arc::from(name),
-            kind,
-            shape,
-        });
+        self.tensors.push_back(Tensor { name, kind, shape });
         id
+    }
+
+    /// A function's name, allocated once per distinct name.
+    fn function_name(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.functions.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.functions.insert(n.clone());
+        n
+    }
+
+    /// A declared shape spec, parsed once per distinct text, with its text.
+    fn declared_spec(
+        &mut self,
+        text: &str,
+        context: impl FnOnce() -> String,
+    ) -> Result<(Arc<str>, Arc<ShapeSpec>), GraphError> {
+        if let Some((k, v)) = self.specs.get_key_value(text) {
+            return Ok((k.clone(), v.clone()));
+        }
+        let spec = Arc::new(Self::parse_spec(text, context)?);
+        let key: Arc<str> = Arc::from(text);
+        self.specs.insert(key.clone(), spec.clone());
+        Ok((key, spec))
     }
 
     fn parse_spec(text: &str, context: impl FnOnce() -> String) -> Result<ShapeSpec, GraphError> {
@@ -325,7 +355,8 @@ impl Graph {
         kind: TensorKind,
         num_elems: Option<NonZeroU64>,
     ) -> Result<TensorId, GraphError> {
-        let spec = Self::parse_spec(spec_text, || format!("the declared shape of `{name}`"))?;
+        let (spec_arc, spec) =
+            self.declared_spec(spec_text, || format!("the declared shape of `{name}`"))?;
         let per_output = match num_elems {
             Some(n) => Some((n, Self::elements_per_output(name, spec_text, &spec, n)?)),
             None => None,
@@ -343,7 +374,7 @@ impl Graph {
                 let origin = Origin::Declared {
                     tensor: tref.clone(),
                     kind,
-                    spec: Arc::from(spec_text),
+                    spec: spec_arc.clone(),
                 };
                 let why = Why::of(solver.add_origin(origin));
                 rows.push(match spec.row(kind) {
@@ -357,7 +388,7 @@ impl Graph {
             if let Some((n, per_output)) = per_output {
                 let why = Why::of(solver.add_origin(Origin::ElementCount {
                     tensor: tref.clone(),
-                    spec: Arc::from(spec_text),
+                    spec: spec_arc.clone(),
                     num_elems: n.get(),
                 }));
                 constraints.push(Constraint::TotalElems {
@@ -373,7 +404,7 @@ impl Graph {
                 output,
             })
         })?;
-        Ok(self.push_tensor(name, kind, shape))
+        Ok(self.push_tensor_named(tref.name, kind, shape))
     }
 
     /// For a constant: how many elements the output row holds, given that
@@ -529,12 +560,14 @@ impl Graph {
 
     /// A pointwise unary function, such as `relu` or `exp`.
     pub fn unary(&mut self, name: &str, a: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Unary(Arc::from(name)), &[a])
+        let name = self.function_name(name);
+        self.apply(OpKind::Unary(name), &[a])
     }
 
     /// A pointwise binary function, such as `add` or `mul`.
     pub fn binary(&mut self, name: &str, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Binary(Arc::from(name)), &[a, b])
+        let name = self.function_name(name);
+        self.apply(OpKind::Binary(name), &[a, b])
     }
 
     /// Pointwise addition with broadcasting.
