@@ -417,21 +417,23 @@ impl Env {
     pub fn dim_entry(&self, v: DimVar) -> Result<&DimEntry, ShapeError> {
         // The error is built only when it is returned: building and
         // dropping it on every look-up shows in profiles.
-        self.dims
-            .get(v.index())
-            .ok_or_else(|| ShapeError::UnknownVariable {
+        match self.dims.get(v.index()) {
+            Some(e) => Ok(e),
+            None => Err(ShapeError::UnknownVariable {
                 what: "dim",
                 id: v.0,
-            })
+            }),
+        }
     }
 
     pub fn row_entry(&self, v: RowVar) -> Result<&RowEntry, ShapeError> {
-        self.rows
-            .get(v.index())
-            .ok_or_else(|| ShapeError::UnknownVariable {
+        match self.rows.get(v.index()) {
+            Some(e) => Ok(e),
+            None => Err(ShapeError::UnknownVariable {
                 what: "row",
                 id: v.0,
-            })
+            }),
+        }
     }
 
     /// Follows solved variables to a known size or an unsolved root.
