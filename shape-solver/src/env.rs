@@ -153,6 +153,14 @@ impl StoredIneq {
     }
 }
 
+fn is_open_dim(e: &DimEntry) -> bool {
+    matches!(e, DimEntry::Open(_))
+}
+
+fn is_open_row(e: &RowEntry) -> bool {
+    matches!(e, RowEntry::Open { .. })
+}
+
 /// A dim after substitution.
 #[derive(Clone, Debug)]
 pub(crate) enum ResolvedDim {
@@ -205,6 +213,11 @@ pub(crate) struct Env {
     empty_row: Arc<RowBounds>,
     /// The empty closed row, shared by every row variable solved to it.
     empty_value: Arc<Row>,
+    /// How many dim and row variables are unsolved: lets finalization
+    /// know that nothing is open without scanning every entry. Kept by
+    /// every change of an entry's kind (here in this module only).
+    open_dims: usize,
+    open_rows: usize,
     /// The undo log of the open transaction, if any.
     journal: Option<Journal>,
     /// The undo log's buffer between transactions, kept for its capacity.
@@ -219,6 +232,8 @@ impl Default for Env {
             empty_dim: Arc::default(),
             empty_row: Arc::default(),
             empty_value: Arc::new(Row::empty()),
+            open_dims: 0,
+            open_rows: 0,
             journal: None,
             spare_undo: Vec::new(),
         }
@@ -234,6 +249,8 @@ impl Clone for Env {
             empty_dim: self.empty_dim.clone(),
             empty_row: self.empty_row.clone(),
             empty_value: self.empty_value.clone(),
+            open_dims: self.open_dims,
+            open_rows: self.open_rows,
             journal: None,
             spare_undo: Vec::new(),
         }
@@ -275,7 +292,27 @@ impl Env {
     pub fn push_dim(&mut self) -> DimVar {
         let v = DimVar(self.dims.len() as u32);
         self.dims.push_back(DimEntry::Open(self.empty_dim.clone()));
+        self.open_dims += 1;
         v
+    }
+
+    /// Whether any dim or row variable is unsolved.
+    pub fn any_open(&self) -> bool {
+        self.open_dims > 0 || self.open_rows > 0
+    }
+
+    /// How many dim and row variables are unsolved.
+    pub fn open_counts(&self) -> (usize, usize) {
+        (self.open_dims, self.open_rows)
+    }
+
+    /// Keeps the open counts right when an entry changes from `old` to `new`.
+    fn count_dim(&mut self, old: bool, new: bool) {
+        self.open_dims = self.open_dims + usize::from(new) - usize::from(old);
+    }
+
+    fn count_row(&mut self, old: bool, new: bool) {
+        self.open_rows = self.open_rows + usize::from(new) - usize::from(old);
     }
 
     /// The entry of a row variable solved to `value` (the empty row is
@@ -304,6 +341,7 @@ impl Env {
             bounds,
             upper_hint: 0,
         });
+        self.open_rows += 1;
         v
     }
 
@@ -340,12 +378,26 @@ impl Env {
     /// Undoes every change since [`Env::begin`].
     pub fn rollback(&mut self) {
         let Some(j) = self.journal.take() else { return };
+        let dropped_dims = (j.dims_len..self.dims.len())
+            .filter(|&i| is_open_dim(&self.dims[i]))
+            .count();
+        let dropped_rows = (j.rows_len..self.rows.len())
+            .filter(|&i| is_open_row(&self.rows[i]))
+            .count();
+        self.open_dims -= dropped_dims;
+        self.open_rows -= dropped_rows;
         self.dims.truncate(j.dims_len);
         self.rows.truncate(j.rows_len);
         for u in j.undo.into_iter().rev() {
             match u {
-                Undo::Dim(i, e) => self.dims[i] = e,
-                Undo::Row(i, e) => self.rows[i] = e,
+                Undo::Dim(i, e) => {
+                    self.count_dim(is_open_dim(&self.dims[i]), is_open_dim(&e));
+                    self.dims[i] = e;
+                }
+                Undo::Row(i, e) => {
+                    self.count_row(is_open_row(&self.rows[i]), is_open_row(&e));
+                    self.rows[i] = e;
+                }
                 Undo::DimBounds {
                     i,
                     cur,
@@ -386,7 +438,9 @@ impl Env {
     /// Replaces an entry, returning the old one (shared with the undo log
     /// while a transaction is open).
     pub fn set_dim(&mut self, v: DimVar, e: DimEntry) -> DimEntry {
+        let now_open = is_open_dim(&e);
         let old = std::mem::replace(&mut self.dims[v.index()], e);
+        self.count_dim(is_open_dim(&old), now_open);
         if let Some(j) = self.journal_for(v.index(), true) {
             j.undo.push(Undo::Dim(v.index(), old.clone()));
         }
@@ -395,7 +449,9 @@ impl Env {
 
     /// Replaces an entry, returning the old one.
     pub fn set_row(&mut self, v: RowVar, e: RowEntry) -> RowEntry {
+        let now_open = is_open_row(&e);
         let old = std::mem::replace(&mut self.rows[v.index()], e);
+        self.count_row(is_open_row(&old), now_open);
         if let Some(j) = self.journal_for(v.index(), false) {
             j.undo.push(Undo::Row(v.index(), old.clone()));
         }
@@ -403,6 +459,8 @@ impl Env {
     }
 
     /// The entry of a dim variable, mutably, with the change recorded.
+    /// The caller may change what the entry says but not whether it is
+    /// solved (use [`Env::set_dim`] for that).
     pub fn dim_mut(&mut self, v: DimVar) -> Option<&mut DimEntry> {
         if v.index() >= self.dims.len() {
             return None;

@@ -189,6 +189,12 @@ impl Solver {
 
     /// Queues every open variable for every rule; false when none is open.
     fn touch_all(&mut self) -> bool {
+        // Nothing open (the usual case by the last full scan): nothing to
+        // queue, and no need to read every entry to find that out.
+        if !self.env.any_open() {
+            debug_assert!(self.unsolved_dims().is_empty() && self.unsolved_rows().is_empty());
+            return false;
+        }
         // Rules 1 and 2 can only apply to a dim with a bound or a row with
         // upper bounds; any other variable is queued for them again when
         // something about it changes. One pass over each map, in order.
@@ -212,6 +218,7 @@ impl Solver {
                 }
             }
         }
+        debug_assert_eq!(self.env.open_counts(), (dims.len(), rows.len()));
         if let Some(d) = self.dirty.as_mut() {
             d.dims.insert_all(&with_lub);
             d.top_dims.insert_all(&dims);
