@@ -55,62 +55,61 @@ impl Dirty {
     }
 }
 
-/// A set of variable ids that hands them out lowest first: a heap plus a
-/// membership flag per id (cheaper than an ordered tree for this use).
+/// A set of variable ids that hands them out lowest first: one bit per id
+/// (a few kilobytes for tens of thousands of variables, so it stays in
+/// cache), and a word index below which every word is empty.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct VarQueue {
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<u32>>,
-    member: Vec<bool>,
+    bits: Vec<u64>,
+    /// Every word before this one is zero.
+    low: usize,
+    len: usize,
 }
 
 impl VarQueue {
     pub fn insert(&mut self, id: u32) {
-        let i = id as usize;
-        if i >= self.member.len() {
-            self.member.resize(i + 1, false);
+        let (w, b) = (id as usize / 64, id % 64);
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
         }
-        if !self.member[i] {
-            self.member[i] = true;
-            self.heap.push(std::cmp::Reverse(id));
+        let mask = 1u64 << b;
+        if self.bits[w] & mask == 0 {
+            self.bits[w] |= mask;
+            self.len += 1;
+            self.low = self.low.min(w);
         }
     }
 
-    /// Inserts many ids at once (in O(n) when the set is empty).
+    /// Inserts many ids at once.
     pub fn insert_all(&mut self, ids: &[u32]) {
-        if !self.heap.is_empty() {
-            ids.iter().for_each(|&id| self.insert(id));
-            return;
-        }
-        let top = ids.iter().copied().max().map_or(0, |m| m as usize + 1);
-        if top > self.member.len() {
-            self.member.resize(top, false);
-        }
-        let mut fresh = Vec::with_capacity(ids.len());
-        for &id in ids {
-            if !self.member[id as usize] {
-                self.member[id as usize] = true;
-                fresh.push(std::cmp::Reverse(id));
-            }
-        }
-        self.heap = std::collections::BinaryHeap::from(fresh);
+        ids.iter().for_each(|&id| self.insert(id));
     }
 
     pub fn pop(&mut self) -> Option<u32> {
-        let std::cmp::Reverse(id) = self.heap.pop()?;
-        self.member[id as usize] = false;
-        Some(id)
+        if self.len == 0 {
+            return None;
+        }
+        while self.bits[self.low] == 0 {
+            self.low += 1;
+        }
+        let word = &mut self.bits[self.low];
+        let b = word.trailing_zeros();
+        *word &= *word - 1;
+        self.len -= 1;
+        Some(self.low as u32 * 64 + b)
     }
 
     /// Every member, lowest first, leaving the set empty.
     pub fn take_all(&mut self) -> Vec<u32> {
-        let mut all: Vec<u32> = std::mem::take(&mut self.heap)
-            .into_iter()
-            .map(|r| r.0)
-            .collect();
-        for &id in &all {
-            self.member[id as usize] = false;
+        let mut all = Vec::with_capacity(self.len);
+        for (w, word) in self.bits.iter_mut().enumerate().skip(self.low) {
+            while *word != 0 {
+                all.push(w as u32 * 64 + word.trailing_zeros());
+                *word &= *word - 1;
+            }
         }
-        all.sort_unstable();
+        self.len = 0;
+        self.low = self.bits.len();
         all
     }
 }
