@@ -644,7 +644,9 @@ impl Graph {
         let solution = self.solver.finalize()?;
         Ok(SolvedGraph {
             graph: self.clone(),
-            shapes: (0..self.tensors.len()).map(|_| OnceLock::new()).collect(),
+            shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
+                .map(|_| OnceLock::new())
+                .collect(),
             solution,
         })
     }
@@ -733,14 +735,26 @@ struct SpecNames {
 #[derive(Clone, Debug)]
 pub struct SolvedGraph {
     graph: Graph,
-    shapes: Vec<OnceLock<SolvedShape>>,
+    /// The shapes read out so far, in blocks of [`SHAPE_BLOCK`] tensors
+    /// allocated on first use: solving a large graph to read a few shapes
+    /// does not allocate (and fault in) a cell for every tensor.
+    shapes: Vec<OnceLock<ShapeBlock>>,
     solution: Solution,
 }
+
+const SHAPE_BLOCK: usize = 64;
+type ShapeBlock = Box<[OnceLock<SolvedShape>; SHAPE_BLOCK]>;
 
 impl SolvedGraph {
     /// The tensor's solved shape.
     pub fn shape(&self, t: TensorId) -> Result<&SolvedShape, GraphError> {
-        let cell = self.shapes.get(t.0).ok_or(GraphError::UnknownTensor(t.0))?;
+        let block = self
+            .shapes
+            .get(t.0 / SHAPE_BLOCK)
+            .filter(|_| t.0 < self.graph.tensors.len())
+            .ok_or(GraphError::UnknownTensor(t.0))?
+            .get_or_init(|| Box::new(std::array::from_fn(|_| OnceLock::new())));
+        let cell = &block[t.0 % SHAPE_BLOCK];
         if let Some(s) = cell.get() {
             return Ok(s);
         }
