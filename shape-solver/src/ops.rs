@@ -234,7 +234,7 @@ impl OpContext<'_, '_> {
     fn einsum(&mut self, e: &EinsumOp) {
         let spec = &e.spec;
         // An einsum names a handful of axes: a linear scan beats hashing.
-        let mut dims: Vec<(&str, Dim)> = Vec::new();
+        let mut dims: Vec<(&str, Dim)> = Vec::with_capacity(8);
         let mut rows: Vec<(&RowVarName, shape_core::RowVar)> = Vec::new();
         let batch_name = RowVarName::OfKind(RowKind::Batch);
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
