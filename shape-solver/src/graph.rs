@@ -62,8 +62,42 @@ struct Tensor {
 #[derive(Clone, Debug)]
 struct OpNode {
     kind: OpKind,
-    operands: Vec<TensorId>,
+    operands: Operands,
     result: TensorId,
+}
+
+/// An operation's operands: inline for the usual one or two.
+#[derive(Clone, Debug)]
+enum Operands {
+    Inline { ids: [TensorId; 2], len: u8 },
+    Spilled(Box<[TensorId]>),
+}
+
+impl Operands {
+    fn new(ts: &[TensorId]) -> Operands {
+        match ts {
+            [] => Operands::Inline {
+                ids: [TensorId(0); 2],
+                len: 0,
+            },
+            [a] => Operands::Inline {
+                ids: [*a, TensorId(0)],
+                len: 1,
+            },
+            [a, b] => Operands::Inline {
+                ids: [*a, *b],
+                len: 2,
+            },
+            _ => Operands::Spilled(ts.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[TensorId] {
+        match self {
+            Operands::Inline { ids, len } => &ids[..usize::from(*len)],
+            Operands::Spilled(ts) => ts,
+        }
+    }
 }
 
 /// A failure of a graph call.
@@ -535,9 +569,21 @@ impl Graph {
                 input: Row::open(solver.fresh_row(), vec![]),
                 output: Row::open(solver.fresh_row(), vec![]),
             };
-            let mut shapes = Vec::with_capacity(operands.len() + 1);
-            shapes.push(&result_shape);
-            shapes.extend(operands.iter().map(|t| &tensors[t.0].shape));
+            // Result first, then the operands: on the stack for the usual
+            // one or two operands.
+            let mut inline = [&result_shape; 3];
+            let spilled: Vec<&Shape>;
+            let shapes: &[&Shape] = if operands.len() < inline.len() {
+                for (slot, t) in inline[1..].iter_mut().zip(operands) {
+                    *slot = &tensors[t.0].shape;
+                }
+                &inline[..=operands.len()]
+            } else {
+                spilled = std::iter::once(&result_shape)
+                    .chain(operands.iter().map(|t| &tensors[t.0].shape))
+                    .collect();
+                &spilled
+            };
             let mut ctx = OpContext { solver, op, shapes };
             // Queued straight onto the solver (no list in between), then
             // simplified: what `add_all` does inside this transaction.
@@ -552,7 +598,7 @@ impl Graph {
         });
         self.ops.push_back(OpNode {
             kind,
-            operands: operands.to_vec(),
+            operands: Operands::new(operands),
             result,
         });
         Ok(result)

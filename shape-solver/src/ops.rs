@@ -141,13 +141,13 @@ impl fmt::Display for OpKind {
 
 /// Builds the constraints of one operation instance. Position 0 is the
 /// result, positions 1.. the operands.
-pub(crate) struct OpContext<'a, 'b> {
+pub(crate) struct OpContext<'a, 'b, 'c> {
     pub solver: &'b mut Solver,
     pub op: Arc<OpRef>,
-    pub shapes: Vec<&'a Shape>,
+    pub shapes: &'c [&'a Shape],
 }
 
-impl OpContext<'_, '_> {
+impl OpContext<'_, '_, '_> {
     fn site(&self, i: usize, kind: RowKind) -> RowSite {
         let tensor = if i == 0 {
             self.op.result.clone()
