@@ -55,62 +55,61 @@ impl Dirty {
     }
 }
 
-/// A set of variable ids that hands them out lowest first: a heap plus a
-/// membership flag per id (cheaper than an ordered tree for this use).
+/// A set of variable ids that hands them out lowest first: one bit per id
+/// (a few kilobytes for tens of thousands of variables, so it stays in
+/// cache), and a word index below which every word is empty.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct VarQueue {
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<u32>>,
-    member: Vec<bool>,
+    bits: Vec<u64>,
+    /// Every word before this one is zero.
+    low: usize,
+    len: usize,
 }
 
 impl VarQueue {
     pub fn insert(&mut self, id: u32) {
-        let i = id as usize;
-        if i >= self.member.len() {
-            self.member.resize(i + 1, false);
+        let (w, b) = (id as usize / 64, id % 64);
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
         }
-        if !self.member[i] {
-            self.member[i] = true;
-            self.heap.push(std::cmp::Reverse(id));
+        let mask = 1u64 << b;
+        if self.bits[w] & mask == 0 {
+            self.bits[w] |= mask;
+            self.len += 1;
+            self.low = self.low.min(w);
         }
     }
 
-    /// Inserts many ids at once (in O(n) when the set is empty).
+    /// Inserts many ids at once.
     pub fn insert_all(&mut self, ids: &[u32]) {
-        if !self.heap.is_empty() {
-            ids.iter().for_each(|&id| self.insert(id));
-            return;
-        }
-        let top = ids.iter().copied().max().map_or(0, |m| m as usize + 1);
-        if top > self.member.len() {
-            self.member.resize(top, false);
-        }
-        let mut fresh = Vec::with_capacity(ids.len());
-        for &id in ids {
-            if !self.member[id as usize] {
-                self.member[id as usize] = true;
-                fresh.push(std::cmp::Reverse(id));
-            }
-        }
-        self.heap = std::collections::BinaryHeap::from(fresh);
+        ids.iter().for_each(|&id| self.insert(id));
     }
 
     pub fn pop(&mut self) -> Option<u32> {
-        let std::cmp::Reverse(id) = self.heap.pop()?;
-        self.member[id as usize] = false;
-        Some(id)
+        if self.len == 0 {
+            return None;
+        }
+        while self.bits[self.low] == 0 {
+            self.low += 1;
+        }
+        let word = &mut self.bits[self.low];
+        let b = word.trailing_zeros();
+        *word &= *word - 1;
+        self.len -= 1;
+        Some(self.low as u32 * 64 + b)
     }
 
     /// Every member, lowest first, leaving the set empty.
     pub fn take_all(&mut self) -> Vec<u32> {
-        let mut all: Vec<u32> = std::mem::take(&mut self.heap)
-            .into_iter()
-            .map(|r| r.0)
-            .collect();
-        for &id in &all {
-            self.member[id as usize] = false;
+        let mut all = Vec::with_capacity(self.len);
+        for (w, word) in self.bits.iter_mut().enumerate().skip(self.low) {
+            while *word != 0 {
+                all.push(w as u32 * 64 + word.trailing_zeros());
+                *word &= *word - 1;
+            }
         }
-        all.sort_unstable();
+        self.len = 0;
+        self.low = self.bits.len();
         all
     }
 }
@@ -189,29 +188,36 @@ impl Solver {
 
     /// Queues every open variable for every rule; false when none is open.
     fn touch_all(&mut self) -> bool {
-        let dims: Vec<u32> = self.unsolved_dims().into_iter().map(|v| v.0).collect();
-        let rows: Vec<u32> = self.unsolved_rows().into_iter().map(|v| v.0).collect();
+        // Nothing open (the usual case by the last full scan): nothing to
+        // queue, and no need to read every entry to find that out.
+        if !self.env.any_open() {
+            debug_assert!(self.unsolved_dims().is_empty() && self.unsolved_rows().is_empty());
+            return false;
+        }
         // Rules 1 and 2 can only apply to a dim with a bound or a row with
         // upper bounds; any other variable is queued for them again when
-        // something about it changes.
-        let with_lub: Vec<u32> = dims
-            .iter()
-            .copied()
-            .filter(|&v| {
-                self.env
-                    .dim_bounds(DimVar(v))
-                    .is_some_and(|b| b.lub.is_some())
-            })
-            .collect();
-        let with_uppers: Vec<u32> = rows
-            .iter()
-            .copied()
-            .filter(|&v| {
-                self.env
-                    .row_bounds(RowVar(v))
-                    .is_some_and(|b| !b.uppers.is_empty())
-            })
-            .collect();
+        // something about it changes. One pass over each map, in order.
+        let mut dims: Vec<u32> = Vec::new();
+        let mut with_lub: Vec<u32> = Vec::new();
+        for (i, e) in self.env.dims.iter().enumerate() {
+            if let DimEntry::Open(b) = e {
+                dims.push(i as u32);
+                if b.lub.is_some() {
+                    with_lub.push(i as u32);
+                }
+            }
+        }
+        let mut rows: Vec<u32> = Vec::new();
+        let mut with_uppers: Vec<u32> = Vec::new();
+        for (i, e) in self.env.rows.iter().enumerate() {
+            if let RowEntry::Open { upper_hint, .. } = e {
+                rows.push(i as u32);
+                if *upper_hint != 0 {
+                    with_uppers.push(i as u32);
+                }
+            }
+        }
+        debug_assert_eq!(self.env.open_counts(), (dims.len(), rows.len()));
         if let Some(d) = self.dirty.as_mut() {
             d.dims.insert_all(&with_lub);
             d.top_dims.insert_all(&dims);
@@ -264,36 +270,62 @@ impl Solver {
             all_closed: true,
             min_len: usize::MAX,
         };
-        let Some(b) = self.env.row_bounds(r) else {
+        // Most open rows have no upper bound: the entry says so without
+        // its bounds being read.
+        let Some(RowEntry::Open {
+            bounds: b,
+            upper_hint: 1..,
+        }) = self.env.rows.get(r.index())
+        else {
             return Ok(u);
         };
-        for c in &b.uppers {
-            if let Constraint::RowIneq { cur, subr, .. } = c {
-                // Lengths and tails only: nothing is copied. Stored upper
-                // bounds name `r` itself as their operand, which is open.
-                let (ls, st) = if subr.tail == RowTail::Open(r) {
-                    (subr.dims.len(), subr.tail)
-                } else {
-                    self.env.row_extent(subr)?
-                };
-                if st != RowTail::Open(r) {
-                    continue;
-                }
-                let (lc, ct) = self.env.row_extent(cur)?;
-                if ct == RowTail::Open(r) {
-                    continue;
-                }
-                u.count += 1;
-                u.all_closed &= ct == RowTail::Closed;
-                u.min_len = u.min_len.min(lc.saturating_sub(ls));
+        for c in b.uppers() {
+            // Lengths and tails only: nothing is copied. Stored upper
+            // bounds name `r` itself as their operand, which is open.
+            let (ls, st) = if c.subr == r {
+                (0, RowTail::Open(r))
+            } else {
+                self.env.row_extent(&c.subr_row())?
+            };
+            if st != RowTail::Open(r) {
+                continue;
             }
+            let (lc, ct) = self.env.row_extent(&c.cur)?;
+            if ct == RowTail::Open(r) {
+                continue;
+            }
+            u.count += 1;
+            u.all_closed &= ct == RowTail::Closed;
+            u.min_len = u.min_len.min(lc.saturating_sub(ls));
         }
         Ok(u)
+    }
+
+    /// Whether the first upper bound stored on `r` is a row that ends in
+    /// another open row variable: then `r` has an upper bound (it counts)
+    /// that is not closed, which is all that rules 2 and 3 need to know to
+    /// pass `r` by, and the entry tells it without `r`'s bounds being read.
+    fn first_upper_open(&self, r: RowVar) -> Result<bool, ShapeError> {
+        let hint = match self.env.rows.get(r.index()) {
+            Some(RowEntry::Open { upper_hint, .. }) => *upper_hint,
+            _ => return Ok(false),
+        };
+        if hint < 2 {
+            return Ok(false);
+        }
+        // The same walk uppers() makes for the first upper bound's result row.
+        let (_, tail) = self
+            .env
+            .row_extent(&Row::open(RowVar(hint - 2), Vec::new()))?;
+        Ok(matches!(tail, RowTail::Open(w) if w != r))
     }
 
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
     /// the shortest one leaves for `r`.
     fn closed_upper_len(&self, r: RowVar) -> Result<Option<usize>, ShapeError> {
+        if self.first_upper_open(r)? {
+            return Ok(None);
+        }
         let u = self.uppers(r)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
     }
@@ -301,7 +333,7 @@ impl Solver {
     fn unsolved_rows(&self) -> Vec<RowVar> {
         let mut out = Vec::new();
         for (i, e) in self.env.rows.iter().enumerate() {
-            if matches!(e, RowEntry::Open(_)) {
+            if matches!(e, RowEntry::Open { .. }) {
                 out.push(RowVar(i as u32));
             }
         }
@@ -371,12 +403,10 @@ impl Solver {
             let Some(b) = self.env.row_bounds(r) else {
                 continue;
             };
-            for c in &b.uppers {
-                if let Constraint::RowIneq { cur, .. } = c {
-                    if let RowTail::Open(u) = self.env.resolve_row(cur)?.tail {
-                        if u != r && rows.insert(u) {
-                            frontier.push(u);
-                        }
+            for c in b.uppers() {
+                if let RowTail::Open(u) = self.env.resolve_row(&c.cur)?.tail {
+                    if u != r && rows.insert(u) {
+                        frontier.push(u);
                     }
                 }
             }
@@ -395,10 +425,17 @@ impl Solver {
             .map(RowVar);
         let mut tops = Vec::new();
         for r in candidates {
-            if self.env.row_bounds(r).is_some()
-                && !blocked.contains(&r)
-                && self.uppers(r)?.count == 0
-            {
+            // One look-up of the entry for the common cases: solved, or
+            // open without upper bounds.
+            let top = match self.env.rows.get(r.index()) {
+                Some(RowEntry::Open { upper_hint, .. }) => {
+                    !blocked.contains(&r)
+                        && (*upper_hint == 0
+                            || (!self.first_upper_open(r)? && self.uppers(r)?.count == 0))
+                }
+                _ => false,
+            };
+            if top {
                 tops.push(r);
             }
         }
@@ -645,7 +682,7 @@ impl Solution {
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
             RowEntry::Solved { value } => Ok(Row::clone(value)),
-            RowEntry::Open(_) => Err(ShapeError::Unsolved {
+            RowEntry::Open { .. } => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             }),

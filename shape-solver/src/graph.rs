@@ -62,8 +62,42 @@ struct Tensor {
 #[derive(Clone, Debug)]
 struct OpNode {
     kind: OpKind,
-    operands: Vec<TensorId>,
+    operands: Operands,
     result: TensorId,
+}
+
+/// An operation's operands: inline for the usual one or two.
+#[derive(Clone, Debug)]
+enum Operands {
+    Inline { ids: [TensorId; 2], len: u8 },
+    Spilled(Box<[TensorId]>),
+}
+
+impl Operands {
+    fn new(ts: &[TensorId]) -> Operands {
+        match ts {
+            [] => Operands::Inline {
+                ids: [TensorId(0); 2],
+                len: 0,
+            },
+            [a] => Operands::Inline {
+                ids: [*a, TensorId(0)],
+                len: 1,
+            },
+            [a, b] => Operands::Inline {
+                ids: [*a, *b],
+                len: 2,
+            },
+            _ => Operands::Spilled(ts.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[TensorId] {
+        match self {
+            Operands::Inline { ids, len } => &ids[..usize::from(*len)],
+            Operands::Spilled(ts) => ts,
+        }
+    }
 }
 
 /// A failure of a graph call.
@@ -162,6 +196,11 @@ pub struct Graph {
     ops: Vector<OpNode>,
     /// Einsum specs parsed so far, by their text.
     einsums: HashMap<Arc<str>, Arc<crate::ops::EinsumOp>>,
+    /// Declared shape specs parsed so far, by their text (which origins
+    /// share rather than copy).
+    specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
+    /// Names of pointwise functions used so far, shared by their uses.
+    functions: std::collections::HashSet<Arc<str>>,
 }
 
 impl Graph {
@@ -254,13 +293,38 @@ impl Graph {
     }
 
     fn push_tensor(&mut self, name: &str, kind: TensorKind, shape: Shape) -> TensorId {
+        self.push_tensor_named(Arc::from(name), kind, shape)
+    }
+
+    fn push_tensor_named(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
         let id = TensorId(self.tensors.len());
-        self.tensors.push_back(Tensor {
-            name: Arc::from(name),
-            kind,
-            shape,
-        });
+        self.tensors.push_back(Tensor { name, kind, shape });
         id
+    }
+
+    /// A function's name, allocated once per distinct name.
+    fn function_name(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.functions.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.functions.insert(n.clone());
+        n
+    }
+
+    /// A declared shape spec, parsed once per distinct text, with its text.
+    fn declared_spec(
+        &mut self,
+        text: &str,
+        context: impl FnOnce() -> String,
+    ) -> Result<(Arc<str>, Arc<ShapeSpec>), GraphError> {
+        if let Some((k, v)) = self.specs.get_key_value(text) {
+            return Ok((k.clone(), v.clone()));
+        }
+        let spec = Arc::new(Self::parse_spec(text, context)?);
+        let key: Arc<str> = Arc::from(text);
+        self.specs.insert(key.clone(), spec.clone());
+        Ok((key, spec))
     }
 
     fn parse_spec(text: &str, context: impl FnOnce() -> String) -> Result<ShapeSpec, GraphError> {
@@ -325,7 +389,8 @@ impl Graph {
         kind: TensorKind,
         num_elems: Option<NonZeroU64>,
     ) -> Result<TensorId, GraphError> {
-        let spec = Self::parse_spec(spec_text, || format!("the declared shape of `{name}`"))?;
+        let (spec_arc, spec) =
+            self.declared_spec(spec_text, || format!("the declared shape of `{name}`"))?;
         let per_output = match num_elems {
             Some(n) => Some((n, Self::elements_per_output(name, spec_text, &spec, n)?)),
             None => None,
@@ -343,7 +408,7 @@ impl Graph {
                 let origin = Origin::Declared {
                     tensor: tref.clone(),
                     kind,
-                    spec: Arc::from(spec_text),
+                    spec: spec_arc.clone(),
                 };
                 let why = Why::of(solver.add_origin(origin));
                 rows.push(match spec.row(kind) {
@@ -357,7 +422,7 @@ impl Graph {
             if let Some((n, per_output)) = per_output {
                 let why = Why::of(solver.add_origin(Origin::ElementCount {
                     tensor: tref.clone(),
-                    spec: Arc::from(spec_text),
+                    spec: spec_arc.clone(),
                     num_elems: n.get(),
                 }));
                 constraints.push(Constraint::TotalElems {
@@ -373,7 +438,7 @@ impl Graph {
                 output,
             })
         })?;
-        Ok(self.push_tensor(name, kind, shape))
+        Ok(self.push_tensor_named(tref.name, kind, shape))
     }
 
     /// For a constant: how many elements the output row holds, given that
@@ -454,14 +519,23 @@ impl Graph {
 
     /// Applies an operation; the result is named `t<id>`.
     pub fn apply(&mut self, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
-        let name = format!("t{}", self.tensors.len());
-        self.apply_named(&name, kind, operands)
+        let name = numbered_name(b't', self.tensors.len());
+        self.apply_arc(name, kind, operands)
     }
 
     /// Applies an operation and names its result.
     pub fn apply_named(
         &mut self,
         name: &str,
+        kind: OpKind,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
+        self.apply_arc(Arc::from(name), kind, operands)
+    }
+
+    fn apply_arc(
+        &mut self,
+        result_name: Arc<str>,
         kind: OpKind,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
@@ -479,7 +553,6 @@ impl Graph {
             .collect::<Result<Vec<_>, _>>()?;
         let op_id = OpId(self.ops.len());
         let result = TensorId(self.tensors.len());
-        let result_name: Arc<str> = Arc::from(name);
         let op = Arc::new(OpRef {
             id: op_id.0,
             name: kind.name(),
@@ -496,12 +569,26 @@ impl Graph {
                 input: Row::open(solver.fresh_row(), vec![]),
                 output: Row::open(solver.fresh_row(), vec![]),
             };
-            let mut shapes = Vec::with_capacity(operands.len() + 1);
-            shapes.push(&result_shape);
-            shapes.extend(operands.iter().map(|t| &tensors[t.0].shape));
+            // Result first, then the operands: on the stack for the usual
+            // one or two operands.
+            let mut inline = [&result_shape; 3];
+            let spilled: Vec<&Shape>;
+            let shapes: &[&Shape] = if operands.len() < inline.len() {
+                for (slot, t) in inline[1..].iter_mut().zip(operands) {
+                    *slot = &tensors[t.0].shape;
+                }
+                &inline[..=operands.len()]
+            } else {
+                spilled = std::iter::once(&result_shape)
+                    .chain(operands.iter().map(|t| &tensors[t.0].shape))
+                    .collect();
+                &spilled
+            };
             let mut ctx = OpContext { solver, op, shapes };
-            let constraints = ctx.constraints(&kind);
-            solver.add_all(constraints)?;
+            // Queued straight onto the solver (no list in between), then
+            // simplified: what `add_all` does inside this transaction.
+            ctx.push_constraints(&kind);
+            solver.run()?;
             Ok::<_, ShapeError>(result_shape)
         })?;
         self.tensors.push_back(Tensor {
@@ -511,7 +598,7 @@ impl Graph {
         });
         self.ops.push_back(OpNode {
             kind,
-            operands: operands.to_vec(),
+            operands: Operands::new(operands),
             result,
         });
         Ok(result)
@@ -519,12 +606,14 @@ impl Graph {
 
     /// A pointwise unary function, such as `relu` or `exp`.
     pub fn unary(&mut self, name: &str, a: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Unary(Arc::from(name)), &[a])
+        let name = self.function_name(name);
+        self.apply(OpKind::Unary(name), &[a])
     }
 
     /// A pointwise binary function, such as `add` or `mul`.
     pub fn binary(&mut self, name: &str, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Binary(Arc::from(name)), &[a, b])
+        let name = self.function_name(name);
+        self.apply(OpKind::Binary(name), &[a, b])
     }
 
     /// Pointwise addition with broadcasting.
@@ -601,10 +690,31 @@ impl Graph {
         let solution = self.solver.finalize()?;
         Ok(SolvedGraph {
             graph: self.clone(),
-            shapes: (0..self.tensors.len()).map(|_| OnceLock::new()).collect(),
+            shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
+                .map(|_| OnceLock::new())
+                .collect(),
             solution,
         })
     }
+}
+
+/// `prefix` followed by `n` in decimal, written on the stack: one
+/// allocation, and no formatting machinery (a name per operation adds up).
+fn numbered_name(prefix: u8, n: usize) -> Arc<str> {
+    let mut buf = [0u8; 24];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    i -= 1;
+    buf[i] = prefix;
+    Arc::from(std::str::from_utf8(&buf[i..]).expect("an ASCII prefix and digits"))
 }
 
 /// Builds a row of fresh variables for a spec row; fixed sizes become
@@ -671,14 +781,26 @@ struct SpecNames {
 #[derive(Clone, Debug)]
 pub struct SolvedGraph {
     graph: Graph,
-    shapes: Vec<OnceLock<SolvedShape>>,
+    /// The shapes read out so far, in blocks of [`SHAPE_BLOCK`] tensors
+    /// allocated on first use: solving a large graph to read a few shapes
+    /// does not allocate (and fault in) a cell for every tensor.
+    shapes: Vec<OnceLock<ShapeBlock>>,
     solution: Solution,
 }
+
+const SHAPE_BLOCK: usize = 64;
+type ShapeBlock = Box<[OnceLock<SolvedShape>; SHAPE_BLOCK]>;
 
 impl SolvedGraph {
     /// The tensor's solved shape.
     pub fn shape(&self, t: TensorId) -> Result<&SolvedShape, GraphError> {
-        let cell = self.shapes.get(t.0).ok_or(GraphError::UnknownTensor(t.0))?;
+        let block = self
+            .shapes
+            .get(t.0 / SHAPE_BLOCK)
+            .filter(|_| t.0 < self.graph.tensors.len())
+            .ok_or(GraphError::UnknownTensor(t.0))?
+            .get_or_init(|| Box::new(std::array::from_fn(|_| OnceLock::new())));
+        let cell = &block[t.0 % SHAPE_BLOCK];
         if let Some(s) = cell.get() {
             return Ok(s);
         }

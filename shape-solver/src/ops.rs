@@ -141,13 +141,13 @@ impl fmt::Display for OpKind {
 
 /// Builds the constraints of one operation instance. Position 0 is the
 /// result, positions 1.. the operands.
-pub(crate) struct OpContext<'a, 'b> {
+pub(crate) struct OpContext<'a, 'b, 'c> {
     pub solver: &'b mut Solver,
     pub op: Arc<OpRef>,
-    pub shapes: Vec<&'a Shape>,
+    pub shapes: &'c [&'a Shape],
 }
 
-impl OpContext<'_, '_> {
+impl OpContext<'_, '_, '_> {
     fn site(&self, i: usize, kind: RowKind) -> RowSite {
         let tensor = if i == 0 {
             self.op.result.clone()
@@ -192,21 +192,23 @@ impl OpContext<'_, '_> {
         Why::of(self.solver.add_origin(origin))
     }
 
-    /// The constraints of `kind` applied to the shapes in this context.
-    pub fn constraints(&mut self, kind: &OpKind) -> Vec<Constraint> {
+    /// Queues the constraints of `kind` applied to the shapes in this
+    /// context on the solver, in order, as `Solver::add_all` would; the
+    /// caller runs the solver.
+    pub fn push_constraints(&mut self, kind: &OpKind) {
         use Relation::{Broadcasts as Ge, Equal as Eq};
         use RowKind::{Batch as B, Input as I, Output as O};
         match kind {
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compose | OpKind::Transpose => {
-                let mut out = Vec::with_capacity(6);
                 if let OpKind::Compose = kind {
                     // The second operand's outputs feed the first's inputs.
-                    out.push(self.relate((1, I), (2, O), Ge));
+                    let c = self.relate((1, I), (2, O), Ge);
+                    self.solver.push(c);
                 }
                 for &(rk, operand, ok) in kind.result_bounds() {
-                    out.push(self.relate((0, rk), (operand, ok), Ge));
+                    let c = self.relate((0, rk), (operand, ok), Ge);
+                    self.solver.push(c);
                 }
-                out
             }
             OpKind::BatchSlice => {
                 let why = self.row_why(
@@ -214,28 +216,28 @@ impl OpContext<'_, '_> {
                     B,
                     "to be the operand's batch row without its first axis".into(),
                 );
-                vec![
-                    Constraint::DropFirst {
-                        whole: self.shapes[1].batch.clone(),
-                        rest: self.shapes[0].batch.clone(),
-                        why,
-                    },
-                    self.relate((0, I), (1, I), Eq),
-                    self.relate((0, O), (1, O), Eq),
-                ]
+                let drop_first = Constraint::DropFirst {
+                    whole: self.shapes[1].batch.clone(),
+                    rest: self.shapes[0].batch.clone(),
+                    why,
+                };
+                self.solver.push(drop_first);
+                let c = self.relate((0, I), (1, I), Eq);
+                self.solver.push(c);
+                let c = self.relate((0, O), (1, O), Eq);
+                self.solver.push(c);
             }
             OpKind::Einsum(e) => self.einsum(e),
         }
     }
 
-    fn einsum(&mut self, e: &EinsumOp) -> Vec<Constraint> {
+    fn einsum(&mut self, e: &EinsumOp) {
         let spec = &e.spec;
         // An einsum names a handful of axes: a linear scan beats hashing.
-        let mut dims: Vec<(&str, Dim)> = Vec::new();
+        let mut dims: Vec<(&str, Dim)> = Vec::with_capacity(8);
         let mut rows: Vec<(&RowVarName, shape_core::RowVar)> = Vec::new();
         let batch_name = RowVarName::OfKind(RowKind::Batch);
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
-        let mut out = Vec::with_capacity(3 * (spec.operands.len() + 1));
         for (i, s) in specs.enumerate() {
             for (k, kind) in RowKind::ALL.into_iter().enumerate() {
                 let template = match (s.row(kind), kind) {
@@ -247,14 +249,13 @@ impl OpContext<'_, '_> {
                     (None, _) => Row::empty(),
                 };
                 let why = self.row_why(i, kind, e.row_rules[i][k].clone());
-                out.push(Constraint::RowEq {
+                self.solver.push(Constraint::RowEq {
                     a: self.shapes[i].row(kind).clone(),
                     b: template,
                     why,
                 });
             }
         }
-        out
     }
 
     fn template<'s>(

@@ -27,7 +27,7 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry};
+use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry, StoredIneq};
 use crate::error::{DimFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
 
@@ -552,35 +552,44 @@ impl Solver {
     /// Binds an unsolved row variable and retries what was stored on it.
     pub(crate) fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
         let value_tail = value.tail;
-        let old = self.env.set_row(
-            v,
-            RowEntry::Solved {
-                value: Arc::new(value),
-            },
-        );
-        let RowEntry::Open(bounds) = old else { return };
-        let bounds = Arc::unwrap_or_clone(bounds);
+        let to_empty = value_tail == RowTail::Closed && value.dims.is_empty();
+        let entry = self.env.solved_row(value);
+        let old = self.env.set_row(v, entry);
+        let RowEntry::Open { bounds, .. } = old else {
+            return;
+        };
+        // Read through the shared pointer: the undo log may hold it too.
         if let Some(d) = &mut self.dirty {
             if let RowTail::Open(w) = value_tail {
                 d.touch_row(w);
             }
-            for c in bounds.uppers.iter().chain(&bounds.lowers) {
-                if let Constraint::RowIneq { cur, subr, .. } = c {
-                    for w in cur.row_var().into_iter().chain(subr.row_var()) {
-                        d.touch_row(w);
-                    }
+            for s in bounds.ineqs.iter() {
+                for w in s.cur.row_var().into_iter().chain([s.subr]) {
+                    d.touch_row(w);
                 }
             }
         }
-        self.push_all(bounds.uppers);
-        self.push_all(bounds.lowers);
-        self.push_all(bounds.watchers);
+        for s in bounds.uppers() {
+            if to_empty {
+                // `cur >= [..v..]` holds for any `cur` once `v` is the empty
+                // closed row: retrying it would resolve both rows and find
+                // nothing to do. It is counted as the step it would have
+                // taken (a failed transaction resets the count either way).
+                self.steps += 1;
+            } else {
+                self.queue.push(s.to_constraint());
+            }
+        }
+        for s in bounds.lowers() {
+            self.queue.push(s.to_constraint());
+        }
+        self.push_all(bounds.watchers.iter().cloned());
     }
 
     fn row_ineq(&mut self, cur: Row, subr: Row, why: Why) -> Result<(), ShapeError> {
-        let rc = self.env.resolve_row(&cur)?;
+        let mut rc = self.env.resolve_row(&cur)?;
         let rs = self.env.resolve_row(&subr)?;
-        let (lc, ls) = (rc.dims.len(), rs.dims.len());
+        let (mut lc, ls) = (rc.dims.len(), rs.dims.len());
         if lc < ls {
             match rc.tail {
                 RowTail::Closed => {
@@ -630,8 +639,12 @@ impl Solver {
                         }
                     }
                     self.bind_row(cv, Row::open(nv, fresh), why);
-                    // Now long enough: this recursion goes one level deep.
-                    return self.row_ineq(cur, subr, why);
+                    // Now long enough. Only `cv` changed, and `subr` does not
+                    // pass through it (its resolution stops at its own open
+                    // variable, which is not `cv`), so only `cur` is resolved
+                    // again.
+                    rc = self.env.resolve_row(&cur)?;
+                    lc = rc.dims.len();
                 }
             }
         }
@@ -651,12 +664,13 @@ impl Solver {
                 self.bind_row(sv, Row::empty(), why);
             }
             RowTail::Closed => {
-                let stored = Constraint::RowIneq {
+                let stored = StoredIneq {
                     cur: Row::closed(prefix),
-                    subr: Row::open(sv, vec![]),
+                    subr: sv,
                     why: stored_why,
+                    upper: true,
                 };
-                self.env.update_row_bounds(sv, |b| b.uppers.push(stored));
+                self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 if let Some(d) = &mut self.dirty {
                     d.touch_row(sv);
                 }
@@ -665,17 +679,22 @@ impl Solver {
                 if cv == sv && prefix.is_empty() {
                     return Ok(());
                 }
-                let stored = Constraint::RowIneq {
+                let stored = StoredIneq {
                     cur: Row::open(cv, prefix),
-                    subr: Row::open(sv, vec![]),
+                    subr: sv,
                     why: stored_why,
+                    upper: false,
                 };
                 if cv == sv {
-                    self.env.update_row_bounds(sv, |b| b.lowers.push(stored));
+                    self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 } else {
                     let copy = stored.clone();
-                    self.env.update_row_bounds(cv, |b| b.lowers.push(copy));
-                    self.env.update_row_bounds(sv, |b| b.uppers.push(stored));
+                    self.env.update_row_bounds(cv, |b| b.ineqs.push(copy));
+                    let stored = StoredIneq {
+                        upper: true,
+                        ..stored
+                    };
+                    self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 }
                 if let Some(d) = &mut self.dirty {
                     d.touch_row(cv);
