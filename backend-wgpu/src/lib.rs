@@ -747,7 +747,7 @@ impl Backend for WgpuBackend {
         // grid; larger launches are split, each part told its first point.
         let mut done_groups = 0u64;
         while done_groups < groups_needed {
-            let groups = (groups_needed - done_groups).min(max_groups * max_groups);
+            let groups = (groups_needed - done_groups).min(max_groups.saturating_mul(max_groups));
             let (x, y) = if groups <= max_groups {
                 (groups, 1)
             } else {
