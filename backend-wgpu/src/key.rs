@@ -1,19 +1,22 @@
-//! The pipeline cache's key: a kernel's structure as a flat word sequence.
+//! The pipeline cache's key: a kernel's structure and its launch's stride
+//! classes as a flat word sequence.
 //!
-//! Two kernels get the same key exactly when they generate the same WGSL:
-//! iterator kinds, operand count, accumulation and the scalar body, with
-//! constants compared by their bits (so `-0.0`, `0.0` and NaNs stay apart
-//! and the key can be `Eq`). Building it allocates one small vector and
+//! Two launches get the same key exactly when they generate the same WGSL:
+//! iterator kinds, operand count, accumulation, the scalar body (with
+//! constants compared by their bits, so `-0.0`, `0.0` and NaNs stay apart
+//! and the key can be `Eq`) and the stride classes. Building it allocates one small vector and
 //! formats nothing, which keeps a cache hit cheap.
 
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel};
+
+use crate::wgsl::{StrideClass, StrideClasses};
 
 /// A kernel's structure, hashable.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct KernelKey(Vec<u32>);
 
 impl KernelKey {
-    pub(crate) fn of(kernel: &Kernel) -> KernelKey {
+    pub(crate) fn of(kernel: &Kernel, classes: &StrideClasses) -> KernelKey {
         let mut words = Vec::with_capacity(8 + kernel.iterators.len());
         words.push(kernel.iterators.len() as u32);
         words.extend(kernel.iterators.iter().map(|k| match k {
@@ -29,6 +32,11 @@ impl KernelKey {
             Accumulate::Min => 4,
         });
         encode(&kernel.body, &mut words);
+        words.extend(classes.0.iter().flatten().map(|c| match c {
+            StrideClass::Zero => 0,
+            StrideClass::One => 1,
+            StrideClass::General => 2,
+        }));
         KernelKey(words)
     }
 }

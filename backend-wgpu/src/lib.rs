@@ -1,9 +1,10 @@
 //! The wgpu compute backend.
 //!
 //! Kernels of the kernel IR become WGSL compute shaders ([`wgsl`]), one per
-//! kernel structure, compiled once and kept in a pipeline cache: running
-//! the same program at other sizes compiles nothing new, because sizes,
-//! strides and offsets travel in a uniform parameter block. Dispatches are
+//! kernel structure and stride classes (which strides are 0, 1 or other),
+//! compiled once and kept in a pipeline cache: running the same program at
+//! other sizes compiles nothing new, because sizes, strides and offsets
+//! travel in a uniform parameter block. Dispatches are
 //! recorded into one compute pass and submitted in batches (at the latest
 //! when a buffer is read back); the parameter block is bound at a dynamic
 //! offset, so launches over the same buffers reuse one bind group.
@@ -426,20 +427,29 @@ impl WgpuBackend {
     }
 
     /// The cache key of `kernel`, compiling its pipeline on a miss.
-    fn cached_pipeline(&mut self, kernel: &Kernel) -> Result<KernelKey, WgpuError> {
-        let key = KernelKey::of(kernel);
+    fn cached_pipeline(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+    ) -> Result<KernelKey, WgpuError> {
+        let classes = wgsl::StrideClasses::of(launch);
+        let key = KernelKey::of(kernel, &classes);
         if self.pipelines.contains_key(&key) {
             self.stats.hits += 1;
         } else {
             self.stats.misses += 1;
-            let pipeline = self.compile(kernel)?;
+            let pipeline = self.compile(kernel, &classes)?;
             self.pipelines.insert(key.clone(), pipeline);
         }
         Ok(key)
     }
 
-    fn compile(&self, kernel: &Kernel) -> Result<Pipeline, WgpuError> {
-        let source = wgsl::generate(kernel);
+    fn compile(
+        &self,
+        kernel: &Kernel,
+        classes: &wgsl::StrideClasses,
+    ) -> Result<Pipeline, WgpuError> {
+        let source = wgsl::generate_for(kernel, classes);
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -733,7 +743,7 @@ impl Backend for WgpuBackend {
             .min(self.limits.max_compute_workgroups_per_dimension)
             .max(1) as u64;
         let groups_needed = points.div_ceil(WORKGROUP_SIZE as u64);
-        let key = self.cached_pipeline(kernel)?;
+        let key = self.cached_pipeline(kernel, launch)?;
         let params = self.pipelines[&key].params;
         let mut words =
             params

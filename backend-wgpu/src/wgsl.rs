@@ -1,9 +1,11 @@
 //! WGSL code generation from the kernel IR.
 //!
 //! One shader is generated per kernel *structure* (iterator kinds, operand
-//! count, scalar body, accumulation); every size, stride and offset is read
-//! from a uniform buffer at run time, so a shader compiled once serves every
-//! launch of the same structure.
+//! count, scalar body, accumulation) and *stride classes* (which strides
+//! are zero, one, or anything else); every size, stride and offset is read
+//! from a uniform buffer at run time, so a shader compiled once serves
+//! every launch of the same structure whose zero and unit strides sit in
+//! the same places, which running a program at other sizes keeps.
 //!
 //! Each invocation owns one point of the parallel iterators, and so one
 //! result element: it runs the reduction iterators itself, in the same
@@ -14,7 +16,7 @@
 use std::fmt::Write;
 
 use shape_core::kernel::{
-    Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, UnaryOp,
+    Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
 };
 
 /// Invocations per workgroup, along x.
@@ -246,7 +248,71 @@ fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), 
 fn relu(x: f32) -> f32 { return fmax(x, 0.0); }
 ";
 
-/// The WGSL compute shader for `kernel`.
+/// What a shader may assume about one stride of a launch: specializing
+/// on zero and unit strides saves a multiply per term where they occur
+/// (broadcast operands, the innermost axis of row-major tensors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrideClass {
+    /// Not used: a zero stride, or an iterator of size 1.
+    Zero,
+    /// One element per step.
+    One,
+    /// Read from the parameter block.
+    General,
+}
+
+/// The class of every stride of a launch, tensor by tensor (the result
+/// first), one per iterator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StrideClasses(pub Vec<Vec<StrideClass>>);
+
+impl StrideClasses {
+    /// The classes of `launch`'s strides.
+    pub fn of(launch: &Launch) -> StrideClasses {
+        let class = |l: &Layout| {
+            l.strides
+                .iter()
+                .zip(&launch.sizes)
+                .map(|(&stride, &size)| match (stride, size) {
+                    (_, 0..=1) | (0, _) => StrideClass::Zero,
+                    (1, _) => StrideClass::One,
+                    _ => StrideClass::General,
+                })
+                .collect()
+        };
+        StrideClasses(
+            std::iter::once(&launch.result)
+                .chain(&launch.operands)
+                .map(class)
+                .collect(),
+        )
+    }
+
+    /// Every stride read from the parameter block: the shader for any
+    /// launch of the kernel.
+    pub fn general(kernel: &Kernel) -> StrideClasses {
+        StrideClasses(vec![
+            vec![StrideClass::General; kernel.iterators.len()];
+            1 + kernel.operands
+        ])
+    }
+
+    fn get(&self, tensor: usize, iterator: usize) -> StrideClass {
+        self.0
+            .get(tensor)
+            .and_then(|t| t.get(iterator))
+            .copied()
+            .unwrap_or(StrideClass::General)
+    }
+}
+
+/// The WGSL compute shader for `kernel`, for any launch.
+pub fn generate(kernel: &Kernel) -> String {
+    generate_for(kernel, &StrideClasses::general(kernel))
+}
+
+/// The WGSL compute shader for launches of `kernel` whose strides have
+/// the classes `classes`.
 ///
 /// Bindings (group 0): 0 the parameter block (uniform), 1 the result
 /// (read-write storage), `2 + n` operand `n` (read-only storage). The
@@ -254,7 +320,7 @@ fn relu(x: f32) -> f32 { return fmax(x, 0.0); }
 /// [`WORKGROUP_SIZE`]; invocation `x + y * (groups_x * WORKGROUP_SIZE)`
 /// computes the parallel point `base` plus that linear index, counted
 /// row-major over the parallel iterators.
-pub fn generate(kernel: &Kernel) -> String {
+pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
     let layout = ParamLayout::of(kernel);
     let n = kernel.iterators.len();
     let tensors = 1 + kernel.operands;
@@ -297,10 +363,12 @@ pub fn generate(kernel: &Kernel) -> String {
         if pos == 0 {
             let _ = writeln!(s, "    let i{k} = rest;");
         } else {
+            // One division per iterator: the remainder from the quotient
+            // (software adapters have no vector integer division).
             let size = param(layout.size(k));
             let _ = writeln!(
                 s,
-                "    let i{k} = rest % {size};\n    rest = rest / {size};"
+                "    let q{k} = rest / {size};\n    let i{k} = rest - q{k} * {size};\n    rest = q{k};"
             );
         }
     }
@@ -308,7 +376,11 @@ pub fn generate(kernel: &Kernel) -> String {
     let offset_sum = |t: usize, iters: &[usize]| -> String {
         let mut text = String::new();
         for &k in iters {
-            let _ = write!(text, " + {} * i{k}", param(layout.stride(t, k)));
+            let _ = match classes.get(t, k) {
+                StrideClass::Zero => Ok(()),
+                StrideClass::One => write!(text, " + i{k}"),
+                StrideClass::General => write!(text, " + {} * i{k}", param(layout.stride(t, k))),
+            };
         }
         text
     };

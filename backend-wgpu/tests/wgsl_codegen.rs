@@ -2,7 +2,9 @@
 //! validates with naga, representative shaders are snapshotted, and the
 //! parameter block packs launches where the shader reads them.
 
-use backend_wgpu::wgsl::{f32_literal, generate, ParamLayout};
+use backend_wgpu::wgsl::{
+    f32_literal, generate, generate_for, ParamLayout, StrideClass, StrideClasses,
+};
 use proptest::prelude::*;
 use shape_core::kernel::{
     Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
@@ -85,6 +87,31 @@ fn representative() -> Vec<(&'static str, Kernel)> {
 #[test]
 fn representative_shaders_validate_and_match_their_snapshots() {
     let mut all = String::new();
+    // The broadcast add specialized for a row-major matrix plus a row
+    // vector: unit and zero strides need no multiply.
+    let add = representative().remove(0).1;
+    let matrix = Layout {
+        offset: 0,
+        strides: vec![8, 1],
+        len: 32,
+    };
+    let launch = Launch {
+        sizes: vec![4, 8],
+        result: matrix.clone(),
+        operands: vec![
+            matrix,
+            Layout {
+                offset: 0,
+                strides: vec![0, 1],
+                len: 8,
+            },
+        ],
+    };
+    let specialized = generate_for(&add, &StrideClasses::of(&launch));
+    validate(&specialized).unwrap();
+    all.push_str(&format!(
+        "// ===== broadcast add, specialized for [4, 8] + [8]\n{specialized}\n"
+    ));
     for (what, kernel) in representative() {
         let source = generate(&kernel);
         if let Err(e) = validate(&source) {
@@ -232,8 +259,26 @@ proptest! {
     })]
 
     #[test]
-    fn every_generated_shader_validates(kernel in kernels()) {
+    fn every_generated_shader_validates(kernel in kernels(), seed in any::<u64>()) {
         let source = generate(&kernel);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+        // The same kernel specialized on arbitrary stride classes.
+        let classes = StrideClasses(
+            (0..=kernel.operands)
+                .map(|t| {
+                    (0..kernel.iterators.len())
+                        .map(|k| match (seed >> ((t * 7 + k) % 60)) & 3 {
+                            0 => StrideClass::Zero,
+                            1 => StrideClass::One,
+                            _ => StrideClass::General,
+                        })
+                        .collect()
+                })
+                .collect(),
+        );
+        let source = generate_for(&kernel, &classes);
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }
