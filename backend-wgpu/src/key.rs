@@ -32,11 +32,19 @@ impl KernelKey {
             Accumulate::Min => 4,
         });
         encode(&kernel.body, &mut words);
-        words.extend(classes.0.iter().flatten().map(|c| match c {
-            StrideClass::Zero => 0,
-            StrideClass::One => 1,
-            StrideClass::General => 2,
-        }));
+        words.extend(classes.contiguous.iter().map(|&c| u32::from(c)));
+        words.extend(
+            classes
+                .strides
+                .iter()
+                .flatten()
+                .chain(&classes.offsets)
+                .map(|c| match c {
+                    StrideClass::Zero => 0,
+                    StrideClass::One => 1,
+                    StrideClass::General => 2,
+                }),
+        );
         KernelKey(words)
     }
 }

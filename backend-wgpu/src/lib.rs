@@ -432,7 +432,7 @@ impl WgpuBackend {
         kernel: &Kernel,
         launch: &Launch,
     ) -> Result<KernelKey, WgpuError> {
-        let classes = wgsl::StrideClasses::of(launch);
+        let classes = wgsl::StrideClasses::of(kernel, launch);
         let key = KernelKey::of(kernel, &classes);
         if self.pipelines.contains_key(&key) {
             self.stats.hits += 1;

@@ -248,9 +248,10 @@ fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), 
 fn relu(x: f32) -> f32 { return fmax(x, 0.0); }
 ";
 
-/// What a shader may assume about one stride of a launch: specializing
-/// on zero and unit strides saves a multiply per term where they occur
-/// (broadcast operands, the innermost axis of row-major tensors).
+/// What a shader may assume about one stride (or offset) of a launch:
+/// specializing on zero and unit strides saves a multiply per term where
+/// they occur (broadcast operands, the innermost axis of row-major
+/// tensors), and on zero offsets a parameter read and an add.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StrideClass {
     /// Not used: a zero stride, or an iterator of size 1.
@@ -261,14 +262,26 @@ pub enum StrideClass {
     General,
 }
 
-/// The class of every stride of a launch, tensor by tensor (the result
-/// first), one per iterator.
+/// The class of every offset and stride of a launch, tensor by tensor
+/// (the result first): what a shader may assume about them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct StrideClasses(pub Vec<Vec<StrideClass>>);
+pub struct StrideClasses {
+    /// Per tensor, one class per iterator.
+    pub strides: Vec<Vec<StrideClass>>,
+    /// Per tensor, `Zero` when its offset is 0 (nearly always: only
+    /// slices and fixed indices move it), else `General`.
+    pub offsets: Vec<StrideClass>,
+    /// Per tensor, whether its strides along the parallel iterators are
+    /// the row-major strides of the parallel sizes, so that its element
+    /// at a parallel point is its offset plus the point's linear index
+    /// (the result of nearly every operation, and operands of its shape).
+    pub contiguous: Vec<bool>,
+}
 
 impl StrideClasses {
-    /// The classes of `launch`'s strides.
-    pub fn of(launch: &Launch) -> StrideClasses {
+    /// The classes of the offsets and strides of `launch`, a launch of
+    /// `kernel`.
+    pub fn of(kernel: &Kernel, launch: &Launch) -> StrideClasses {
         let class = |l: &Layout| {
             l.strides
                 .iter()
@@ -280,27 +293,56 @@ impl StrideClasses {
                 })
                 .collect()
         };
-        StrideClasses(
-            std::iter::once(&launch.result)
-                .chain(&launch.operands)
-                .map(class)
+        let tensors = || std::iter::once(&launch.result).chain(&launch.operands);
+        let contiguous = |l: &Layout| {
+            let mut step = 1u64;
+            for k in (0..launch.sizes.len()).rev() {
+                let size = launch.sizes[k];
+                if kernel.iterators.get(k) == Some(&IterKind::Parallel) && size > 1 {
+                    if l.strides.get(k) != Some(&step) {
+                        return false;
+                    }
+                    step = step.saturating_mul(size);
+                }
+            }
+            true
+        };
+        StrideClasses {
+            contiguous: tensors().map(contiguous).collect(),
+            strides: tensors().map(class).collect(),
+            offsets: tensors()
+                .map(|l| {
+                    if l.offset == 0 {
+                        StrideClass::Zero
+                    } else {
+                        StrideClass::General
+                    }
+                })
                 .collect(),
-        )
+        }
     }
 
-    /// Every stride read from the parameter block: the shader for any
-    /// launch of the kernel.
+    /// Every offset and stride read from the parameter block: the shader
+    /// for any launch of the kernel.
     pub fn general(kernel: &Kernel) -> StrideClasses {
-        StrideClasses(vec![
-            vec![StrideClass::General; kernel.iterators.len()];
-            1 + kernel.operands
-        ])
+        StrideClasses {
+            strides: vec![vec![StrideClass::General; kernel.iterators.len()]; 1 + kernel.operands],
+            offsets: vec![StrideClass::General; 1 + kernel.operands],
+            contiguous: vec![false; 1 + kernel.operands],
+        }
     }
 
-    fn get(&self, tensor: usize, iterator: usize) -> StrideClass {
-        self.0
+    fn stride(&self, tensor: usize, iterator: usize) -> StrideClass {
+        self.strides
             .get(tensor)
             .and_then(|t| t.get(iterator))
+            .copied()
+            .unwrap_or(StrideClass::General)
+    }
+
+    fn offset(&self, tensor: usize) -> StrideClass {
+        self.offsets
+            .get(tensor)
             .copied()
             .unwrap_or(StrideClass::General)
     }
@@ -376,7 +418,7 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
     let offset_sum = |t: usize, iters: &[usize]| -> String {
         let mut text = String::new();
         for &k in iters {
-            let _ = match classes.get(t, k) {
+            let _ = match classes.stride(t, k) {
                 StrideClass::Zero => Ok(()),
                 StrideClass::One => write!(text, " + i{k}"),
                 StrideClass::General => write!(text, " + {} * i{k}", param(layout.stride(t, k))),
@@ -393,8 +435,15 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
         let _ = writeln!(
             s,
             "    let base_{name} = {}{};",
-            param(layout.offset(t)),
-            offset_sum(t, &parallel)
+            match classes.offset(t) {
+                StrideClass::Zero => "0u".to_string(),
+                _ => param(layout.offset(t)),
+            },
+            if classes.contiguous.get(t) == Some(&true) {
+                " + point".to_string()
+            } else {
+                offset_sum(t, &parallel)
+            }
         );
     }
     let used = kernel.body.operands_used().min(kernel.operands);

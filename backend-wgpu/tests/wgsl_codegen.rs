@@ -107,7 +107,7 @@ fn representative_shaders_validate_and_match_their_snapshots() {
             },
         ],
     };
-    let specialized = generate_for(&add, &StrideClasses::of(&launch));
+    let specialized = generate_for(&add, &StrideClasses::of(&add, &launch));
     validate(&specialized).unwrap();
     all.push_str(&format!(
         "// ===== broadcast add, specialized for [4, 8] + [8]\n{specialized}\n"
@@ -265,8 +265,12 @@ proptest! {
             prop_assert!(false, "{}\n{}", e, source);
         }
         // The same kernel specialized on arbitrary stride classes.
-        let classes = StrideClasses(
-            (0..=kernel.operands)
+        let classes = StrideClasses {
+            contiguous: (0..=kernel.operands).map(|t| (seed >> ((t + 30) % 60)) & 1 == 1).collect(),
+            offsets: (0..=kernel.operands)
+                .map(|t| if (seed >> (t % 60)) & 1 == 0 { StrideClass::Zero } else { StrideClass::General })
+                .collect(),
+            strides: (0..=kernel.operands)
                 .map(|t| {
                     (0..kernel.iterators.len())
                         .map(|k| match (seed >> ((t * 7 + k) % 60)) & 3 {
@@ -277,7 +281,7 @@ proptest! {
                         .collect()
                 })
                 .collect(),
-        );
+        };
         let source = generate_for(&kernel, &classes);
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
