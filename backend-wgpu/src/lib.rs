@@ -1,13 +1,14 @@
 //! The wgpu compute backend.
 //!
 //! Kernels of the kernel IR become WGSL compute shaders ([`wgsl`]), one per
-//! kernel structure and stride classes (which strides are 0, 1 or other),
-//! compiled once and kept in a pipeline cache: running the same program at
-//! other sizes compiles nothing new, because sizes, strides and offsets
-//! travel in a uniform parameter block. Dispatches are
-//! recorded into one compute pass and submitted in batches (at the latest
-//! when a buffer is read back); the parameter block is bound at a dynamic
-//! offset, so launches over the same buffers reuse one bind group.
+//! kernel structure and launch classes (zero or unit strides, zero
+//! offsets, row-major tensors: see [`wgsl::StrideClasses`]), compiled once
+//! and kept in a pipeline cache: running the same program at other sizes
+//! compiles nothing new, because sizes, strides and offsets travel in a
+//! uniform parameter block. Dispatches are recorded into one compute pass
+//! and submitted in batches (at the latest when a buffer is read back);
+//! the parameter block is bound at a dynamic offset, so launches over the
+//! same buffers reuse one bind group.
 //!
 //! Everything the device could reject about a launch (buffer lengths and
 //! limits, bindings, parameter block size, 32-bit addressing, writes that
@@ -92,7 +93,8 @@ impl Default for WgpuOptions {
 /// Pipeline cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Launches whose kernel structure had been compiled before.
+    /// Launches whose kernel structure and classes had been compiled
+    /// before.
     pub hits: u64,
     /// Launches that compiled a new pipeline.
     pub misses: u64,
