@@ -498,3 +498,79 @@ fn special_values_follow_the_cpu_reference() {
         }
     }
 }
+
+#[test]
+fn kernels_past_the_binding_and_parameter_limits_are_refused() {
+    use shape_core::kernel::BinaryOp;
+    let Some(mut gpu) = wgpu_or_skip("kernels_past_the_binding_and_parameter_limits_are_refused")
+    else {
+        return;
+    };
+    // More operands than the device binds beside the result and the
+    // parameter block.
+    let limits = gpu.limits().clone();
+    let bindable = (limits.max_storage_buffers_per_shader_stage as usize - 1)
+        .min(limits.max_bindings_per_bind_group as usize - 2);
+    let operands = bindable + 1;
+    // llvmpipe binds 32 storage buffers; devices that allow thousands
+    // skip this part.
+    if operands <= 64 {
+        let body = (1..operands).fold(Expr::Load(0), |sum, o| {
+            Expr::Binary(BinaryOp::Add, Box::new(sum), Box::new(Expr::Load(o)))
+        });
+        let one = Layout {
+            offset: 0,
+            strides: vec![1],
+            len: 1,
+        };
+        let kernel = Kernel {
+            iterators: vec![IterKind::Parallel],
+            operands,
+            body,
+            accumulate: Accumulate::Assign,
+        };
+        let launch = Launch {
+            sizes: vec![1],
+            result: one.clone(),
+            operands: vec![one; operands],
+        };
+        let buffers: Vec<_> = (0..operands).map(|_| gpu.upload(&[1.0]).unwrap()).collect();
+        let refs: Vec<_> = buffers.iter().collect();
+        let mut out = gpu.alloc(1).unwrap();
+        let e = gpu.execute(&kernel, &launch, &mut out, &refs).unwrap_err();
+        assert!(
+            matches!(e, WgpuError::TooManyOperands { limit, .. } if limit as usize == bindable),
+            "{e}"
+        );
+    }
+    // So many iterators that the parameter block outgrows a uniform
+    // binding (2 words per iterator for a kernel without operands).
+    let block_limit = limits.max_uniform_buffer_binding_size.min(1 << 20);
+    let n = (block_limit / 8 + 8) as usize;
+    let kernel = Kernel {
+        iterators: vec![IterKind::Parallel; n],
+        operands: 0,
+        body: Expr::Const(1.0),
+        accumulate: Accumulate::Assign,
+    };
+    let launch = Launch {
+        sizes: vec![1; n],
+        result: Layout {
+            offset: 0,
+            strides: vec![0; n],
+            len: 1,
+        },
+        operands: vec![],
+    };
+    let mut out = gpu.alloc(1).unwrap();
+    let e = gpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
+    assert!(
+        matches!(e, WgpuError::ParamsTooLarge { iterators, .. } if iterators == n),
+        "{e}"
+    );
+    // The CPU runs it.
+    let mut cpu = CpuBackend::reference();
+    let mut out = cpu.alloc(1).unwrap();
+    cpu.execute(&kernel, &launch, &mut out, &[]).unwrap();
+    assert_eq!(out, vec![1.0]);
+}
