@@ -96,6 +96,31 @@ impl SolvedShape {
             .collect()
     }
 
+    /// The index per axis (batch, output, input; row-major, as in
+    /// [`SolvedShape::memory_dims`]) of the element at position `flat` in
+    /// memory order.
+    ///
+    /// ```
+    /// use shape_core::{KnownDim, SolvedShape};
+    /// let dims = |d: &[u64]| d.iter().map(|&n| KnownDim::of(n).unwrap()).collect();
+    /// let s = SolvedShape { batch: dims(&[2]), input: dims(&[4]), output: dims(&[3]) };
+    /// // Memory order is batch, output, input: dims [2, 3, 4].
+    /// assert_eq!(s.unravel(23), vec![1, 2, 3]);
+    /// assert_eq!(SolvedShape::default().unravel(0), Vec::<u64>::new());
+    /// ```
+    pub fn unravel(&self, flat: u64) -> Vec<u64> {
+        let dims = self.memory_dims();
+        let mut index = vec![0; dims.len()];
+        let mut rest = flat;
+        for (i, &d) in dims.iter().enumerate().rev() {
+            if d > 0 {
+                index[i] = rest % d;
+                rest /= d;
+            }
+        }
+        index
+    }
+
     /// The number of elements (1 for a shape without axes), or `None` if
     /// it does not fit in 128 bits.
     pub fn num_elems(&self) -> Option<u128> {

@@ -278,19 +278,14 @@ impl BackendJob for DiffJob<'_> {
                     span: None,
                 });
             }
-            let dims = self
-                .0
-                .solved
-                .shape(t)
-                .map(|s| s.memory_dims())
-                .unwrap_or_default();
+            let shape = self.0.solved.shape(t).ok();
             for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
                 diff.elements += 1;
                 let (abs, rel) = differences(x, y);
                 let worst = |d: f64| Worst {
                     diff: d,
                     tensor: t,
-                    index: unravel(i as u64, &dims),
+                    index: shape.map(|s| s.unravel(i as u64)).unwrap_or_default(),
                     expected: x,
                     found: y,
                 };
@@ -323,18 +318,6 @@ pub fn differences(a: f32, b: f32) -> (f64, f64) {
     (abs, if scale == 0.0 { 0.0 } else { abs / scale })
 }
 
-/// The multi-index of flat position `i` in C order.
-pub fn unravel(mut i: u64, dims: &[u64]) -> Vec<u64> {
-    let mut index = vec![0; dims.len()];
-    for (j, &d) in dims.iter().enumerate().rev() {
-        if d > 0 {
-            index[j] = i % d;
-            i /= d;
-        }
-    }
-    index
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,8 +345,6 @@ mod tests {
             (f64::INFINITY, f64::INFINITY)
         );
         assert_eq!(differences(f32::INFINITY, f32::INFINITY), (0.0, 0.0));
-        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
-        assert_eq!(unravel(0, &[]), Vec::<u64>::new());
         assert_eq!(tuple(&[]), "()");
         assert_eq!(tuple(&[3]), "(3,)");
         assert_eq!(tuple(&[2, 3]), "(2, 3)");

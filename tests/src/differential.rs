@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use shape_core::{Backend, RowKind};
+use shape_core::Backend;
 use shape_solver::{SolvedGraph, TensorId};
 
 use crate::programs::Program;
@@ -194,17 +194,6 @@ impl fmt::Display for Disagreement {
     }
 }
 
-/// The index per axis (batch, output, input; row-major) of element `flat`.
-fn unravel(mut flat: u64, dims: &[u64]) -> Vec<u64> {
-    let mut index = vec![0; dims.len()];
-    for (i, &d) in dims.iter().enumerate().rev() {
-        let d = d.max(1);
-        index[i] = flat % d;
-        flat /= d;
-    }
-    index
-}
-
 /// Runs `program` on every backend and compares each result with the
 /// first backend's, tensor by tensor in the program's order.
 pub fn compare_backends(
@@ -258,19 +247,11 @@ pub fn compare_backends(
                 (0..expected.len()).find(|&i| !tolerance.agrees(expected[i], found[i]))
             {
                 let shape = solved.shape(t).ok();
-                let dims: Vec<u64> = shape
-                    .map(|s| {
-                        [RowKind::Batch, RowKind::Output, RowKind::Input]
-                            .iter()
-                            .flat_map(|&k| s.sizes(k))
-                            .collect()
-                    })
-                    .unwrap_or_default();
                 return Err(Box::new(Disagreement::Value {
                     tensor,
                     shape: shape.map(|s| s.to_string()).unwrap_or_default(),
                     flat,
-                    index: unravel(flat as u64, &dims),
+                    index: shape.map(|s| s.unravel(flat as u64)).unwrap_or_default(),
                     reference: (reference_name.clone(), expected[flat]),
                     other: (name.clone(), found[flat]),
                     tolerance,
@@ -296,13 +277,6 @@ pub fn assert_backends_agree(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unravel_is_row_major() {
-        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
-        assert_eq!(unravel(0, &[]), Vec::<u64>::new());
-        assert_eq!(unravel(23, &[2, 3, 4]), vec![1, 2, 3]);
-    }
 
     #[test]
     fn tolerance_treats_special_values_strictly() {
