@@ -268,5 +268,17 @@ mod tests {
         cpu.execute(&kernel, &launch, &mut out, &[&vec![1.0, 2.0, 3.0]])
             .unwrap();
         assert_eq!(out, vec![1.0, 2.0, 3.0]);
+        // A body that reads an operand the kernel does not declare.
+        let reads_missing = Kernel {
+            body: Expr::Load(1),
+            ..kernel.clone()
+        };
+        let e = cpu
+            .execute(&reads_missing, &launch, &mut out, &[&vec![1.0; 3]])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the kernel's body reads operand 1 but the kernel declares 1 operands"
+        );
     }
 }
