@@ -29,12 +29,12 @@ impl fmt::Display for DimVar {
 /// Two axes that must agree on their size must also agree on their labels
 /// when both have one; an unlabeled size takes the label of the other side.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Label(Arc<str>);
+pub struct Label(Arc<String>);
 
 impl Label {
     /// Creates a label from its text.
     pub fn new(text: &str) -> Self {
-        Label(Arc::from(text))
+        Label(Arc::new(text.to_owned()))
     }
 
     /// The label's text.

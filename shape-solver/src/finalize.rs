@@ -127,6 +127,9 @@ impl Solver {
     /// copy-on-write of the environment.
     pub fn into_solution(self) -> Result<Solution, ShapeError> {
         let mut s = self;
+        // The maps are usually shared with the unfinalized state (by
+        // `finalize` and by the graph): written entries go to an overlay.
+        s.env.start_overlay();
         let fin = Why::of(s.add_origin(Origin::Finalization));
         s.dirty = Some(Dirty::default());
         let mut any_open = s.touch_all();
@@ -165,13 +168,13 @@ impl Solver {
             }
             // Every rule has run dry: anything still open is an error, not a
             // silently partial solution.
-            if let Some(r) = s.unsolved_rows().first() {
+            if let Some(r) = s.env.open_rows().next() {
                 return Err(ShapeError::Unsolved {
                     what: "row",
                     id: r.0,
                 });
             }
-            if let Some(v) = s.unsolved_dims().first() {
+            if let Some(v) = s.env.open_dims().next() {
                 return Err(ShapeError::Unsolved {
                     what: "dim",
                     id: v.0,
@@ -188,40 +191,23 @@ impl Solver {
 
     /// Queues every open variable for every rule; false when none is open.
     fn touch_all(&mut self) -> bool {
+        debug_assert!(self.env.open_sets_match_entries());
         // Nothing open (the usual case by the last full scan): nothing to
         // queue, and no need to read every entry to find that out.
         if !self.env.any_open() {
-            debug_assert!(self.unsolved_dims().is_empty() && self.unsolved_rows().is_empty());
             return false;
         }
-        // Rules 1 and 2 can only apply to a dim with a bound or a row with
-        // upper bounds; any other variable is queued for them again when
-        // something about it changes. One pass over each map, in order.
-        let mut dims: Vec<u32> = Vec::new();
-        let mut with_lub: Vec<u32> = Vec::new();
-        for (i, e) in self.env.dims.iter().enumerate() {
-            if let DimEntry::Open(b) = e {
-                dims.push(i as u32);
-                if b.lub.is_some() {
-                    with_lub.push(i as u32);
-                }
-            }
-        }
-        let mut rows: Vec<u32> = Vec::new();
-        let mut with_uppers: Vec<u32> = Vec::new();
-        for (i, e) in self.env.rows.iter().enumerate() {
-            if let RowEntry::Open { upper_hint, .. } = e {
-                rows.push(i as u32);
-                if *upper_hint != 0 {
-                    with_uppers.push(i as u32);
-                }
-            }
-        }
-        debug_assert_eq!(self.env.open_counts(), (dims.len(), rows.len()));
+        // Every open variable is queued for every rule, without reading its
+        // entry: rules 1 and 2 read it when they take the variable (a
+        // variable they cannot close yet is passed by, and queued again when
+        // something about it changes), and at 10,000 operations a pass that
+        // read each open entry here cost as much again in cache misses.
+        let dims: Vec<u32> = self.env.open_dims().map(|v| v.0).collect();
+        let rows: Vec<u32> = self.env.open_rows().map(|r| r.0).collect();
         if let Some(d) = self.dirty.as_mut() {
-            d.dims.insert_all(&with_lub);
+            d.dims.insert_all(&dims);
             d.top_dims.insert_all(&dims);
-            d.rows.insert_all(&with_uppers);
+            d.rows.insert_all(&rows);
             d.top_rows.insert_all(&rows);
         }
         !(dims.is_empty() && rows.is_empty())
@@ -254,7 +240,7 @@ impl Solver {
                         .filter_map(as_var)
                         .for_each(|v| d.dims.insert(v.0));
                 }
-                self.bind_row(r, Row::closed(fresh), fin);
+                self.bind_row(r, &fresh, RowTail::Closed, fin);
             }
             return Ok(true);
         }
@@ -275,7 +261,7 @@ impl Solver {
         let Some(RowEntry::Open {
             bounds: b,
             upper_hint: 1..,
-        }) = self.env.rows.get(r.index())
+        }) = self.env.row_at(r.index())
         else {
             return Ok(u);
         };
@@ -285,12 +271,12 @@ impl Solver {
             let (ls, st) = if c.subr == r {
                 (0, RowTail::Open(r))
             } else {
-                self.env.row_extent(&c.subr_row())?
+                self.env.extent(0, RowTail::Open(c.subr))?
             };
             if st != RowTail::Open(r) {
                 continue;
             }
-            let (lc, ct) = self.env.row_extent(&c.cur)?;
+            let (lc, ct) = self.env.extent(c.cur.dims.len(), c.cur.tail)?;
             if ct == RowTail::Open(r) {
                 continue;
             }
@@ -306,7 +292,7 @@ impl Solver {
     /// that is not closed, which is all that rules 2 and 3 need to know to
     /// pass `r` by, and the entry tells it without `r`'s bounds being read.
     fn first_upper_open(&self, r: RowVar) -> Result<bool, ShapeError> {
-        let hint = match self.env.rows.get(r.index()) {
+        let hint = match self.env.row_at(r.index()) {
             Some(RowEntry::Open { upper_hint, .. }) => *upper_hint,
             _ => return Ok(false),
         };
@@ -314,9 +300,7 @@ impl Solver {
             return Ok(false);
         }
         // The same walk uppers() makes for the first upper bound's result row.
-        let (_, tail) = self
-            .env
-            .row_extent(&Row::open(RowVar(hint - 2), Vec::new()))?;
+        let (_, tail) = self.env.extent(0, RowTail::Open(RowVar(hint - 2)))?;
         Ok(matches!(tail, RowTail::Open(w) if w != r))
     }
 
@@ -328,26 +312,6 @@ impl Solver {
         }
         let u = self.uppers(r)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
-    }
-
-    fn unsolved_rows(&self) -> Vec<RowVar> {
-        let mut out = Vec::new();
-        for (i, e) in self.env.rows.iter().enumerate() {
-            if matches!(e, RowEntry::Open { .. }) {
-                out.push(RowVar(i as u32));
-            }
-        }
-        out
-    }
-
-    fn unsolved_dims(&self) -> Vec<DimVar> {
-        let mut out = Vec::new();
-        for (i, e) in self.env.dims.iter().enumerate() {
-            if matches!(e, DimEntry::Open(_)) {
-                out.push(DimVar(i as u32));
-            }
-        }
-        out
     }
 
     /// Variables that deferred constraints will decide: dims of element-count
@@ -370,7 +334,7 @@ impl Solver {
                     .filter_map(|v| self.env.row_bounds(*v).map(|b| &b.watchers)),
             );
         for ws in watchers {
-            for c in ws {
+            for c in ws.iter() {
                 match c {
                     Constraint::TotalElems { row, why, .. } => {
                         let rr = self.env.resolve_row(row)?;
@@ -404,7 +368,7 @@ impl Solver {
                 continue;
             };
             for c in b.uppers() {
-                if let RowTail::Open(u) = self.env.resolve_row(&c.cur)?.tail {
+                if let (_, RowTail::Open(u)) = self.env.extent(c.cur.dims.len(), c.cur.tail)? {
                     if u != r && rows.insert(u) {
                         frontier.push(u);
                     }
@@ -424,10 +388,10 @@ impl Solver {
             .into_iter()
             .map(RowVar);
         let mut tops = Vec::new();
-        for r in candidates {
+        for r in candidates.filter(|&r| self.env.is_open_row(r)) {
             // One look-up of the entry for the common cases: solved, or
             // open without upper bounds.
-            let top = match self.env.rows.get(r.index()) {
+            let top = match self.env.row_at(r.index()) {
                 Some(RowEntry::Open { upper_hint, .. }) => {
                     !blocked.contains(&r)
                         && (*upper_hint == 0
@@ -450,7 +414,7 @@ impl Solver {
 
     fn close_row_empty(&mut self, r: RowVar, fin: Why) -> Result<(), ShapeError> {
         if self.env.row_bounds(r).is_some() {
-            self.bind_row(r, Row::empty(), fin);
+            self.bind_row(r, &[], RowTail::Closed, fin);
             self.run()?;
         }
         Ok(())
@@ -477,6 +441,7 @@ impl Solver {
             .into_iter()
             .filter(|v| {
                 !blocked.contains(v)
+                    && self.env.is_open_dim(*v)
                     && self
                         .env
                         .dim_bounds(*v)
@@ -502,19 +467,13 @@ impl Solver {
         blocked_dims: &BTreeSet<DimVar>,
         blocked_rows: &BTreeSet<RowVar>,
     ) -> Result<bool, ShapeError> {
-        if let Some(r) = self
-            .unsolved_rows()
-            .into_iter()
-            .find(|r| !blocked_rows.contains(r))
-        {
+        let row = self.env.open_rows().find(|r| !blocked_rows.contains(r));
+        if let Some(r) = row {
             self.close_row_empty(r, fin)?;
             return Ok(true);
         }
-        if let Some(v) = self
-            .unsolved_dims()
-            .into_iter()
-            .find(|v| !blocked_dims.contains(v))
-        {
+        let dim = self.env.open_dims().find(|v| !blocked_dims.contains(v));
+        if let Some(v) = dim {
             self.close_dim_one(v, fin)?;
             return Ok(true);
         }
@@ -646,7 +605,7 @@ impl Solution {
                             return Ok(Provenance {
                                 value: k.clone(),
                                 source: self.origin(*source),
-                                source_axis: source.axis_from_end,
+                                source_axis: source.axis_from_end(),
                                 via,
                             });
                         }
@@ -681,7 +640,11 @@ impl Solution {
     /// The value of a solved row variable.
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
         match self.env.row_entry(v)? {
-            RowEntry::Solved { value } => Ok(Row::clone(value)),
+            RowEntry::Solved { dims, tail } => Ok(Row {
+                dims: dims.to_vec(),
+                tail: *tail,
+                constraint: shape_core::RowConstraint::Unconstrained,
+            }),
             RowEntry::Open { .. } => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,

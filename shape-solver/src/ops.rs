@@ -149,12 +149,12 @@ pub(crate) struct OpContext<'a, 'b, 'c> {
 
 impl OpContext<'_, '_, '_> {
     fn site(&self, i: usize, kind: RowKind) -> RowSite {
-        let tensor = if i == 0 {
-            self.op.result.clone()
-        } else {
-            self.op.operands[i - 1].clone()
-        };
-        RowSite { tensor, kind }
+        RowSite {
+            // An operation has far fewer operands than `u32::MAX`: its
+            // operand list is in memory.
+            position: u32::try_from(i).unwrap_or(u32::MAX),
+            kind,
+        }
     }
 
     /// `left.kl` related to `right.kr`.

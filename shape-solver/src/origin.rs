@@ -24,18 +24,31 @@ impl fmt::Display for TensorRef {
     }
 }
 
-/// One row of one tensor.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One row of one of an operation's tensors; [`OpRef::tensor_at`] names
+/// the tensor.
+///
+/// A position rather than the tensor itself: an operation records several
+/// origins, and a copy of the tensor's name in each would make every origin
+/// three times larger and cost a reference-count update per name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowSite {
-    /// The tensor.
-    pub tensor: TensorRef,
+    /// The tensor's position in the operation: 0 is the result, `i >= 1`
+    /// the operand `i - 1`.
+    pub position: u32,
     /// Which of its rows.
     pub kind: RowKind,
 }
 
-impl fmt::Display for RowSite {
+/// A [`RowSite`] with its operation, for messages.
+struct SiteIn<'a>(&'a OpRef, RowSite);
+
+impl fmt::Display for SiteIn<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the {} row of {}", self.kind, self.tensor)
+        write!(f, "the {} row of ", self.1.kind)?;
+        match self.0.tensor_at(self.1.position) {
+            Some(t) => write!(f, "{t}"),
+            None => write!(f, "tensor #{} of the operation", self.1.position),
+        }
     }
 }
 
@@ -50,6 +63,17 @@ pub struct OpRef {
     pub operands: Vec<TensorRef>,
     /// Its result.
     pub result: TensorRef,
+}
+
+impl OpRef {
+    /// The tensor at a [`RowSite::position`]: 0 is the result, `i >= 1` the
+    /// operand `i - 1`.
+    pub fn tensor_at(&self, position: u32) -> Option<&TensorRef> {
+        match position.checked_sub(1) {
+            None => Some(&self.result),
+            Some(i) => self.operands.get(i as usize),
+        }
+    }
 }
 
 impl fmt::Display for OpRef {
@@ -152,8 +176,13 @@ impl Origin {
             | Origin::ElementCount { tensor, .. } => {
                 vec![tensor]
             }
-            Origin::Op { left, right, .. } => vec![&left.tensor, &right.tensor],
-            Origin::OpRow { site, .. } => vec![&site.tensor],
+            Origin::Op {
+                op, left, right, ..
+            } => [left, right]
+                .iter()
+                .filter_map(|s| op.tensor_at(s.position))
+                .collect(),
+            Origin::OpRow { op, site, .. } => op.tensor_at(site.position).into_iter().collect(),
             Origin::Direct { .. } | Origin::Finalization => vec![],
         }
     }
@@ -188,9 +217,12 @@ impl fmt::Display for Origin {
                     Relation::Equal => "equal to",
                     Relation::Broadcasts => "broadcast from",
                 };
+                let (left, right) = (SiteIn(op, *left), SiteIn(op, *right));
                 write!(f, "{op}, which makes {left} {rel} {right}")
             }
-            Origin::OpRow { op, site, what } => write!(f, "{op}, which requires {site} {what}"),
+            Origin::OpRow { op, site, what } => {
+                write!(f, "{op}, which requires {} {what}", SiteIn(op, *site))
+            }
             Origin::Direct { what } => write!(f, "the constraint {what}"),
             Origin::Finalization => f.write_str("finalization's default"),
         }
@@ -204,30 +236,50 @@ pub struct OriginId(pub(crate) u32);
 /// Why a constraint holds: its origin and, for dimension constraints
 /// derived from rows, the axis counted from the end of the row (0 is the
 /// last axis).
+///
+/// Eight bytes: every solved dim and every queued constraint carries one
+/// or two, so its size shows in how much of the solver state stays in
+/// cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Why {
     /// The origin.
     pub origin: OriginId,
-    /// The axis, counted from the end of the row.
-    pub axis_from_end: Option<u32>,
+    /// The axis counted from the end of the row, or [`Why::NO_AXIS`].
+    axis: u32,
 }
 
 impl Why {
+    /// The `axis` of a reason for a whole row. Axis counts stay far below
+    /// it: a row has fewer axes than fit in memory.
+    const NO_AXIS: u32 = u32::MAX;
+
     /// A reason for a whole row (no particular axis).
     pub fn of(origin: OriginId) -> Why {
         Why {
             origin,
-            axis_from_end: None,
+            axis: Self::NO_AXIS,
         }
+    }
+
+    /// The axis, counted from the end of the row, if the reason is about
+    /// one axis.
+    pub fn axis_from_end(self) -> Option<u32> {
+        (self.axis != Self::NO_AXIS).then_some(self.axis)
     }
 
     /// This reason narrowed to one axis, counted from the end of the rows.
     /// A reason that already carries an offset (a row inequality stored
     /// after its last axes were matched) counts from there.
     pub fn at_axis(self, from_end: usize) -> Why {
+        let base = self.axis_from_end().unwrap_or(0);
+        let axis = u32::try_from(from_end)
+            .ok()
+            .and_then(|a| base.checked_add(a))
+            .filter(|&a| a != Self::NO_AXIS)
+            .unwrap_or(Self::NO_AXIS - 1);
         Why {
             origin: self.origin,
-            axis_from_end: Some(self.axis_from_end.unwrap_or(0) + from_end as u32),
+            axis,
         }
     }
 }

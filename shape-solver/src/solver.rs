@@ -27,16 +27,16 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry, StoredIneq};
+use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry, StoredIneq, StoredRow};
 use crate::error::{DimFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
 
 /// A declarative shape solver over persistent maps.
 ///
-/// Cloning a solver copies no per-variable state: the environment and the
-/// origin table are persistent structures (only the small set of variables
-/// with deferred constraints is copied), so a state can be forked to try
-/// alternatives.
+/// Cloning a solver copies almost no per-variable state: the environment
+/// and the origin table are persistent structures; what is copied is one bit
+/// per variable (which ones are unsolved) and the small set of variables
+/// with deferred constraints. So a state can be forked to try alternatives.
 ///
 /// ```
 /// use shape_core::{Dim, Row, KnownDim};
@@ -120,8 +120,8 @@ impl Solver {
     /// Counts of what the solver holds, for diagnostics and benchmarks.
     pub fn stats(&self) -> SolverStats {
         SolverStats {
-            dim_vars: self.env.dims.len(),
-            row_vars: self.env.rows.len(),
+            dim_vars: self.env.num_dims(),
+            row_vars: self.env.num_rows(),
             origins: self.origins.len(),
             steps: self.steps,
         }
@@ -260,7 +260,7 @@ impl Solver {
         DimFact {
             value,
             origin: self.origin_arc(source.origin),
-            axis_from_end: source.axis_from_end,
+            axis_from_end: source.axis_from_end(),
         }
     }
 
@@ -313,7 +313,7 @@ impl Solver {
         if x.size() != y.size() {
             return Err(ShapeError::DimMismatch {
                 context: self.origin_arc(why.origin),
-                axis: why.axis_from_end,
+                axis: why.axis_from_end(),
                 relation,
                 left: Box::new(self.fact(x, sx)),
                 right: Box::new(self.fact(y, sy)),
@@ -322,7 +322,7 @@ impl Solver {
         if !x.labels_agree(&y) {
             return Err(ShapeError::LabelMismatch {
                 context: self.origin_arc(why.origin),
-                axis: why.axis_from_end,
+                axis: why.axis_from_end(),
                 left: Box::new(self.fact(x, sx)),
                 right: Box::new(self.fact(y, sy)),
             });
@@ -532,16 +532,16 @@ impl Solver {
         }
         match (ra.tail, rb.tail) {
             (RowTail::Open(v), RowTail::Closed) => {
-                self.bind_row(v, Row::closed(rb.dims[..lb - la].to_vec()), why)
+                self.bind_row(v, &rb.dims[..lb - la], RowTail::Closed, why)
             }
             (RowTail::Closed, RowTail::Open(w)) => {
-                self.bind_row(w, Row::closed(ra.dims[..la - lb].to_vec()), why)
+                self.bind_row(w, &ra.dims[..la - lb], RowTail::Closed, why)
             }
             (RowTail::Open(v), RowTail::Open(w)) if v != w => {
                 if la <= lb {
-                    self.bind_row(v, Row::open(w, rb.dims[..lb - la].to_vec()), why)
+                    self.bind_row(v, &rb.dims[..lb - la], RowTail::Open(w), why)
                 } else {
-                    self.bind_row(w, Row::open(v, ra.dims[..la - lb].to_vec()), why)
+                    self.bind_row(w, &ra.dims[..la - lb], RowTail::Open(v), why)
                 }
             }
             _ => {}
@@ -549,18 +549,18 @@ impl Solver {
         Ok(())
     }
 
-    /// Binds an unsolved row variable and retries what was stored on it.
-    pub(crate) fn bind_row(&mut self, v: RowVar, value: Row, _why: Why) {
-        let value_tail = value.tail;
-        let to_empty = value_tail == RowTail::Closed && value.dims.is_empty();
-        let entry = self.env.solved_row(value);
+    /// Binds an unsolved row variable to `dims` followed by `tail`, and
+    /// retries what was stored on it.
+    pub(crate) fn bind_row(&mut self, v: RowVar, dims: &[Dim], tail: RowTail, _why: Why) {
+        let to_empty = tail == RowTail::Closed && dims.is_empty();
+        let entry = self.env.solved_row(dims, tail);
         let old = self.env.set_row(v, entry);
         let RowEntry::Open { bounds, .. } = old else {
             return;
         };
         // Read through the shared pointer: the undo log may hold it too.
         if let Some(d) = &mut self.dirty {
-            if let RowTail::Open(w) = value_tail {
+            if let RowTail::Open(w) = tail {
                 d.touch_row(w);
             }
             for s in bounds.ineqs.iter() {
@@ -638,7 +638,7 @@ impl Solver {
                             }
                         }
                     }
-                    self.bind_row(cv, Row::open(nv, fresh), why);
+                    self.bind_row(cv, &fresh, RowTail::Open(nv), why);
                     // Now long enough. Only `cv` changed, and `subr` does not
                     // pass through it (its resolution stops at its own open
                     // variable, which is not `cv`), so only `cur` is resolved
@@ -655,17 +655,17 @@ impl Solver {
             // A closed operand: the result's extra leading axes are free.
             return Ok(());
         };
-        let prefix = rc.dims[..lc - ls].to_vec();
+        let prefix = &rc.dims[..lc - ls];
         // What is stored has its last `ls` axes matched already: messages
         // about it count axes from there.
         let stored_why = why.at_axis(ls);
         match rc.tail {
             RowTail::Closed if prefix.is_empty() => {
-                self.bind_row(sv, Row::empty(), why);
+                self.bind_row(sv, &[], RowTail::Closed, why);
             }
             RowTail::Closed => {
                 let stored = StoredIneq {
-                    cur: Row::closed(prefix),
+                    cur: StoredRow::new(prefix, RowTail::Closed),
                     subr: sv,
                     why: stored_why,
                     upper: true,
@@ -680,7 +680,7 @@ impl Solver {
                     return Ok(());
                 }
                 let stored = StoredIneq {
-                    cur: Row::open(cv, prefix),
+                    cur: StoredRow::new(prefix, RowTail::Open(cv)),
                     subr: sv,
                     why: stored_why,
                     upper: false,
