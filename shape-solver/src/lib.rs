@@ -32,6 +32,7 @@ mod ops;
 mod origin;
 mod program;
 mod projections;
+mod rank_cycle;
 mod solver;
 pub mod symbolic;
 

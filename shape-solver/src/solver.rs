@@ -30,6 +30,7 @@ use crate::constraint::Constraint;
 use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry, StoredIneq, StoredRow};
 use crate::error::{DimFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
+use crate::rank_cycle::{find_rank_cycle, RankCycle};
 
 /// A declarative shape solver over persistent maps.
 ///
@@ -612,6 +613,12 @@ impl Solver {
                             detail: format!("{} >= {}", self.show_row(&rc), self.show_row(&rs)),
                         });
                     }
+                    if let RowTail::Open(sv) = rs.tail {
+                        let gain = (ls - lc) as i64;
+                        if let Some(cycle) = find_rank_cycle(&self.env, sv, cv, gain)? {
+                            return Err(self.rank_cycle_error(cv, &rc, &rs, why, &cycle));
+                        }
+                    }
                     let sub_depth = match rs.tail {
                         RowTail::Open(sv) => self.env.row_depth(sv),
                         RowTail::Closed => 0,
@@ -703,6 +710,39 @@ impl Solver {
             }
         }
         Ok(())
+    }
+
+    /// The error for a cycle of broadcasting constraints that adds axes on
+    /// every round: the constraint that closed it, and those on the way.
+    fn rank_cycle_error(
+        &self,
+        cv: RowVar,
+        rc: &ResolvedRow<'_>,
+        rs: &ResolvedRow<'_>,
+        why: Why,
+        cycle: &RankCycle,
+    ) -> ShapeError {
+        let via: Vec<String> = cycle
+            .via
+            .iter()
+            .map(|w| self.origin_arc(w.origin).to_string())
+            .collect();
+        let axes = if cycle.surplus == 1 { "axis" } else { "axes" };
+        let lag = match cycle.cost {
+            0 => String::new(),
+            n => format!(" minus {n}"),
+        };
+        ShapeError::InfiniteAxes {
+            context: self.origin_arc(why.origin),
+            row_var: cv.to_string(),
+            detail: format!(
+                "{} >= {}, and through {}, the operand's leading axes already number at least the row's{lag}: a cycle of broadcasting constraints that adds {} {axes} on every round",
+                self.show_row(rc),
+                self.show_row(rs),
+                via.join(", then "),
+                cycle.surplus,
+            ),
+        }
     }
 
     // ----- row constraints ------------------------------------------------

@@ -944,3 +944,81 @@ fn rows_above_a_pending_slice_wait_for_it() {
     assert_eq!(s.shape(t3).unwrap().to_string(), "4|4->3");
     assert_eq!(s.shape(t5).unwrap().to_string(), "4|4->3");
 }
+
+/// Broadcasting constraints among row variables whose lengths add up to
+/// `rank(r1) >= rank(r1) + 3`: no finite rows satisfy them. Each expansion
+/// with fresh axes rebuilt the cycle on new variables with more constraints
+/// than before, so this once ran for hours (found by the order-independence
+/// property); it is an error in every order, and the message names the
+/// constraints on the cycle.
+#[test]
+fn a_cycle_of_broadcasts_that_adds_axes_is_an_error_in_every_order() {
+    let mut s = Solver::new();
+    let (r0, r1, r2) = (s.fresh_row(), s.fresh_row(), s.fresh_row());
+    let (d1, d3, d5) = (s.fresh_dim(), s.fresh_dim(), s.fresh_dim());
+    let mut named = |s: &mut Solver, what: &str| {
+        Why::of(s.add_origin(Origin::Direct {
+            what: what.to_owned().into(),
+        }))
+    };
+    let v = |d: shape_core::DimVar| Dim::Var(d);
+    let cs = vec![
+        // rank(r0) + 1 >= rank(r1)
+        Constraint::RowIneq {
+            cur: Row::open(r0, vec![v(d3)]),
+            subr: Row::open(r1, vec![]),
+            why: named(&mut s, "c0"),
+        },
+        // rank(r2) + 2 >= rank(r1)
+        Constraint::RowIneq {
+            cur: Row::open(r2, vec![v(d5), v(d1)]),
+            subr: Row::open(r1, vec![]),
+            why: named(&mut s, "c1"),
+        },
+        // rank(r2) >= rank(r0) + 2
+        Constraint::RowIneq {
+            cur: Row::open(r2, vec![]),
+            subr: Row::open(r0, vec![k(3), k(4)]),
+            why: named(&mut s, "c2"),
+        },
+        // rank(r1) >= rank(r2) + 2
+        Constraint::RowIneq {
+            cur: Row::open(r1, vec![]),
+            subr: Row::open(r2, vec![v(d3), v(d5)]),
+            why: named(&mut s, "c3"),
+        },
+    ];
+    let mut messages = Vec::new();
+    for order in permutations(cs.len()) {
+        let mut t = s.clone();
+        let failed = order
+            .iter()
+            .map(|&i| t.add(cs[i].clone()))
+            .find_map(Result::err)
+            .unwrap_or_else(|| panic!("order {order:?} was accepted"));
+        assert!(
+            matches!(failed, ShapeError::InfiniteAxes { .. }),
+            "order {order:?}: {failed}"
+        );
+        if order == [0, 1, 2, 3] {
+            messages.push(failed.to_string());
+        }
+    }
+    insta::assert_snapshot!(messages.join("\n"));
+}
+
+/// Every ordering of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for at in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(at, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}
