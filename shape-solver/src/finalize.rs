@@ -360,6 +360,23 @@ impl Solver {
                 }
             }
         }
+        // A dim above a waiting dim must wait too: closing it to 1 (rules 4
+        // and 5) would force the waiting dim to 1 and so decide the element
+        // count by a guess, one that depended on which of several such
+        // dims had the lowest id, and so on the order of the constraints.
+        let mut below: Vec<DimVar> = dims.iter().copied().collect();
+        while let Some(v) = below.pop() {
+            let Some(b) = self.env.dim_bounds(v) else {
+                continue;
+            };
+            for (u, why) in &b.cur {
+                if let ResolvedDim::Var(u) = self.env.resolve_dim(&Dim::Var(*u), *why)? {
+                    if dims.insert(u) {
+                        below.push(u);
+                    }
+                }
+            }
+        }
         // A row above a pending slice's result must wait for it too: closing
         // it first would bound the slice's result before the slice decides.
         let mut frontier: Vec<RowVar> = rows.iter().copied().collect();

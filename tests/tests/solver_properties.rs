@@ -300,21 +300,31 @@ proptest! {
     }
 
     /// (d) Re-adding constraints that were solved changes nothing, and
-    /// neither does adding the solution itself.
+    /// neither does adding the solution itself (every dim and row).
     #[test]
     fn solving_is_idempotent(gen in prop::collection::vec(gen_constraint(), 1..10)) {
         let inst = instance(&gen);
         let (first, solver) = outcome(inst.solver, inst.constraints.clone());
-        if let Ok((dims, _)) = &first {
+        if let Ok((dims, rows)) = &first {
             let (again, solver) = outcome(solver, inst.constraints);
             prop_assert_eq!(&first, &again);
             let mut solver = solver;
             let why = Why::of(solver.add_origin(Origin::Direct { what: "solution".into() }));
-            let facts = dims.iter().enumerate().map(|(i, &n)| Constraint::DimEq {
+            // The whole solution, rows included: a row's axes may be
+            // variables of their own (a template's fresh dims), and with only
+            // the dims given, finalization may close those to other values
+            // that satisfy the constraints just as well.
+            let dim_facts = dims.iter().enumerate().map(|(i, &n)| Constraint::DimEq {
                 a: Dim::Var(DimVar(i as u32)),
                 b: Dim::known(n).unwrap(),
                 why,
             });
+            let row_facts = rows.iter().enumerate().map(|(i, sizes)| Constraint::RowEq {
+                a: Row::open(RowVar(i as u32), vec![]),
+                b: Row::closed(sizes.iter().map(|&n| Dim::known(n).unwrap()).collect()),
+                why,
+            });
+            let facts: Vec<Constraint> = dim_facts.chain(row_facts).collect();
             let (with_facts, _) = outcome(solver, facts);
             prop_assert_eq!(&first, &with_facts);
         }

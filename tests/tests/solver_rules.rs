@@ -1022,3 +1022,63 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
     }
     out
 }
+
+/// An element count with two unknown sizes, `d4 * d0 = 4`, under two dims
+/// that broadcast from them and are bounded by nothing else. Closing either
+/// upper dim to 1 would decide the count (1 x 4 or 4 x 1) by which of the
+/// two templates' fresh dims got the lower id, and so by the order of the
+/// constraints (found by the order-independence property). The upper dims
+/// wait with the count, which is then underdetermined in every order.
+#[test]
+fn dims_above_an_undecided_element_count_wait_for_it_in_every_order() {
+    let mut s = Solver::new();
+    let (r0, r2) = (s.fresh_row(), s.fresh_row());
+    let (d0, d1, d4) = (s.fresh_dim(), s.fresh_dim(), s.fresh_dim());
+    let w = why(&mut s);
+    let v = |d: shape_core::DimVar| Dim::Var(d);
+    let cs = [
+        Constraint::RowEq {
+            a: Row::open(r2, vec![]),
+            b: Row::closed(vec![v(d4)]),
+            why: w,
+        },
+        Constraint::DimIneq {
+            cur: v(d0),
+            subr: v(d1),
+            why: w,
+        },
+        Constraint::RowIneq {
+            cur: Row::open(r0, vec![]),
+            subr: Row::open(r2, vec![v(d0)]),
+            why: w,
+        },
+        Constraint::TotalElems {
+            row: Row::closed(vec![v(d4), v(d0)]),
+            total: 4.try_into().unwrap(),
+            why: w,
+        },
+    ];
+    for order in permutations(cs.len()) {
+        let mut t = s.clone();
+        for &i in &order {
+            t.add(cs[i].clone()).unwrap();
+        }
+        let err = t.finalize().unwrap_err();
+        assert!(
+            matches!(err, ShapeError::Underdetermined { unknowns: 2, .. }),
+            "order {order:?}: {err}"
+        );
+    }
+    // One more fact decides it, in every order.
+    let mut t = s.clone();
+    cs.iter().for_each(|c| t.add(c.clone()).unwrap());
+    t.add(Constraint::DimEq {
+        a: v(d0),
+        b: k(2),
+        why: w,
+    })
+    .unwrap();
+    let sol = t.finalize().unwrap();
+    assert_eq!(sizes(&sol, &Row::open(r2, vec![])), vec![2]);
+    assert_eq!(sizes(&sol, &Row::open(r0, vec![])), vec![2, 2]);
+}
