@@ -19,15 +19,17 @@
 //! operand ends in an open row variable, the solver looks for such a path
 //! and reports [`crate::ShapeError::InfiniteAxes`] with the constraints on
 //! it. The search is a shortest-path search (Dijkstra) over the stored
-//! inequalities, cut off at paths that cost `ls - lc` axes or more, so it
-//! visits only variables within a few axes of the operand.
+//! inequalities, from `c` backwards, cut off at paths that cost `ls - lc`
+//! axes or more.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
 
 use shape_core::{RowTail, RowVar};
 
-use crate::env::Env;
+use crate::env::{Env, RowEntry};
 use crate::error::ShapeError;
 use crate::origin::Why;
 
@@ -53,82 +55,97 @@ pub(crate) struct RankCycle {
 /// Looks for stored facts `rank(from) >= rank(to) - cost` with
 /// `cost < gain`, where the new constraint says `rank(to) >= rank(from) +
 /// gain` (`gain >= 1`).
+///
+/// The search runs backwards, from `to` over the inequalities that bound
+/// each variable from above: `to` is the row about to be expanded, usually a
+/// result or a parameter that only the operation being added uses, with no
+/// upper bound at all, which ends the search before it allocates. (Forwards
+/// from `from`, it would walk every earlier layer of a network through its
+/// chain of broadcasts, which made building a network quadratic.)
 pub(crate) fn find_rank_cycle(
     env: &Env,
     from: RowVar,
     to: RowVar,
     gain: i64,
 ) -> Result<Option<RankCycle>, ShapeError> {
-    // The common case, without allocating: the operand bounds nothing from
-    // below (a parameter's row, an input's row).
-    let has_lowers = env
-        .row_bounds(from)
-        .is_some_and(|b| b.lowers().next().is_some());
-    if !has_lowers || from == to {
+    if from == to || !has_uppers(env, to) {
         return Ok(None);
     }
-    // Lowest cost found so far to each variable, and the step that got there.
-    let mut best: HashMap<RowVar, (i64, Option<(RowVar, Why)>)> = HashMap::new();
+    // Lowest cost found so far from each variable to `to`, and the step
+    // from it towards `to`.
+    let mut best: FxHashMap<RowVar, (i64, Option<(RowVar, Why)>)> = FxHashMap::default();
     let mut queue = BinaryHeap::new();
-    best.insert(from, (0, None));
-    queue.push(Reverse((0i64, from.0)));
+    best.insert(to, (0, None));
+    queue.push(Reverse((0i64, to.0)));
     let mut taken = 0;
-    while let Some(Reverse((cost, x))) = queue.pop() {
-        let x = RowVar(x);
-        if best.get(&x).is_some_and(|&(c, _)| c < cost) {
+    while let Some(Reverse((cost, y))) = queue.pop() {
+        let y = RowVar(y);
+        if best.get(&y).is_some_and(|&(c, _)| c < cost) {
             continue; // A stale queue entry: a cheaper path was found since.
         }
-        if x == to {
+        if y == from {
             return Ok(Some(RankCycle {
                 surplus: gain - cost,
                 cost,
-                via: path_to(&best, to),
+                via: path_from(&best, from),
             }));
         }
         taken += 1;
         if taken > SEARCH_LIMIT {
             break;
         }
-        let Some(bounds) = env.row_bounds(x) else {
+        let Some(bounds) = env.row_bounds(y) else {
             continue;
         };
-        for s in bounds.lowers() {
-            // `[cur.dims ++ x] >= [..subr..]`, both read through what was
+        for s in bounds.uppers() {
+            // `[cur.dims ++ ..x..] >= [..y..]`, both read through what was
             // solved since the inequality was stored.
-            let (lc, cur_tail) = env.extent(s.cur.dims.len(), s.cur.tail)?;
-            let (ls, RowTail::Open(y)) = env.extent(0, RowTail::Open(s.subr))? else {
+            let (ls, subr_tail) = env.extent(0, RowTail::Open(s.subr))?;
+            let (lc, RowTail::Open(x)) = env.extent(s.cur.dims.len(), s.cur.tail)? else {
                 continue;
             };
-            if cur_tail != RowTail::Open(x) || y == x {
+            if subr_tail != RowTail::Open(y) || x == y {
                 continue;
             }
             let next = cost + lc as i64 - ls as i64;
             if next >= gain {
                 continue; // Too expensive to close a growing cycle.
             }
-            if best.get(&y).is_none_or(|&(c, _)| next < c) {
-                best.insert(y, (next, Some((x, s.why))));
-                queue.push(Reverse((next, y.0)));
+            if best.get(&x).is_none_or(|&(c, _)| next < c) {
+                best.insert(x, (next, Some((y, s.why))));
+                queue.push(Reverse((next, x.0)));
             }
         }
     }
     Ok(None)
 }
 
-/// The reasons along the cheapest path found to `to`, first step first.
-fn path_to(best: &HashMap<RowVar, (i64, Option<(RowVar, Why)>)>, to: RowVar) -> Vec<Why> {
+/// Whether an open row variable has an upper bound stored (read from its
+/// entry, without following the pointer to its bounds).
+fn has_uppers(env: &Env, v: RowVar) -> bool {
+    matches!(
+        env.row_at(v.index()),
+        Some(RowEntry::Open {
+            upper_hint: 1..,
+            ..
+        })
+    )
+}
+
+/// The reasons along the cheapest path found from `from` to the target,
+/// first step first.
+fn path_from(best: &FxHashMap<RowVar, (i64, Option<(RowVar, Why)>)>, from: RowVar) -> Vec<Why> {
     let mut via = Vec::new();
-    let mut at = to;
-    // Each step lowers the cost or keeps it, and a variable keeps the step
-    // that first gave it its cost, so the predecessors form a tree; the
-    // bound on the length is a guard, not a limit that is ever reached.
-    while let Some(&(_, Some((prev, why)))) = best.get(&at) {
+    let mut at = from;
+    // A variable keeps the step that gave it its lowest cost, so the steps
+    // lead to the target; the bound on the length only guards against a
+    // loop through facts that went stale while the search ran.
+    while let Some(&(_, Some((next, why)))) = best.get(&at) {
         via.push(why);
-        at = prev;
+        at = next;
         if via.len() > best.len() {
             break;
         }
     }
-    via.reverse();
     via
 }
