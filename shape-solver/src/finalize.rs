@@ -484,7 +484,14 @@ impl Solver {
         blocked_dims: &BTreeSet<DimVar>,
         blocked_rows: &BTreeSet<RowVar>,
     ) -> Result<bool, ShapeError> {
-        let row = self.env.open_rows().find(|r| !blocked_rows.contains(r));
+        // Template variables' ids depend on the order in which constraints
+        // were added, so the row closed first is chosen by the API variable
+        // it was expanded from, then by depth; the id only breaks ties.
+        let row = self
+            .env
+            .open_rows()
+            .filter(|r| !blocked_rows.contains(r))
+            .min_by_key(|&r| (self.env.row_root(r), self.env.row_depth(r), r));
         if let Some(r) = row {
             self.close_row_empty(r, fin)?;
             return Ok(true);

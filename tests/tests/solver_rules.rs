@@ -1082,3 +1082,52 @@ fn dims_above_an_undecided_element_count_wait_for_it_in_every_order() {
     assert_eq!(sizes(&sol, &Row::open(r2, vec![])), vec![2]);
     assert_eq!(sizes(&sol, &Row::open(r0, vec![])), vec![2, 2]);
 }
+
+/// Two row variables that bound each other in a cycle, each also at least
+/// one axis long, so each is expanded by a template. Finalization's rule 5
+/// closes one of the cycle's open variables first, and that choice decides
+/// the lengths (`r0 = [1]`, `r2 = [1, 1, 1]`, or `r0 = [1, 1]`, `r2 = [1]`).
+/// It went by id, and templates' ids depend on the order of the
+/// constraints (found by the order-independence property); it now goes by
+/// the API variable a template was expanded from.
+#[test]
+fn closing_a_cycle_of_row_bounds_does_not_depend_on_the_order() {
+    let mut s = Solver::new();
+    let (r0, _, r2) = (s.fresh_row(), s.fresh_row(), s.fresh_row());
+    let d0 = Dim::Var(s.fresh_dim());
+    let w = why(&mut s);
+    let cs = [
+        Constraint::RowIneq {
+            cur: Row::open(r2, vec![d0.clone()]),
+            subr: Row::open(r0, vec![]),
+            why: w,
+        },
+        Constraint::RowIneq {
+            cur: Row::open(r0, vec![d0.clone(), d0.clone()]),
+            subr: Row::open(r2, vec![]),
+            why: w,
+        },
+        Constraint::RowIneq {
+            cur: Row::open(r2, vec![]),
+            subr: Row::closed(vec![d0.clone()]),
+            why: w,
+        },
+        Constraint::RowIneq {
+            cur: Row::open(r0, vec![]),
+            subr: Row::closed(vec![d0.clone()]),
+            why: w,
+        },
+    ];
+    for order in permutations(cs.len()) {
+        let mut t = s.clone();
+        for &i in &order {
+            t.add(cs[i].clone()).unwrap();
+        }
+        let sol = t.finalize().unwrap();
+        let lens = (
+            sizes(&sol, &Row::open(r0, vec![])),
+            sizes(&sol, &Row::open(r2, vec![])),
+        );
+        assert_eq!(lens, (vec![1], vec![1, 1, 1]), "order {order:?}");
+    }
+}
