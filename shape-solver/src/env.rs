@@ -98,11 +98,6 @@ pub(crate) struct RowBounds {
     /// How many template expansions led to this variable (bounds the
     /// growth of rows through cyclic inequalities).
     pub depth: u32,
-    /// For a template's row variable (`depth > 0`), the id of the row
-    /// variable it was expanded from, followed back to one created through
-    /// the API: an identity that does not depend on the order in which
-    /// constraints were added, which template ids do.
-    pub root: u32,
 }
 
 /// The `upper_hint` of an open row entry with these bounds: 0 when no upper
@@ -657,9 +652,8 @@ impl Env {
         RowEntry::Solved { dims, tail }
     }
 
-    /// Adds an unsolved row variable at the given template depth, expanded
-    /// from `root` (see [`RowBounds::root`]; ignored at depth 0).
-    pub fn push_row(&mut self, depth: u32, root: RowVar) -> RowVar {
+    /// Adds an unsolved row variable at the given template depth.
+    pub fn push_row(&mut self, depth: u32) -> RowVar {
         let v = RowVar(self.rows.len() as u32);
         self.open_rows.set(v.index(), true);
         let bounds = if depth == 0 {
@@ -667,7 +661,6 @@ impl Env {
         } else {
             Arc::new(RowBounds {
                 depth,
-                root: root.0,
                 ..RowBounds::default()
             })
         };
@@ -683,15 +676,6 @@ impl Env {
         match self.row_at(v.index()) {
             Some(RowEntry::Open { bounds, .. }) => bounds.depth,
             _ => 0,
-        }
-    }
-
-    /// The API row variable an unsolved row variable was expanded from
-    /// (itself if it was created through the API).
-    pub fn row_root(&self, v: RowVar) -> RowVar {
-        match self.row_at(v.index()) {
-            Some(RowEntry::Open { bounds, .. }) if bounds.depth > 0 => RowVar(bounds.root),
-            _ => v,
         }
     }
 

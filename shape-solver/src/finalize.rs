@@ -10,8 +10,8 @@
 //!    follow from rule 1);
 //! 3. a row variable with no upper bound at all becomes empty;
 //! 4. a dim variable with no upper bound at all becomes 1;
-//! 5. what is left (variables that bound each other in a cycle) closes the
-//!    same way, lowest id first;
+//! 5. what is left (variables that bound each other in a cycle, or wait
+//!    under one) closes the same way, all rows at once, else all dims;
 //! 6. an element-count constraint still waiting on two or more unknown
 //!    sizes is an error: the solution would be a guess.
 //!
@@ -315,8 +315,9 @@ impl Solver {
     }
 
     /// Variables that deferred constraints will decide: dims of element-count
-    /// rows with two or more unknowns, rows that are the rest of a pending
-    /// slice. Also returns one such element-count constraint.
+    /// rows with two or more unknowns and the dims above them, rows that are
+    /// the rest of a pending slice and the rows above them. Also returns one
+    /// such element-count constraint.
     #[allow(clippy::type_complexity)]
     fn blocked(
         &self,
@@ -477,28 +478,49 @@ impl Solver {
         Ok(!tops.is_empty())
     }
 
-    /// Rule 5: one variable from a cycle of bounds.
+    /// Rule 5: every row variable left closes empty, all at once; if there
+    /// is none, every dim variable left becomes 1.
+    ///
+    /// What is left bounds itself in cycles (or waits under one). Closing
+    /// one variable at a time made the choice of the first one decide the
+    /// others' lengths, and any order among them (ids included, which for
+    /// templates follow the order of the constraints) named one variable
+    /// of a cycle in one order of the constraints and another in the next.
+    /// All at once is always consistent: what is left has no known lower
+    /// bound (rules 1-2 would have taken it), and a row inequality or a
+    /// dim inequality holds when both sides are empty or 1.
     fn close_leftover(
         &mut self,
         fin: Why,
         blocked_dims: &BTreeSet<DimVar>,
         blocked_rows: &BTreeSet<RowVar>,
     ) -> Result<bool, ShapeError> {
-        // Template variables' ids depend on the order in which constraints
-        // were added, so the row closed first is chosen by the API variable
-        // it was expanded from, then by depth; the id only breaks ties.
-        let row = self
+        let rows: Vec<RowVar> = self
             .env
             .open_rows()
             .filter(|r| !blocked_rows.contains(r))
-            .min_by_key(|&r| (self.env.row_root(r), self.env.row_depth(r), r));
-        if let Some(r) = row {
-            self.close_row_empty(r, fin)?;
+            .collect();
+        if !rows.is_empty() {
+            for r in rows {
+                if self.env.row_bounds(r).is_some() {
+                    self.bind_row(r, &[], RowTail::Closed, fin);
+                }
+            }
+            self.run()?;
             return Ok(true);
         }
-        let dim = self.env.open_dims().find(|v| !blocked_dims.contains(v));
-        if let Some(v) = dim {
-            self.close_dim_one(v, fin)?;
+        let dims: Vec<DimVar> = self
+            .env
+            .open_dims()
+            .filter(|v| !blocked_dims.contains(v))
+            .collect();
+        if !dims.is_empty() {
+            for v in dims {
+                if self.env.dim_bounds(v).is_some() {
+                    self.bind_dim(v, Dim::Known(KnownDim::one()), fin, fin);
+                }
+            }
+            self.run()?;
             return Ok(true);
         }
         Ok(false)

@@ -86,11 +86,11 @@ impl Solver {
     /// A new row variable.
     pub fn fresh_row(&mut self) -> RowVar {
         self.api_row_vars += 1;
-        self.mint_row(0, RowVar(0))
+        self.mint_row(0)
     }
 
-    fn mint_row(&mut self, depth: u32, root: RowVar) -> RowVar {
-        let v = self.env.push_row(depth, root);
+    fn mint_row(&mut self, depth: u32) -> RowVar {
+        let v = self.env.push_row(depth);
         if let Some(d) = &mut self.dirty {
             d.touch_row(v);
         }
@@ -635,7 +635,7 @@ impl Solver {
                             ),
                         });
                     }
-                    let nv = self.mint_row(depth, self.env.row_root(cv));
+                    let nv = self.mint_row(depth);
                     let fresh: Vec<Dim> =
                         (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
                     if let Some(d) = &mut self.dirty {
