@@ -39,6 +39,11 @@ use crate::origin::Why;
 /// the solver still ends any growth that it misses).
 const SEARCH_LIMIT: usize = 1 << 16;
 
+/// For each variable the search reached: the lowest cost found from it to
+/// the target, and its first step on that path (the next variable, and the
+/// reason of the inequality between them).
+type Reached = FxHashMap<RowVar, (i64, Option<(RowVar, Why)>)>;
+
 /// A path of stored inequalities from the operand's row variable back to
 /// the result's, which closes a cycle that adds axes.
 #[derive(Debug)]
@@ -73,7 +78,7 @@ pub(crate) fn find_rank_cycle(
     }
     // Lowest cost found so far from each variable to `to`, and the step
     // from it towards `to`.
-    let mut best: FxHashMap<RowVar, (i64, Option<(RowVar, Why)>)> = FxHashMap::default();
+    let mut best = Reached::default();
     let mut queue = BinaryHeap::new();
     best.insert(to, (0, None));
     queue.push(Reverse((0i64, to.0)));
@@ -134,7 +139,7 @@ fn has_uppers(env: &Env, v: RowVar) -> bool {
 
 /// The reasons along the cheapest path found from `from` to the target,
 /// first step first.
-fn path_from(best: &FxHashMap<RowVar, (i64, Option<(RowVar, Why)>)>, from: RowVar) -> Vec<Why> {
+fn path_from(best: &Reached, from: RowVar) -> Vec<Why> {
     let mut via = Vec::new();
     let mut at = from;
     // A variable keeps the step that gave it its lowest cost, so the steps

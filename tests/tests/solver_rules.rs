@@ -956,13 +956,13 @@ fn a_cycle_of_broadcasts_that_adds_axes_is_an_error_in_every_order() {
     let mut s = Solver::new();
     let (r0, r1, r2) = (s.fresh_row(), s.fresh_row(), s.fresh_row());
     let (d1, d3, d5) = (s.fresh_dim(), s.fresh_dim(), s.fresh_dim());
-    let mut named = |s: &mut Solver, what: &str| {
+    let named = |s: &mut Solver, what: &str| {
         Why::of(s.add_origin(Origin::Direct {
             what: what.to_owned().into(),
         }))
     };
     let v = |d: shape_core::DimVar| Dim::Var(d);
-    let cs = vec![
+    let cs = [
         // rank(r0) + 1 >= rank(r1)
         Constraint::RowIneq {
             cur: Row::open(r0, vec![v(d3)]),
