@@ -11,8 +11,8 @@
 //! stored.
 //!
 //! If the stored facts already say `rank(s) >= rank(c) - cost` with
-//! `cost < ls - lc`, then together with the new constraint
-//! `rank(c) >= rank(c) + (ls - lc - cost)`: no finite row satisfies both.
+//! `cost < ls - lc`, then together with the new constraint they say
+//! `rank(c) >= rank(c) + (ls - lc - cost)`, which no finite row satisfies.
 //! Expanding would only rebuild the same cycle on the fresh variables, with
 //! more constraints each round (OCANNL had this non-termination too, and
 //! fixed it with a graph of rank facts). So before each expansion whose
