@@ -1007,6 +1007,22 @@ fn a_cycle_of_broadcasts_that_adds_axes_is_an_error_in_every_order() {
     insta::assert_snapshot!(messages.join("\n"));
 }
 
+/// `s` with all of `cs` added, in every order (each order with the state
+/// it gave); every constraint must be accepted.
+fn added_in_every_order(s: &Solver, cs: &[Constraint]) -> Vec<(Vec<usize>, Solver)> {
+    permutations(cs.len())
+        .into_iter()
+        .map(|order| {
+            let mut t = s.clone();
+            for &i in &order {
+                t.add(cs[i].clone())
+                    .unwrap_or_else(|e| panic!("order {order:?}: {e}"));
+            }
+            (order, t)
+        })
+        .collect()
+}
+
 /// Every ordering of `0..n`.
 fn permutations(n: usize) -> Vec<Vec<usize>> {
     if n == 0 {
@@ -1058,11 +1074,7 @@ fn dims_above_an_undecided_element_count_wait_for_it_in_every_order() {
             why: w,
         },
     ];
-    for order in permutations(cs.len()) {
-        let mut t = s.clone();
-        for &i in &order {
-            t.add(cs[i].clone()).unwrap();
-        }
+    for (order, t) in added_in_every_order(&s, &cs) {
         let err = t.finalize().unwrap_err();
         assert!(
             matches!(err, ShapeError::Underdetermined { unknowns: 2, .. }),
@@ -1118,11 +1130,7 @@ fn closing_a_cycle_of_row_bounds_does_not_depend_on_the_order() {
             why: w,
         },
     ];
-    for order in permutations(cs.len()) {
-        let mut t = s.clone();
-        for &i in &order {
-            t.add(cs[i].clone()).unwrap();
-        }
+    for (order, t) in added_in_every_order(&s, &cs) {
         let sol = t.finalize().unwrap();
         let lens = (
             sizes(&sol, &Row::open(r0, vec![])),
@@ -1160,11 +1168,7 @@ fn closing_a_cycle_reached_through_an_equality_does_not_depend_on_the_order() {
             why: w,
         },
     ];
-    for order in permutations(cs.len()) {
-        let mut t = s.clone();
-        for &i in &order {
-            t.add(cs[i].clone()).unwrap();
-        }
+    for (order, t) in added_in_every_order(&s, &cs) {
         let sol = t.finalize().unwrap();
         let lens = [r0, r1, r2].map(|r| sizes(&sol, &Row::open(r, vec![])));
         assert_eq!(lens, [vec![1], vec![], vec![]], "order {order:?}");
