@@ -1,27 +1,94 @@
-//! The environment: persistent maps from variables to their entries.
+//! The environment: what is known about every dim and row variable, in two
+//! versioned stores (see `store`), and the look-ups that substitute solved
+//! variables.
 //!
-//! Variables are dense ids, so the maps are `imbl::Vector`s indexed by id:
-//! cloning an environment shares them (it copies one bit per variable, the
-//! set of unsolved ones) and an update copies O(log n) nodes, which is
-//! what lets a solver state be forked for what-if queries.
+//! Variables are dense ids. Cloning an environment shares the stores'
+//! persistent vectors (it copies one bit per variable, the sets of open
+//! ones) and an update copies O(log n) nodes, which is what lets a solver
+//! state be forked for what-if queries.
 
 use std::sync::Arc;
 
-use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::origin::Why;
+use crate::store::{Entry, Link, LinkCache, Snapshot, Store};
 
 /// What is known about a dim variable.
 #[derive(Clone, Debug)]
 pub(crate) enum DimEntry {
-    /// `v = value`; `source` says where a known value came from.
-    Solved { value: Dim, why: Why, source: Why },
     /// Not solved yet: the inequalities it takes part in. Shared, so that
     /// cloning an environment (or a chunk of it) copies pointers only.
     Open(Arc<DimBounds>),
+    /// `v = value`; `source` says where the size came from.
+    Known {
+        value: KnownDim,
+        why: Why,
+        source: Why,
+    },
+    /// `v = to`, another variable. `next` is a variable further along the
+    /// same chain (`to` at first, moved on by path compression); `to`
+    /// stays, so that a size's provenance can name every step.
+    Alias { to: DimVar, next: DimVar, why: Why },
+}
+
+/// What an update of a dim's bounds can be undone with.
+#[derive(Clone, Debug)]
+pub(crate) struct DimMark {
+    cur: usize,
+    subr: usize,
+    watchers: usize,
+    lub: Option<(KnownDim, Why)>,
+}
+
+impl Entry for DimEntry {
+    type Appended = DimMark;
+
+    fn link(&self) -> Link {
+        match self {
+            DimEntry::Open(_) => Link::Open,
+            DimEntry::Known { .. } => Link::End,
+            DimEntry::Alias { next, .. } => Link::Alias(next.0),
+        }
+    }
+
+    fn relink(&mut self, to: u32) {
+        if let DimEntry::Alias { next, .. } = self {
+            *next = DimVar(to);
+        }
+    }
+
+    fn appended(&self) -> Option<DimMark> {
+        match self {
+            DimEntry::Open(b) => Some(DimMark {
+                cur: b.cur.len(),
+                subr: b.subr.len(),
+                watchers: b.watchers.len(),
+                lub: b.lub.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn restore(&mut self, mark: DimMark) {
+        if let DimEntry::Open(b) = self {
+            let b = Arc::make_mut(b);
+            b.cur.truncate(mark.cur);
+            b.subr.truncate(mark.subr);
+            b.watchers.truncate(mark.watchers);
+            b.lub = mark.lub;
+        }
+    }
+
+    fn for_each_neighbour(&self, mut f: impl FnMut(u32)) {
+        if let DimEntry::Open(b) = self {
+            for (v, _) in b.cur.iter().chain(&b.subr) {
+                f(v.0);
+            }
+        }
+    }
 }
 
 /// Inequalities `cur >= v >= subr` and a least upper bound.
@@ -75,14 +142,111 @@ pub(crate) enum RowEntry {
     /// `r = dims ++ tail`: the dims in one shared allocation, the tail
     /// beside them, so that a row's length and end are known without
     /// following the pointer (most look-ups of a solved row ask only that).
+    /// Path compression moves the tail past variables solved to another
+    /// variable and nothing else: the row is the same.
     Solved { dims: Arc<[Dim]>, tail: RowTail },
     /// Not solved yet. Beside the pointer, what finalization's checks of
-    /// upper bounds need first, read without following it (see
-    /// [`upper_hint`]).
+    /// upper bounds need first, read without following it.
     Open {
         bounds: Arc<RowBounds>,
-        upper_hint: u32,
+        first_upper: FirstUpper,
     },
+}
+
+/// How the first upper bound stored on an open row variable ends, as it
+/// was when stored: enough for finalization to pass by most variables
+/// without reading their bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstUpper {
+    /// No upper bound is stored.
+    None,
+    /// The first upper bound's result row is closed.
+    Closed,
+    /// The first upper bound's result row ends in this row variable.
+    EndsIn(RowVar),
+}
+
+impl FirstUpper {
+    fn of(b: &RowBounds) -> FirstUpper {
+        match b.uppers().next().map(|s| s.cur.tail) {
+            None => FirstUpper::None,
+            Some(RowTail::Closed) => FirstUpper::Closed,
+            Some(RowTail::Open(v)) => FirstUpper::EndsIn(v),
+        }
+    }
+}
+
+/// What an update of a row's bounds can be undone with.
+#[derive(Clone, Debug)]
+pub(crate) struct RowMark {
+    ineqs: usize,
+    watchers: usize,
+}
+
+impl Entry for RowEntry {
+    type Appended = RowMark;
+
+    fn link(&self) -> Link {
+        match self {
+            RowEntry::Open { .. } => Link::Open,
+            RowEntry::Solved {
+                tail: RowTail::Closed,
+                ..
+            } => Link::End,
+            RowEntry::Solved {
+                dims,
+                tail: RowTail::Open(v),
+            } if dims.is_empty() => Link::Alias(v.0),
+            RowEntry::Solved {
+                tail: RowTail::Open(v),
+                ..
+            } => Link::Through(v.0),
+        }
+    }
+
+    fn relink(&mut self, to: u32) {
+        if let RowEntry::Solved {
+            tail: tail @ RowTail::Open(_),
+            ..
+        } = self
+        {
+            *tail = RowTail::Open(RowVar(to));
+        }
+    }
+
+    fn appended(&self) -> Option<RowMark> {
+        match self {
+            RowEntry::Open { bounds, .. } => Some(RowMark {
+                ineqs: bounds.ineqs.len(),
+                watchers: bounds.watchers.len(),
+            }),
+            RowEntry::Solved { .. } => None,
+        }
+    }
+
+    fn restore(&mut self, mark: RowMark) {
+        if let RowEntry::Open {
+            bounds,
+            first_upper,
+        } = self
+        {
+            let b = Arc::make_mut(bounds);
+            b.ineqs.truncate(mark.ineqs);
+            b.watchers.truncate(mark.watchers);
+            *first_upper = FirstUpper::of(b);
+        }
+    }
+
+    fn for_each_neighbour(&self, mut f: impl FnMut(u32)) {
+        if let RowEntry::Open { bounds, .. } = self {
+            for s in bounds.ineqs.iter() {
+                if let Some(v) = s.cur.row_var() {
+                    f(v.0);
+                }
+                f(s.subr.0);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -98,17 +262,6 @@ pub(crate) struct RowBounds {
     /// How many template expansions led to this variable (bounds the
     /// growth of rows through cyclic inequalities).
     pub depth: u32,
-}
-
-/// The `upper_hint` of an open row entry with these bounds: 0 when no upper
-/// bound is stored; 2 + id when the first one's result row ends in row
-/// variable `id`; 1 otherwise (it is closed, or the id does not fit).
-pub(crate) fn upper_hint(b: &RowBounds) -> u32 {
-    match b.uppers().next().map(|s| s.cur.tail) {
-        None => 0,
-        Some(RowTail::Open(v)) => v.0.checked_add(2).unwrap_or(1),
-        Some(RowTail::Closed) => 1,
-    }
 }
 
 impl RowBounds {
@@ -224,100 +377,6 @@ impl StoredRow {
     }
 }
 
-/// A set of variable ids (the unsolved ones), one bit per id.
-///
-/// A plain vector, copied by every clone (1.25 KB per 10,000 variables):
-/// behind an `Arc`, each change would pay an atomic uniqueness check, and
-/// changes happen for every variable the solver creates or solves.
-#[derive(Clone, Debug, Default)]
-struct OpenSet {
-    bits: Vec<u64>,
-    len: usize,
-}
-
-impl OpenSet {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn contains(&self, id: usize) -> bool {
-        self.bits
-            .get(id / 64)
-            .is_some_and(|word| word & (1 << (id % 64)) != 0)
-    }
-
-    fn set(&mut self, id: usize, open: bool) {
-        let (w, mask) = (id / 64, 1u64 << (id % 64));
-        let is = self.contains(id);
-        if is == open {
-            return;
-        }
-        if w >= self.bits.len() {
-            self.bits.resize(w + 1, 0);
-        }
-        self.bits[w] ^= mask;
-        if open {
-            self.len += 1;
-        } else {
-            self.len -= 1;
-        }
-    }
-
-    /// Removes every id from `n` on.
-    fn truncate(&mut self, n: usize) {
-        let whole = n.div_ceil(64);
-        if self.bits.len() <= n / 64 {
-            // Every member is below `n`.
-            return;
-        }
-        let bits = &mut self.bits;
-        if !n.is_multiple_of(64) {
-            let keep = (1u64 << (n % 64)) - 1;
-            let removed = bits[n / 64] & !keep;
-            self.len -= removed.count_ones() as usize;
-            bits[n / 64] &= keep;
-        }
-        for word in bits.drain(whole.min(bits.len())..) {
-            self.len -= word.count_ones() as usize;
-        }
-    }
-
-    /// The members, lowest first.
-    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.bits.iter().enumerate().flat_map(|(w, &word)| {
-            let mut rest = word;
-            std::iter::from_fn(move || {
-                (rest != 0).then(|| {
-                    let b = rest.trailing_zeros();
-                    rest &= rest - 1;
-                    w as u32 * 64 + b
-                })
-            })
-        })
-    }
-}
-
-/// Where entry `i` is written: in the overlay's shadow of `map` when there
-/// is one, else in `map`.
-fn slot<'a, E: Clone>(
-    map: &'a mut Vector<E>,
-    over: Option<&'a mut Shadow<E>>,
-    i: usize,
-) -> Option<&'a mut E> {
-    match over {
-        None => map.get_mut(i),
-        Some(over) => over.slot(map, i),
-    }
-}
-
-fn is_open_dim(e: &DimEntry) -> bool {
-    matches!(e, DimEntry::Open(_))
-}
-
-fn is_open_row(e: &RowEntry) -> bool {
-    matches!(e, RowEntry::Open { .. })
-}
-
 /// A dim after substitution.
 #[derive(Clone, Debug)]
 pub(crate) enum ResolvedDim {
@@ -360,192 +419,39 @@ pub(crate) struct ResolvedRow<'r> {
     pub tail: RowTail,
 }
 
+/// A snapshot of both stores (see [`Env::snapshot`]).
 #[derive(Debug)]
+#[must_use = "a snapshot is committed or rolled back"]
+pub(crate) struct EnvSnapshot {
+    dims: Snapshot,
+    rows: Snapshot,
+}
+
+#[derive(Clone, Debug)]
 pub(crate) struct Env {
-    dims: Vector<DimEntry>,
-    rows: Vector<RowEntry>,
-    /// Entries written since [`Env::start_overlay`], which take precedence
-    /// over `dims` and `rows`; shared by clones, copied on write.
-    overlay: Option<Arc<Overlay>>,
+    pub dims: Store<DimEntry>,
+    pub rows: Store<RowEntry>,
     /// Shared empty bounds for new variables, so creating one allocates
     /// nothing until its bounds are first written.
     empty_dim: Arc<DimBounds>,
     empty_row: Arc<RowBounds>,
     /// No dims, shared by every row variable solved to no axes of its own.
     no_dims: Arc<[Dim]>,
-    /// Which dim and row variables are unsolved: lets finalization find
-    /// them without reading every entry. Kept by every change of an
-    /// entry's kind (here in this module only).
-    open_dims: OpenSet,
-    open_rows: OpenSet,
-    /// The undo log of the open transaction, if any.
-    journal: Option<Journal>,
-    /// The undo log's buffer between transactions, kept for its capacity.
-    spare_undo: Vec<Undo>,
 }
 
 impl Default for Env {
     fn default() -> Env {
         Env {
-            dims: Vector::new(),
-            rows: Vector::new(),
-            overlay: None,
+            dims: Store::default(),
+            rows: Store::default(),
             empty_dim: Arc::default(),
             empty_row: Arc::default(),
             no_dims: Arc::from([]),
-            open_dims: OpenSet::default(),
-            open_rows: OpenSet::default(),
-            journal: None,
-            spare_undo: Vec::new(),
         }
     }
-}
-
-/// A clone never inherits an open transaction: its changes are its own.
-impl Clone for Env {
-    fn clone(&self) -> Env {
-        Env {
-            dims: self.dims.clone(),
-            rows: self.rows.clone(),
-            overlay: self.overlay.clone(),
-            empty_dim: self.empty_dim.clone(),
-            empty_row: self.empty_row.clone(),
-            no_dims: self.no_dims.clone(),
-            open_dims: self.open_dims.clone(),
-            open_rows: self.open_rows.clone(),
-            journal: None,
-            spare_undo: Vec::new(),
-        }
-    }
-}
-
-/// Entries written over the persistent maps, by variable id, leaving the
-/// maps themselves as they were.
-///
-/// Why: finalization rewrites nearly every entry of a state that the graph
-/// keeps unfinalized (so that it can be extended and solved again). Writing
-/// into the shared maps copies each 64-entry chunk on its first write, and
-/// the copy clones every entry's `Arc`: one write to a separate heap
-/// allocation per variable, scattered over the whole state. That cost grew
-/// much faster than the state (25-30 times from 1,000 to 10,000
-/// operations). Here an entry is copied only when it is written, into
-/// dense vectors that nothing else holds.
-#[derive(Clone, Debug)]
-struct Overlay {
-    dims: Shadow<DimEntry>,
-    rows: Shadow<RowEntry>,
-}
-
-/// The entries written over one map since the overlay began.
-#[derive(Clone, Debug)]
-struct Shadow<E> {
-    /// Variables from this id on were created after the overlay began:
-    /// nothing else holds their entries, so they are written in the map.
-    /// Below it, nothing grows, so the vectors are never reallocated
-    /// (which would copy megabytes at a time).
-    covered: usize,
-    /// One bit per covered variable: whether `entries` holds it. Small
-    /// enough to stay in cache, so that reading an entry that was never
-    /// written touches the map only.
-    written: Vec<u64>,
-    entries: Vec<Option<E>>,
-}
-
-impl<E: Clone> Shadow<E> {
-    fn new(covered: usize) -> Shadow<E> {
-        Shadow {
-            covered,
-            written: vec![0; covered.div_ceil(64)],
-            entries: Vec::with_capacity(covered),
-        }
-    }
-
-    fn is_written(&self, i: usize) -> bool {
-        i < self.covered && self.written[i / 64] & (1 << (i % 64)) != 0
-    }
-
-    fn get(&self, i: usize) -> Option<&E> {
-        if self.is_written(i) {
-            self.entries[i].as_ref()
-        } else {
-            None
-        }
-    }
-
-    /// Where entry `i` is written (copied here from `map` on the first
-    /// write).
-    fn slot<'a>(&'a mut self, map: &'a mut Vector<E>, i: usize) -> Option<&'a mut E> {
-        if i >= self.covered {
-            return map.get_mut(i);
-        }
-        if !self.is_written(i) {
-            let base = map.get(i)?.clone();
-            if self.entries.len() <= i {
-                self.entries.resize(i + 1, None);
-            }
-            self.entries[i] = Some(base);
-            self.written[i / 64] |= 1 << (i % 64);
-        }
-        self.entries[i].as_mut()
-    }
-
-    /// Forgets the entries of variables from `n` on (they were removed).
-    fn truncate(&mut self, n: usize) {
-        if n >= self.covered {
-            return;
-        }
-        self.covered = n;
-        self.entries.truncate(n);
-        self.written.truncate(n.div_ceil(64));
-        if let Some(last) = self.written.last_mut().filter(|_| !n.is_multiple_of(64)) {
-            *last &= (1 << (n % 64)) - 1;
-        }
-    }
-}
-
-/// What it takes to undo a transaction: the old entries it overwrote (only
-/// those that existed when it began; newer ones are truncated away).
-#[derive(Clone, Debug)]
-struct Journal {
-    dims_len: usize,
-    rows_len: usize,
-    undo: Vec<Undo>,
-}
-
-#[derive(Clone, Debug)]
-enum Undo {
-    /// An entry that was replaced.
-    Dim(usize, DimEntry),
-    Row(usize, RowEntry),
-    /// Bounds that were only appended to (and a bound that was set): undone
-    /// by truncating, so recording them copies nothing.
-    DimBounds {
-        i: usize,
-        cur: usize,
-        subr: usize,
-        watchers: usize,
-        lub: Option<(KnownDim, Why)>,
-    },
-    RowBounds {
-        i: usize,
-        ineqs: usize,
-        watchers: usize,
-    },
 }
 
 impl Env {
-    /// From now on, writes go to an overlay instead of the persistent maps
-    /// (see [`Overlay`]); for a state about to be rewritten wholesale while
-    /// its maps stay shared with other clones.
-    pub fn start_overlay(&mut self) {
-        if self.overlay.is_none() {
-            self.overlay = Some(Arc::new(Overlay {
-                dims: Shadow::new(self.dims.len()),
-                rows: Shadow::new(self.rows.len()),
-            }));
-        }
-    }
-
     /// The number of dim variables.
     pub fn num_dims(&self) -> usize {
         self.dims.len()
@@ -556,89 +462,88 @@ impl Env {
         self.rows.len()
     }
 
-    /// The entry of dim variable `i`, as last written.
-    pub fn dim_at(&self, i: usize) -> Option<&DimEntry> {
-        match self.overlay.as_deref().and_then(|o| o.dims.get(i)) {
-            Some(e) => Some(e),
-            None => self.dims.get(i),
-        }
-    }
-
-    /// The entry of row variable `i`, as last written.
-    pub fn row_at(&self, i: usize) -> Option<&RowEntry> {
-        match self.overlay.as_deref().and_then(|o| o.rows.get(i)) {
-            Some(e) => Some(e),
-            None => self.rows.get(i),
-        }
-    }
-
-    /// Where dim variable `i`'s entry is written: in the overlay when there
-    /// is one (copied there on the first write), else in the map.
-    fn dim_slot(&mut self, i: usize) -> Option<&mut DimEntry> {
-        slot(
-            &mut self.dims,
-            self.overlay.as_mut().map(|o| &mut Arc::make_mut(o).dims),
-            i,
-        )
-    }
-
-    /// Where row variable `i`'s entry is written (see [`Env::dim_slot`]).
-    fn row_slot(&mut self, i: usize) -> Option<&mut RowEntry> {
-        slot(
-            &mut self.rows,
-            self.overlay.as_mut().map(|o| &mut Arc::make_mut(o).rows),
-            i,
-        )
-    }
-
     /// Adds an unsolved dim variable.
     pub fn push_dim(&mut self) -> DimVar {
-        let v = DimVar(self.dims.len() as u32);
-        self.dims.push_back(DimEntry::Open(self.empty_dim.clone()));
-        self.open_dims.set(v.index(), true);
-        v
+        DimVar(self.dims.push(DimEntry::Open(self.empty_dim.clone())))
+    }
+
+    /// Adds an unsolved row variable at the given template depth.
+    pub fn push_row(&mut self, depth: u32) -> RowVar {
+        let bounds = if depth == 0 {
+            self.empty_row.clone()
+        } else {
+            Arc::new(RowBounds {
+                depth,
+                ..RowBounds::default()
+            })
+        };
+        RowVar(self.rows.push(RowEntry::Open {
+            bounds,
+            first_upper: FirstUpper::None,
+        }))
+    }
+
+    /// Opens a snapshot of both stores.
+    pub fn snapshot(&mut self) -> EnvSnapshot {
+        EnvSnapshot {
+            dims: self.dims.snapshot(),
+            rows: self.rows.snapshot(),
+        }
+    }
+
+    /// Keeps the changes since `s`.
+    pub fn commit(&mut self, s: EnvSnapshot) {
+        self.rows.commit(s.rows);
+        self.dims.commit(s.dims);
+    }
+
+    /// Undoes every change since `s`.
+    pub fn rollback_to(&mut self, s: EnvSnapshot) {
+        self.rows.rollback_to(s.rows);
+        self.dims.rollback_to(s.dims);
+    }
+
+    /// Writes go to overlays from now on (see `store`).
+    pub fn start_overlay(&mut self) {
+        self.dims.start_overlay();
+        self.rows.start_overlay();
+    }
+
+    /// Turns change tracking on or off in both stores.
+    pub fn track_changes(&mut self, on: bool) {
+        self.dims.track_changes(on);
+        self.rows.track_changes(on);
     }
 
     /// Whether any dim or row variable is unsolved.
     pub fn any_open(&self) -> bool {
-        self.open_dims.len() > 0 || self.open_rows.len() > 0
+        self.dims.any_open() || self.rows.any_open()
     }
 
     /// Whether a dim variable is unsolved (without reading its entry).
     pub fn is_open_dim(&self, v: DimVar) -> bool {
-        self.open_dims.contains(v.index())
+        self.dims.is_open(v.0)
     }
 
     /// Whether a row variable is unsolved (without reading its entry).
     pub fn is_open_row(&self, v: RowVar) -> bool {
-        self.open_rows.contains(v.index())
+        self.rows.is_open(v.0)
+    }
+
+    /// The unsolved dim variables, lowest id first.
+    pub fn open_dims(&self) -> impl Iterator<Item = DimVar> + '_ {
+        self.dims.open_ids().map(DimVar)
+    }
+
+    /// The unsolved row variables, lowest id first.
+    pub fn open_rows(&self) -> impl Iterator<Item = RowVar> + '_ {
+        self.rows.open_ids().map(RowVar)
     }
 
     /// Whether the sets of unsolved variables say what the entries say
     /// (for debug assertions: it reads every entry).
     pub fn open_sets_match_entries(&self) -> bool {
-        (0..self.dims.len())
-            .all(|i| self.dim_at(i).is_some_and(is_open_dim) == self.open_dims.contains(i))
-            && (0..self.rows.len())
-                .all(|i| self.row_at(i).is_some_and(is_open_row) == self.open_rows.contains(i))
-            && self
-                .open_dims
-                .iter()
-                .all(|i| (i as usize) < self.dims.len())
-            && self
-                .open_rows
-                .iter()
-                .all(|i| (i as usize) < self.rows.len())
-    }
-
-    /// The unsolved dim variables, lowest id first.
-    pub fn open_dims(&self) -> impl Iterator<Item = DimVar> + '_ {
-        self.open_dims.iter().map(DimVar)
-    }
-
-    /// The unsolved row variables, lowest id first.
-    pub fn open_rows(&self) -> impl Iterator<Item = RowVar> + '_ {
-        self.open_rows.iter().map(RowVar)
+        self.dims.open_set_matches_entries() && self.rows.open_set_matches_entries()
     }
 
     /// The entry of a row variable solved to `dims` followed by `tail`
@@ -652,299 +557,70 @@ impl Env {
         RowEntry::Solved { dims, tail }
     }
 
-    /// Adds an unsolved row variable at the given template depth.
-    pub fn push_row(&mut self, depth: u32) -> RowVar {
-        let v = RowVar(self.rows.len() as u32);
-        self.open_rows.set(v.index(), true);
-        let bounds = if depth == 0 {
-            self.empty_row.clone()
-        } else {
-            Arc::new(RowBounds {
-                depth,
-                ..RowBounds::default()
-            })
-        };
-        self.rows.push_back(RowEntry::Open {
-            bounds,
-            upper_hint: 0,
-        });
-        v
-    }
-
     /// The template depth of an unsolved row variable.
     pub fn row_depth(&self, v: RowVar) -> u32 {
-        match self.row_at(v.index()) {
+        match self.rows.get(v.0) {
             Some(RowEntry::Open { bounds, .. }) => bounds.depth,
             _ => 0,
         }
     }
 
-    /// Starts recording changes; returns false if a transaction is open
-    /// already (the outer one then owns the undo).
-    pub fn begin(&mut self) -> bool {
-        if self.journal.is_some() {
-            return false;
-        }
-        self.journal = Some(Journal {
-            dims_len: self.dims.len(),
-            rows_len: self.rows.len(),
-            undo: std::mem::take(&mut self.spare_undo),
-        });
-        true
+    /// Solves a dim variable; returns its old entry (`None` for a variable
+    /// of another solver).
+    pub fn set_dim(&mut self, v: DimVar, e: DimEntry) -> Option<DimEntry> {
+        self.dims.set(v.0, e)
     }
 
-    /// Keeps the changes of the open transaction.
-    pub fn commit(&mut self) {
-        if let Some(mut j) = self.journal.take() {
-            j.undo.clear();
-            self.spare_undo = j.undo;
-        }
-    }
-
-    /// Undoes every change since [`Env::begin`].
-    pub fn rollback(&mut self) {
-        let Some(j) = self.journal.take() else { return };
-        self.open_dims.truncate(j.dims_len);
-        self.open_rows.truncate(j.rows_len);
-        self.dims.truncate(j.dims_len);
-        self.rows.truncate(j.rows_len);
-        if let Some(o) = &mut self.overlay {
-            let o = Arc::make_mut(o);
-            o.dims.truncate(j.dims_len);
-            o.rows.truncate(j.rows_len);
-        }
-        for u in j.undo.into_iter().rev() {
-            match u {
-                Undo::Dim(i, e) => {
-                    self.open_dims.set(i, is_open_dim(&e));
-                    if let Some(slot) = self.dim_slot(i) {
-                        *slot = e;
-                    }
-                }
-                Undo::Row(i, e) => {
-                    self.open_rows.set(i, is_open_row(&e));
-                    if let Some(slot) = self.row_slot(i) {
-                        *slot = e;
-                    }
-                }
-                Undo::DimBounds {
-                    i,
-                    cur,
-                    subr,
-                    watchers,
-                    lub,
-                } => {
-                    if let Some(DimEntry::Open(b)) = self.dim_slot(i) {
-                        let b = Arc::make_mut(b);
-                        b.cur.truncate(cur);
-                        b.subr.truncate(subr);
-                        b.watchers.truncate(watchers);
-                        b.lub = lub;
-                    }
-                }
-                Undo::RowBounds { i, ineqs, watchers } => {
-                    if let Some(RowEntry::Open {
-                        bounds,
-                        upper_hint: hint,
-                    }) = self.row_slot(i)
-                    {
-                        let b = Arc::make_mut(bounds);
-                        b.ineqs.truncate(ineqs);
-                        b.watchers.truncate(watchers);
-                        *hint = upper_hint(b);
-                    }
-                }
-            }
-        }
-    }
-
-    fn journal_for(&mut self, i: usize, dims: bool) -> Option<&mut Journal> {
-        self.journal
-            .as_mut()
-            .filter(|j| i < if dims { j.dims_len } else { j.rows_len })
-    }
-
-    /// Replaces an entry, returning the old one (shared with the undo log
-    /// while a transaction is open).
-    pub fn set_dim(&mut self, v: DimVar, e: DimEntry) -> DimEntry {
-        self.open_dims.set(v.index(), is_open_dim(&e));
-        let slot = self.dim_slot(v.index()).expect("a variable of this solver");
-        let old = std::mem::replace(slot, e);
-        if let Some(j) = self.journal_for(v.index(), true) {
-            j.undo.push(Undo::Dim(v.index(), old.clone()));
-        }
-        old
-    }
-
-    /// Replaces an entry, returning the old one.
-    pub fn set_row(&mut self, v: RowVar, e: RowEntry) -> RowEntry {
-        self.open_rows.set(v.index(), is_open_row(&e));
-        let slot = self.row_slot(v.index()).expect("a variable of this solver");
-        let old = std::mem::replace(slot, e);
-        if let Some(j) = self.journal_for(v.index(), false) {
-            j.undo.push(Undo::Row(v.index(), old.clone()));
-        }
-        old
-    }
-
-    /// The entry of a dim variable, mutably, with the change recorded.
-    /// The caller may change what the entry says but not whether it is
-    /// solved (use [`Env::set_dim`] for that).
-    pub fn dim_mut(&mut self, v: DimVar) -> Option<&mut DimEntry> {
-        let old = self.dim_at(v.index())?.clone();
-        if let Some(j) = self.journal_for(v.index(), true) {
-            j.undo.push(Undo::Dim(v.index(), old));
-        }
-        self.dim_slot(v.index())
+    /// Solves a row variable; returns its old entry.
+    pub fn set_row(&mut self, v: RowVar, e: RowEntry) -> Option<RowEntry> {
+        self.rows.set(v.0, e)
     }
 
     pub fn dim_entry(&self, v: DimVar) -> Result<&DimEntry, ShapeError> {
         // The error is built only when it is returned: building and
         // dropping it on every look-up shows in profiles.
-        match self.dim_at(v.index()) {
+        match self.dims.get(v.0) {
             Some(e) => Ok(e),
-            None => Err(ShapeError::UnknownVariable {
-                what: "dim",
-                id: v.0,
-            }),
+            None => Err(unknown_dim(v)),
         }
     }
 
     pub fn row_entry(&self, v: RowVar) -> Result<&RowEntry, ShapeError> {
-        match self.row_at(v.index()) {
+        match self.rows.get(v.0) {
             Some(e) => Ok(e),
-            None => Err(ShapeError::UnknownVariable {
-                what: "row",
-                id: v.0,
-            }),
+            None => Err(unknown_row(v)),
         }
-    }
-
-    /// Follows solved variables to a known size or an unsolved root.
-    /// `literal` is the source of `d` itself when it is a known size.
-    pub fn resolve_dim(&self, d: &Dim, literal: Why) -> Result<ResolvedDim, ShapeError> {
-        let mut holder = None;
-        let mut cur = d.clone();
-        let mut source = literal;
-        loop {
-            match cur {
-                Dim::Known(value) => {
-                    return Ok(ResolvedDim::Known {
-                        value,
-                        source,
-                        holder,
-                    })
-                }
-                // An open variable ends the chain: the bitset says so
-                // without its entry being read.
-                Dim::Var(v) if self.is_open_dim(v) => return Ok(ResolvedDim::Var(v)),
-                Dim::Var(v) => match self.dim_entry(v)? {
-                    DimEntry::Solved {
-                        value, source: s, ..
-                    } => {
-                        holder = Some(v);
-                        source = *s;
-                        cur = value.clone();
-                    }
-                    DimEntry::Open(_) => return Ok(ResolvedDim::Var(v)),
-                },
-            }
-        }
-    }
-
-    /// The number of axes, after substitution, of a row with `len` dims of
-    /// its own that ends in `tail`, and the tail it ends in then.
-    pub fn extent(&self, len: usize, tail: RowTail) -> Result<(usize, RowTail), ShapeError> {
-        let (mut len, mut tail) = (len, tail);
-        while let RowTail::Open(v) = tail {
-            if self.is_open_row(v) {
-                break;
-            }
-            match self.row_entry(v)? {
-                RowEntry::Solved { dims, tail: t } => {
-                    len += dims.len();
-                    tail = *t;
-                }
-                RowEntry::Open { .. } => break,
-            }
-        }
-        Ok((len, tail))
-    }
-
-    /// Substitutes solved row variables at the front of a row.
-    pub fn resolve_row<'r>(&self, r: &'r Row) -> Result<ResolvedRow<'r>, ShapeError> {
-        let v = match r.tail {
-            RowTail::Open(v) if !self.is_open_row(v) => v,
-            // Closed, or ending in an open variable: nothing to substitute.
-            _ => {
-                return Ok(ResolvedRow {
-                    dims: ResolvedDims::Borrowed(&r.dims),
-                    tail: r.tail,
-                })
-            }
-        };
-        let (first, first_tail) = match self.row_entry(v)? {
-            RowEntry::Solved { dims, tail } => (dims, *tail),
-            RowEntry::Open { .. } => {
-                return Ok(ResolvedRow {
-                    dims: ResolvedDims::Borrowed(&r.dims),
-                    tail: r.tail,
-                })
-            }
-        };
-        // Walk the chain once to find its end and the total length.
-        let mut tail = first_tail;
-        let mut total = r.dims.len() + first.len();
-        let mut levels = 1;
-        while let RowTail::Open(w) = tail {
-            if self.is_open_row(w) {
-                break;
-            }
-            match self.row_entry(w)? {
-                RowEntry::Solved { dims, tail: t } => {
-                    total += dims.len();
-                    tail = *t;
-                    levels += 1;
-                }
-                RowEntry::Open { .. } => break,
-            }
-        }
-        if levels == 1 && r.dims.is_empty() {
-            return Ok(ResolvedRow {
-                dims: ResolvedDims::Shared(first.clone()),
-                tail,
-            });
-        }
-        // Pieces come innermost-last; fill back to front, then reverse.
-        let mut dims = Vec::with_capacity(total);
-        dims.extend(r.dims.iter().rev().cloned());
-        let (mut piece, mut piece_tail): (&[Dim], RowTail) = (first, first_tail);
-        loop {
-            dims.extend(piece.iter().rev().cloned());
-            let RowTail::Open(w) = piece_tail else { break };
-            match self.row_entry(w)? {
-                RowEntry::Solved { dims: d, tail: t } => (piece, piece_tail) = (d, *t),
-                RowEntry::Open { .. } => break,
-            }
-        }
-        dims.reverse();
-        Ok(ResolvedRow {
-            dims: ResolvedDims::Owned(dims),
-            tail,
-        })
     }
 
     pub fn dim_bounds(&self, v: DimVar) -> Option<&DimBounds> {
-        match self.dim_at(v.index()) {
+        match self.dims.get(v.0) {
             Some(DimEntry::Open(b)) => Some(b),
             _ => None,
         }
     }
 
     pub fn row_bounds(&self, v: RowVar) -> Option<&RowBounds> {
-        match self.row_at(v.index()) {
+        match self.rows.get(v.0) {
             Some(RowEntry::Open { bounds, .. }) => Some(bounds),
             _ => None,
+        }
+    }
+
+    /// The bounds of an unsolved row variable, as a handle of their own (to
+    /// read while look-ups compress chains).
+    pub fn row_bounds_shared(&self, v: RowVar) -> Option<Arc<RowBounds>> {
+        match self.rows.get(v.0) {
+            Some(RowEntry::Open { bounds, .. }) => Some(bounds.clone()),
+            _ => None,
+        }
+    }
+
+    /// How the first upper bound of an open row variable ends (`None` for
+    /// a solved one too).
+    pub fn first_upper(&self, v: RowVar) -> FirstUpper {
+        match self.rows.get(v.0) {
+            Some(RowEntry::Open { first_upper, .. }) => *first_upper,
+            _ => FirstUpper::None,
         }
     }
 
@@ -952,52 +628,323 @@ impl Env {
     /// `f` may only append to the bounds' lists and set the bound, which
     /// is what the undo log can take back without a copy.
     pub fn update_dim_bounds(&mut self, v: DimVar, f: impl FnOnce(&mut DimBounds)) {
-        let i = v.index();
-        let Some(DimEntry::Open(b)) = self.dim_at(i) else {
-            return;
-        };
-        let mark = Undo::DimBounds {
-            i,
-            cur: b.cur.len(),
-            subr: b.subr.len(),
-            watchers: b.watchers.len(),
-            lub: b.lub.clone(),
-        };
-        if let Some(j) = self.journal_for(i, true) {
-            j.undo.push(mark);
-        }
-        if let Some(DimEntry::Open(b)) = self.dim_slot(i) {
-            f(Arc::make_mut(b))
-        }
+        self.dims.update(v.0, |e| {
+            if let DimEntry::Open(b) = e {
+                f(Arc::make_mut(b));
+            }
+        });
     }
 
     /// Applies `f` to the bounds of an unsolved row variable.
     /// `f` may only append to the bounds' lists.
     pub fn update_row_bounds(&mut self, v: RowVar, f: impl FnOnce(&mut RowBounds)) {
-        let i = v.index();
-        // One look-up: the entry is reached mutably once, and the undo
-        // mark is taken from it before `f` runs.
-        let journal = self.journal.as_mut().filter(|j| i < j.rows_len);
-        let over = self.overlay.as_mut().map(|o| &mut Arc::make_mut(o).rows);
-        let Some(RowEntry::Open {
-            bounds,
-            upper_hint: hint,
-        }) = slot(&mut self.rows, over, i)
-        else {
-            return;
-        };
-        if let Some(j) = journal {
-            j.undo.push(Undo::RowBounds {
-                i,
-                ineqs: bounds.ineqs.len(),
-                watchers: bounds.watchers.len(),
-            });
-        }
-        let b = Arc::make_mut(bounds);
-        f(b);
-        *hint = upper_hint(b);
+        self.rows.update(v.0, |e| {
+            if let RowEntry::Open {
+                bounds,
+                first_upper,
+            } = e
+            {
+                let b = Arc::make_mut(bounds);
+                f(b);
+                *first_upper = FirstUpper::of(b);
+            }
+        });
+    }
+
+    /// Adds a label to the known size a solved dim variable holds.
+    pub fn relabel(&mut self, v: DimVar, label: shape_core::Label) {
+        self.dims.modify(v.0, |e| {
+            if let DimEntry::Known { value, .. } = e {
+                *value = value.clone().with_label(Some(label));
+            }
+        });
+    }
+
+    /// Follows solved variables to a known size or an unsolved root,
+    /// compressing the chain on the way. `literal` is the source of `d`
+    /// itself when it is a known size.
+    pub fn resolve_dim(&mut self, d: &Dim, literal: Why) -> Result<ResolvedDim, ShapeError> {
+        resolve_dim(self, d, literal)
+    }
+
+    /// The number of axes, after substitution, of a row with `len` dims of
+    /// its own that ends in `tail`, and the tail it ends in then.
+    pub fn extent(&mut self, len: usize, tail: RowTail) -> Result<(usize, RowTail), ShapeError> {
+        extent(self, len, tail)
+    }
+
+    /// Substitutes solved row variables at the front of a row.
+    pub fn resolve_row<'r>(&mut self, r: &'r Row) -> Result<ResolvedRow<'r>, ShapeError> {
+        resolve_row(self, r)
+    }
+
+    /// Look-ups that leave the environment as it is.
+    pub fn read_only(&self) -> ReadOnly<'_> {
+        ReadOnly(self)
     }
 }
+
+fn unknown_dim(v: DimVar) -> ShapeError {
+    ShapeError::UnknownVariable {
+        what: "dim",
+        id: v.0,
+    }
+}
+
+fn unknown_row(v: RowVar) -> ShapeError {
+    ShapeError::UnknownVariable {
+        what: "row",
+        id: v.0,
+    }
+}
+
+/// How a look-up follows chains of solved variables: in a state that is
+/// still solved (compressing them in the stores), read-only, or in a
+/// finished solution (compressing them in caches beside it).
+///
+/// The walks themselves are written once, below; they read each entry on
+/// the way once, and report a chain of two or more aliases to the lookup,
+/// which shortens it where it may.
+pub(crate) trait Lookup {
+    fn env(&self) -> &Env;
+    /// A known end of the alias chain from `v`, kept beside the entries.
+    fn known_dim_end(&self, _v: DimVar) -> Option<DimVar> {
+        None
+    }
+    fn known_row_end(&self, _v: RowVar) -> Option<RowVar> {
+        None
+    }
+    /// The alias chain from `v` ends at `end`, two or more steps away.
+    fn dim_chain(&mut self, v: DimVar, end: DimVar);
+    fn row_chain(&mut self, v: RowVar, end: RowVar);
+    /// Solved row variable `v`'s value continues with a variable whose
+    /// alias chain ends at `end`.
+    fn row_skips_to(&mut self, v: RowVar, end: RowVar);
+}
+
+impl Lookup for Env {
+    fn env(&self) -> &Env {
+        self
+    }
+    fn dim_chain(&mut self, v: DimVar, end: DimVar) {
+        self.dims.compress(v.0, end.0);
+    }
+    fn row_chain(&mut self, v: RowVar, end: RowVar) {
+        self.rows.compress(v.0, end.0);
+    }
+    fn row_skips_to(&mut self, v: RowVar, end: RowVar) {
+        self.rows.relink(v.0, end.0);
+    }
+}
+
+/// Look-ups that compress nothing, for a state borrowed immutably.
+pub(crate) struct ReadOnly<'a>(&'a Env);
+
+impl Lookup for ReadOnly<'_> {
+    fn env(&self) -> &Env {
+        self.0
+    }
+    fn dim_chain(&mut self, _: DimVar, _: DimVar) {}
+    fn row_chain(&mut self, _: RowVar, _: RowVar) {}
+    fn row_skips_to(&mut self, _: RowVar, _: RowVar) {}
+}
+
+/// Look-ups in a finished solution, whose chains are compressed in caches
+/// beside it.
+pub(crate) struct Cached<'a> {
+    pub env: &'a Env,
+    pub dims: &'a LinkCache,
+    pub rows: &'a LinkCache,
+}
+
+impl Lookup for Cached<'_> {
+    fn env(&self) -> &Env {
+        self.env
+    }
+    fn known_dim_end(&self, v: DimVar) -> Option<DimVar> {
+        self.dims.get(v.0).map(DimVar)
+    }
+    fn known_row_end(&self, v: RowVar) -> Option<RowVar> {
+        self.rows.get(v.0).map(RowVar)
+    }
+    fn dim_chain(&mut self, v: DimVar, end: DimVar) {
+        self.env.dims.compress_into(v.0, end.0, self.dims);
+    }
+    fn row_chain(&mut self, v: RowVar, end: RowVar) {
+        self.env.rows.compress_into(v.0, end.0, self.rows);
+    }
+    fn row_skips_to(&mut self, _: RowVar, _: RowVar) {}
+}
+
+/// See [`Env::resolve_dim`].
+pub(crate) fn resolve_dim(
+    l: &mut impl Lookup,
+    d: &Dim,
+    literal: Why,
+) -> Result<ResolvedDim, ShapeError> {
+    let v = match d {
+        Dim::Known(value) => {
+            return Ok(ResolvedDim::Known {
+                value: value.clone(),
+                source: literal,
+                holder: None,
+            })
+        }
+        Dim::Var(v) => *v,
+    };
+    let (mut at, mut hops) = (v, 0);
+    let env = l.env();
+    // An open variable ends the chain: the set says so without its entry
+    // being read.
+    let resolved = loop {
+        if env.is_open_dim(at) {
+            break ResolvedDim::Var(at);
+        }
+        if let Some(end) = l.known_dim_end(at) {
+            (at, hops) = (end, hops + 1);
+            continue;
+        }
+        match env.dim_entry(at)? {
+            DimEntry::Known { value, source, .. } => {
+                break ResolvedDim::Known {
+                    value: value.clone(),
+                    source: *source,
+                    holder: Some(at),
+                }
+            }
+            DimEntry::Alias { next, .. } => {
+                at = *next;
+                hops += 1;
+            }
+            DimEntry::Open(_) => break ResolvedDim::Var(at),
+        }
+    };
+    if hops >= 2 {
+        l.dim_chain(v, at);
+    }
+    Ok(resolved)
+}
+
+/// Follows `tail` through solved row variables, handing each one's dims
+/// to `piece` (the row's own tail first, so innermost last), and returns
+/// the tail the row ends in. Runs of aliases on the way are shortened.
+fn walk_row(
+    l: &mut impl Lookup,
+    tail: RowTail,
+    mut piece: impl FnMut(&[Dim]),
+) -> Result<RowTail, ShapeError> {
+    let RowTail::Open(mut at) = tail else {
+        return Ok(tail);
+    };
+    // The solved variable with dims of its own whose tail led here.
+    let mut before: Option<RowVar> = None;
+    loop {
+        let start = at;
+        let mut hops = 0;
+        let env = l.env();
+        let next = loop {
+            if env.is_open_row(at) {
+                break None;
+            }
+            if let Some(end) = l.known_row_end(at) {
+                (at, hops) = (end, hops + 1);
+                continue;
+            }
+            match env.row_entry(at)? {
+                RowEntry::Solved {
+                    dims,
+                    tail: RowTail::Open(w),
+                } if dims.is_empty() => {
+                    at = *w;
+                    hops += 1;
+                }
+                RowEntry::Solved { dims, tail } => {
+                    piece(dims);
+                    break Some(*tail);
+                }
+                RowEntry::Open { .. } => break None,
+            }
+        };
+        if hops >= 2 {
+            l.row_chain(start, at);
+        }
+        if let (Some(b), true) = (before, hops > 0) {
+            l.row_skips_to(b, at);
+        }
+        match next {
+            None => return Ok(RowTail::Open(at)),
+            Some(RowTail::Closed) => return Ok(RowTail::Closed),
+            Some(RowTail::Open(w)) => {
+                before = Some(at);
+                at = w;
+            }
+        }
+    }
+}
+
+/// See [`Env::extent`].
+pub(crate) fn extent(
+    l: &mut impl Lookup,
+    len: usize,
+    tail: RowTail,
+) -> Result<(usize, RowTail), ShapeError> {
+    let mut len = len;
+    let tail = walk_row(l, tail, |dims| len += dims.len())?;
+    Ok((len, tail))
+}
+
+/// See [`Env::resolve_row`].
+pub(crate) fn resolve_row<'r>(
+    l: &mut impl Lookup,
+    r: &'r Row,
+) -> Result<ResolvedRow<'r>, ShapeError> {
+    let borrowed = |tail| ResolvedRow {
+        dims: ResolvedDims::Borrowed(&r.dims),
+        tail,
+    };
+    let RowTail::Open(v) = r.tail else {
+        return Ok(borrowed(r.tail));
+    };
+    // The common cases read one entry: nothing to substitute, or one
+    // solved variable whose value ends closed or in an open variable.
+    let env = l.env();
+    if env.is_open_row(v) {
+        return Ok(borrowed(r.tail));
+    }
+    if let RowEntry::Solved { dims, tail } = env.row_entry(v)? {
+        let one_level = match *tail {
+            RowTail::Closed => true,
+            RowTail::Open(w) => env.is_open_row(w) && !dims.is_empty(),
+        };
+        if one_level && r.dims.is_empty() {
+            return Ok(ResolvedRow {
+                dims: ResolvedDims::Shared(dims.clone()),
+                tail: *tail,
+            });
+        }
+        if one_level {
+            let mut all = Vec::with_capacity(dims.len() + r.dims.len());
+            all.extend_from_slice(dims);
+            all.extend_from_slice(&r.dims);
+            return Ok(ResolvedRow {
+                dims: ResolvedDims::Owned(all),
+                tail: *tail,
+            });
+        }
+    }
+    // Pieces come innermost-last; fill back to front, then reverse.
+    let mut dims: Vec<Dim> = r.dims.iter().rev().cloned().collect();
+    let tail = walk_row(l, r.tail, |piece| dims.extend(piece.iter().rev().cloned()))?;
+    if dims.len() == r.dims.len() {
+        return Ok(borrowed(tail));
+    }
+    dims.reverse();
+    Ok(ResolvedRow {
+        dims: ResolvedDims::Owned(dims),
+        tail,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1005,24 +952,6 @@ mod tests {
 
     fn why() -> Why {
         Why::of(OriginId(0))
-    }
-
-    fn solved(n: u64) -> DimEntry {
-        DimEntry::Solved {
-            value: Dim::known(n).expect("a size"),
-            why: why(),
-            source: why(),
-        }
-    }
-
-    fn size(e: Option<&DimEntry>) -> Option<u64> {
-        match e {
-            Some(DimEntry::Solved {
-                value: Dim::Known(k),
-                ..
-            }) => Some(k.size()),
-            _ => None,
-        }
     }
 
     #[test]
@@ -1039,72 +968,70 @@ mod tests {
         assert!(size_of::<RowBounds>() <= 120);
     }
 
-    #[test]
-    fn open_set_tracks_membership_and_truncates() {
-        let mut s = OpenSet::default();
-        for i in [0, 3, 63, 64, 65, 200] {
-            s.set(i, true);
+    fn alias(to: DimVar) -> DimEntry {
+        DimEntry::Alias {
+            to,
+            next: to,
+            why: why(),
         }
-        s.set(3, true);
-        assert_eq!(s.len(), 6);
-        s.set(64, false);
-        s.set(64, false);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 3, 63, 65, 200]);
-        s.truncate(65);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 3, 63]);
-        assert_eq!(s.len(), 3);
-        s.truncate(64);
-        assert_eq!(s.len(), 3);
-        s.truncate(1);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0]);
-        assert_eq!(s.len(), 1);
-        s.truncate(1000);
-        assert_eq!(s.len(), 1);
     }
 
     #[test]
-    fn overlay_leaves_shared_maps_alone() {
-        let mut base = Env::default();
-        let vs: Vec<DimVar> = (0..100).map(|_| base.push_dim()).collect();
-        base.set_dim(vs[5], solved(7));
-        let mut over = base.clone();
-        over.start_overlay();
-        over.set_dim(vs[6], solved(8));
-        over.update_dim_bounds(vs[9], |b| b.lub = Some((KnownDim::of(4).unwrap(), why())));
-        let late = over.push_dim();
-        over.set_dim(late, solved(9));
-        // The overlay reads its own writes and the map's entries.
-        assert_eq!(size(over.dim_at(5)), Some(7));
-        assert_eq!(size(over.dim_at(6)), Some(8));
-        assert_eq!(size(over.dim_at(late.index())), Some(9));
-        assert!(over.dim_bounds(vs[9]).is_some_and(|b| b.lub.is_some()));
-        assert_eq!(over.open_dims().count(), 98);
-        // The state it was cloned from is unchanged.
-        assert_eq!(size(base.dim_at(6)), None);
-        assert!(base.dim_bounds(vs[9]).is_some_and(|b| b.lub.is_none()));
-        assert_eq!(base.num_dims(), 100);
-        assert_eq!(base.open_dims().count(), 99);
-    }
-
-    #[test]
-    fn rollback_undoes_writes_through_the_overlay() {
+    fn dim_chains_compress_but_keep_every_step_for_provenance() {
         let mut env = Env::default();
-        let vs: Vec<DimVar> = (0..10).map(|_| env.push_dim()).collect();
-        env.start_overlay();
-        env.set_dim(vs[0], solved(2));
-        assert!(env.begin());
-        env.set_dim(vs[1], solved(3));
-        env.update_dim_bounds(vs[2], |b| b.lub = Some((KnownDim::of(4).unwrap(), why())));
-        let new = env.push_dim();
-        env.set_dim(new, solved(5));
-        env.rollback();
-        assert_eq!(size(env.dim_at(0)), Some(2));
-        assert_eq!(size(env.dim_at(1)), None);
-        assert!(env.dim_bounds(vs[2]).is_some_and(|b| b.lub.is_none()));
-        assert_eq!(env.num_dims(), 10);
+        let vs: Vec<DimVar> = (0..5).map(|_| env.push_dim()).collect();
+        for w in vs.windows(2) {
+            env.set_dim(w[0], alias(w[1]));
+        }
+        let known = KnownDim::of(6).unwrap();
+        env.set_dim(
+            vs[4],
+            DimEntry::Known {
+                value: known.clone(),
+                why: why(),
+                source: why(),
+            },
+        );
+        let r = env.resolve_dim(&Dim::Var(vs[0]), why()).unwrap();
+        assert!(
+            matches!(r, ResolvedDim::Known { ref value, holder: Some(h), .. } if *value == known && h == vs[4])
+        );
+        for w in vs.windows(2) {
+            assert!(
+                matches!(env.dim_entry(w[0]).unwrap(), DimEntry::Alias { to, next, .. } if *to == w[1] && *next == vs[4])
+            );
+        }
+    }
+
+    #[test]
+    fn row_chains_skip_aliases_and_keep_their_dims() {
+        // r0 = [a, ..r1..], r1 = r2, r2 = r3, r3 = [b] (closed).
+        let mut env = Env::default();
+        let rs: Vec<RowVar> = (0..4).map(|_| env.push_row(0)).collect();
+        let (a, b) = (Dim::Var(env.push_dim()), Dim::Var(env.push_dim()));
+        let e = env.solved_row(std::slice::from_ref(&a), RowTail::Open(rs[1]));
+        env.set_row(rs[0], e);
+        for w in rs[1..].windows(2) {
+            let e = env.solved_row(&[], RowTail::Open(w[1]));
+            env.set_row(w[0], e);
+        }
+        let e = env.solved_row(std::slice::from_ref(&b), RowTail::Closed);
+        env.set_row(rs[3], e);
+        let row = Row::open(rs[0], vec![]);
+        let plain = resolve_row(&mut env.read_only(), &row).unwrap();
         assert_eq!(
-            env.open_dims().map(|v| v.0).collect::<Vec<_>>(),
-            (1..10).collect::<Vec<u32>>()
+            (plain.dims.to_vec(), plain.tail),
+            (vec![b.clone(), a.clone()], RowTail::Closed)
+        );
+        let resolved = env.resolve_row(&row).unwrap();
+        assert_eq!(&*resolved.dims, &[b, a]);
+        assert!(matches!(
+            env.row_entry(rs[0]).unwrap(),
+            RowEntry::Solved { tail: RowTail::Open(t), .. } if *t == rs[3]
+        ));
+        assert_eq!(
+            env.extent(0, RowTail::Open(rs[1])).unwrap(),
+            (1, RowTail::Closed)
         );
     }
 }

@@ -198,6 +198,19 @@ pub enum ShapeError {
         /// The variable's id.
         id: u32,
     },
+    /// Solving took more steps than a problem of this size can need: the
+    /// constraints keep producing work, as a cycle of broadcasts that adds
+    /// axes on every round would (one that the solver's own checks for such
+    /// cycles did not catch).
+    #[error("the solver stopped in {context} after {steps} steps, the most that constraints of this size may take ({limit}): the constraints keep producing new work, as a cycle of broadcasting constraints that adds axes on every round would")]
+    StepLimit {
+        /// The constraint being simplified when the limit was reached.
+        context: Arc<Origin>,
+        /// Steps taken.
+        steps: u64,
+        /// The limit for this problem ([`crate::Solver::step_limit`]).
+        limit: u64,
+    },
     /// A dimension or row variable that this solver never created.
     #[error("unknown {what} variable {id}: it was not created by this solver")]
     UnknownVariable {
@@ -232,7 +245,8 @@ impl ShapeError {
             | ShapeError::AxisCountMismatch { .. }
             | ShapeError::TotalElems { .. }
             | ShapeError::NothingToSlice { .. }
-            | ShapeError::InfiniteAxes { .. } => ErrorClass::Conflict,
+            | ShapeError::InfiniteAxes { .. }
+            | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
             ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
                 ErrorClass::Underdetermined
             }
@@ -252,6 +266,7 @@ impl ShapeError {
             ShapeError::NothingToSlice { .. } => "nothing_to_slice",
             ShapeError::UnknownVariable { .. } => "unknown_variable",
             ShapeError::Unsolved { .. } => "unsolved",
+            ShapeError::StepLimit { .. } => "step_limit",
         }
     }
 
@@ -264,7 +279,8 @@ impl ShapeError {
             | ShapeError::InfiniteAxes { context, .. }
             | ShapeError::TotalElems { context, .. }
             | ShapeError::Underdetermined { context, .. }
-            | ShapeError::NothingToSlice { context, .. } => Some(context),
+            | ShapeError::NothingToSlice { context, .. }
+            | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,
         }
     }

@@ -12,12 +12,18 @@
 //! 4. a dim variable with no upper bound at all becomes 1;
 //! 5. what is left (variables that bound each other in a cycle, or wait
 //!    under one) closes the same way, all rows at once, else all dims;
-//! 6. an element-count constraint still waiting on two or more unknown
+//! 6. when all that is left waits for pending batch slices, the slices
+//!    stop holding it back, and rules 1-5 go on;
+//! 7. an element-count constraint still waiting on two or more unknown
 //!    sizes is an error: the solution would be a guess.
 //!
 //! Results flow down from the results of a computation to its leaves, so a
 //! parameter gets the largest shape its uses allow and an intermediate
 //! result gets the smallest.
+//!
+//! Which variables to look at again is not tracked by the rules: the
+//! environment's stores report every variable that changed (and those a
+//! solved variable recorded relations with), and finalization queues them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,32 +32,37 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimEntry, Env, ResolvedDim, RowEntry};
+use crate::env::{
+    resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowBounds, RowEntry,
+};
 use crate::error::ShapeError;
 use crate::origin::{Origin, Why};
 use crate::solver::Solver;
+use crate::store::LinkCache;
 
 /// Variables whose closing rules may have become applicable: rules 1-2
-/// (`dims`, `rows`) and rules 3-4 (`top_dims`, `top_rows`). Touching a
-/// variable when something about its bounds changes keeps every round
-/// proportional to what changed, not to the size of the environment.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Dirty {
-    pub dims: VarQueue,
-    pub rows: VarQueue,
-    pub top_dims: VarQueue,
-    pub top_rows: VarQueue,
+/// (`dims`, `rows`) and rules 3-4 (`top_dims`, `top_rows`). Fed with what
+/// changed, so that every round costs what changed, not the size of the
+/// environment.
+#[derive(Debug, Default)]
+struct Queues {
+    dims: VarQueue,
+    rows: VarQueue,
+    top_dims: VarQueue,
+    top_rows: VarQueue,
 }
 
-impl Dirty {
-    pub fn touch_dim(&mut self, v: DimVar) {
-        self.dims.insert(v.0);
-        self.top_dims.insert(v.0);
-    }
-
-    pub fn touch_row(&mut self, v: RowVar) {
-        self.rows.insert(v.0);
-        self.top_rows.insert(v.0);
+impl Queues {
+    /// Queues, for every rule, what changed in `env` since the last call.
+    fn absorb(&mut self, env: &mut Env) {
+        for v in env.dims.take_changes() {
+            self.dims.insert(v);
+            self.top_dims.insert(v);
+        }
+        for r in env.rows.take_changes() {
+            self.rows.insert(r);
+            self.top_rows.insert(r);
+        }
     }
 }
 
@@ -130,28 +141,38 @@ impl Solver {
         // The maps are usually shared with the unfinalized state (by
         // `finalize` and by the graph): written entries go to an overlay.
         s.env.start_overlay();
+        s.env.track_changes(true);
         let fin = Why::of(s.add_origin(Origin::Finalization));
-        s.dirty = Some(Dirty::default());
-        let mut any_open = s.touch_all();
+        let mut q = Queues::default();
+        let mut any_open = s.queue_all_open(&mut q);
         let mut rescanned = true;
+        // Rule 6: once nothing but rows waiting for slices is left, the
+        // slices hold nothing back any more.
+        let mut slices_released = false;
         // Recomputed with every round of rules 3-5; between rounds a row
         // that stays listed after its slice was decided only waits longer.
         let mut blocked_rows = s.blocked()?.1;
         loop {
             s.run()?;
-            if s.close_dirty(fin, &blocked_rows)? {
+            if s.close_queued(&mut q, fin, &blocked_rows)? {
                 continue;
             }
             let (blocked_dims, blocked, waiting) = s.blocked()?;
-            blocked_rows = blocked;
-            if s.close_top_rows(fin, &blocked_rows)? || s.close_top_dims(fin, &blocked_dims)? {
+            blocked_rows = if slices_released {
+                BTreeSet::new()
+            } else {
+                blocked
+            };
+            if s.close_top_rows(&mut q, fin, &blocked_rows)?
+                || s.close_top_dims(&mut q, fin, &blocked_dims)?
+            {
                 rescanned = false;
                 continue;
             }
             if !rescanned {
                 // Rules 3-4 only looked at touched variables; look at all
                 // before falling back to rule 5.
-                any_open = s.touch_all();
+                any_open = s.queue_all_open(&mut q);
                 rescanned = true;
                 continue;
             }
@@ -163,11 +184,23 @@ impl Solver {
             if s.close_leftover(fin, &blocked_dims, &blocked_rows)? {
                 continue;
             }
+            if !blocked_rows.is_empty() && s.env.open_rows().any(|r| blocked_rows.contains(&r)) {
+                // Rule 6. Every row left waits for a slice that waits for
+                // one of them. The slices match their spelled-out axes
+                // now, after which whatever rules 1-5 choose leaves each
+                // slice a first axis to drop.
+                slices_released = true;
+                blocked_rows = BTreeSet::new();
+                s.match_open_slices();
+                any_open = s.queue_all_open(&mut q);
+                continue;
+            }
             if let Some(c) = waiting {
                 return Err(s.underdetermined(c));
             }
-            // Every rule has run dry: anything still open is an error, not a
-            // silently partial solution.
+            // Every rule has run dry, which the rules above leave no way to
+            // happen: anything still open is an error, not a silently
+            // partial solution.
             if let Some(r) = s.env.open_rows().next() {
                 return Err(ShapeError::Unsolved {
                     what: "row",
@@ -182,16 +215,19 @@ impl Solver {
             }
             break;
         }
-        s.dirty = None;
+        s.env.track_changes(false);
         Ok(Solution {
             env: s.env,
             origins: s.origins,
+            dim_links: LinkCache::default(),
+            row_links: LinkCache::default(),
         })
     }
 
     /// Queues every open variable for every rule; false when none is open.
-    fn touch_all(&mut self) -> bool {
+    fn queue_all_open(&mut self, q: &mut Queues) -> bool {
         debug_assert!(self.env.open_sets_match_entries());
+        q.absorb(&mut self.env);
         // Nothing open (the usual case by the last full scan): nothing to
         // queue, and no need to read every entry to find that out.
         if !self.env.any_open() {
@@ -204,42 +240,33 @@ impl Solver {
         // read each open entry here cost as much again in cache misses.
         let dims: Vec<u32> = self.env.open_dims().map(|v| v.0).collect();
         let rows: Vec<u32> = self.env.open_rows().map(|r| r.0).collect();
-        if let Some(d) = self.dirty.as_mut() {
-            d.dims.insert_all(&dims);
-            d.top_dims.insert_all(&dims);
-            d.rows.insert_all(&rows);
-            d.top_rows.insert_all(&rows);
-        }
+        q.dims.insert_all(&dims);
+        q.top_dims.insert_all(&dims);
+        q.rows.insert_all(&rows);
+        q.top_rows.insert_all(&rows);
         !(dims.is_empty() && rows.is_empty())
     }
 
-    /// Rules 1 and 2 for one dirty variable; false when nothing was dirty.
-    fn close_dirty(
+    /// Rules 1 and 2 for one queued variable; false when none was queued.
+    fn close_queued(
         &mut self,
+        q: &mut Queues,
         fin: Why,
         blocked_rows: &BTreeSet<RowVar>,
     ) -> Result<bool, ShapeError> {
-        let Some(d) = self.dirty.as_mut() else {
-            return Ok(false);
-        };
-        if let Some(v) = d.dims.pop().map(DimVar) {
+        q.absorb(&mut self.env);
+        if let Some(v) = q.dims.pop().map(DimVar) {
             if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
                 self.bind_dim(v, Dim::Known(lub), lw, lw);
             }
             return Ok(true);
         }
-        if let Some(r) = d.rows.pop().map(RowVar) {
+        if let Some(r) = q.rows.pop().map(RowVar) {
             if blocked_rows.contains(&r) {
                 return Ok(true);
             }
             if let Some(len) = self.closed_upper_len(r)? {
-                let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.fresh_dim())).collect();
-                if let Some(d) = self.dirty.as_mut() {
-                    fresh
-                        .iter()
-                        .filter_map(as_var)
-                        .for_each(|v| d.dims.insert(v.0));
-                }
+                let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
                 self.bind_row(r, &fresh, RowTail::Closed, fin);
             }
             return Ok(true);
@@ -247,23 +274,30 @@ impl Solver {
         Ok(false)
     }
 
+    /// The upper bounds stored on `r`, if it is open and has any: how the
+    /// first one ends (read from the entry itself), and a handle of their
+    /// own (to read while look-ups compress chains). One read of the entry.
+    fn upper_bounds(&self, r: RowVar) -> Option<(FirstUpper, Arc<RowBounds>)> {
+        match self.env.rows.get(r.0) {
+            // Most open rows have no upper bound: the entry says so without
+            // its bounds being read.
+            Some(RowEntry::Open { first_upper, .. }) if *first_upper == FirstUpper::None => None,
+            Some(RowEntry::Open {
+                bounds,
+                first_upper,
+            }) => Some((*first_upper, bounds.clone())),
+            _ => None,
+        }
+    }
+
     /// What the stored inequalities bounding `r` from above say: how many
     /// there are, whether all are closed rows, and the fewest axes any of
     /// them leaves for `r`.
-    fn uppers(&self, r: RowVar) -> Result<Uppers, ShapeError> {
+    fn uppers(&mut self, r: RowVar, b: &RowBounds) -> Result<Uppers, ShapeError> {
         let mut u = Uppers {
             count: 0,
             all_closed: true,
             min_len: usize::MAX,
-        };
-        // Most open rows have no upper bound: the entry says so without
-        // its bounds being read.
-        let Some(RowEntry::Open {
-            bounds: b,
-            upper_hint: 1..,
-        }) = self.env.row_at(r.index())
-        else {
-            return Ok(u);
         };
         for c in b.uppers() {
             // Lengths and tails only: nothing is copied. Stored upper
@@ -291,27 +325,34 @@ impl Solver {
     /// another open row variable: then `r` has an upper bound (it counts)
     /// that is not closed, which is all that rules 2 and 3 need to know to
     /// pass `r` by, and the entry tells it without `r`'s bounds being read.
-    fn first_upper_open(&self, r: RowVar) -> Result<bool, ShapeError> {
-        let hint = match self.env.row_at(r.index()) {
-            Some(RowEntry::Open { upper_hint, .. }) => *upper_hint,
-            _ => return Ok(false),
-        };
-        if hint < 2 {
+    fn first_upper_open(&mut self, r: RowVar, first: FirstUpper) -> Result<bool, ShapeError> {
+        let FirstUpper::EndsIn(v) = first else {
             return Ok(false);
-        }
+        };
         // The same walk uppers() makes for the first upper bound's result row.
-        let (_, tail) = self.env.extent(0, RowTail::Open(RowVar(hint - 2)))?;
+        let (_, tail) = self.env.extent(0, RowTail::Open(v))?;
         Ok(matches!(tail, RowTail::Open(w) if w != r))
     }
 
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
     /// the shortest one leaves for `r`.
-    fn closed_upper_len(&self, r: RowVar) -> Result<Option<usize>, ShapeError> {
-        if self.first_upper_open(r)? {
+    fn closed_upper_len(&mut self, r: RowVar) -> Result<Option<usize>, ShapeError> {
+        let Some((first, b)) = self.upper_bounds(r) else {
+            return Ok(None);
+        };
+        if self.first_upper_open(r, first)? {
             return Ok(None);
         }
-        let u = self.uppers(r)?;
+        let u = self.uppers(r, &b)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
+    }
+
+    /// Whether `r` has no upper bound left (rule 3).
+    fn no_uppers(&mut self, r: RowVar) -> Result<bool, ShapeError> {
+        let Some((first, b)) = self.upper_bounds(r) else {
+            return Ok(true);
+        };
+        Ok(!self.first_upper_open(r, first)? && self.uppers(r, &b)?.count == 0)
     }
 
     /// Variables that deferred constraints will decide: dims of element-count
@@ -325,6 +366,7 @@ impl Solver {
         let mut dims = BTreeSet::new();
         let mut rows = BTreeSet::new();
         let mut waiting = None;
+        let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
             .iter()
@@ -338,10 +380,10 @@ impl Solver {
             for c in ws.iter() {
                 match c {
                     Constraint::TotalElems { row, why, .. } => {
-                        let rr = self.env.resolve_row(row)?;
+                        let rr = resolve_row(env, row)?;
                         let mut unknown = Vec::new();
                         for d in rr.dims.iter() {
-                            if let ResolvedDim::Var(v) = self.env.resolve_dim(d, *why)? {
+                            if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
                                 unknown.push(v);
                             }
                         }
@@ -353,7 +395,7 @@ impl Solver {
                         }
                     }
                     Constraint::DropFirst { rest, .. } => {
-                        if let RowTail::Open(r) = self.env.resolve_row(rest)?.tail {
+                        if let RowTail::Open(r) = resolve_row(env, rest)?.tail {
                             rows.insert(r);
                         }
                     }
@@ -371,7 +413,7 @@ impl Solver {
                 continue;
             };
             for (u, why) in &b.cur {
-                if let ResolvedDim::Var(u) = self.env.resolve_dim(&Dim::Var(*u), *why)? {
+                if let ResolvedDim::Var(u) = resolve_dim(env, &Dim::Var(*u), *why)? {
                     if dims.insert(u) {
                         below.push(u);
                     }
@@ -386,7 +428,9 @@ impl Solver {
                 continue;
             };
             for c in b.uppers() {
-                if let (_, RowTail::Open(u)) = self.env.extent(c.cur.dims.len(), c.cur.tail)? {
+                if let (_, RowTail::Open(u)) =
+                    crate::env::extent(env, c.cur.dims.len(), c.cur.tail)?
+                {
                     if u != r && rows.insert(u) {
                         frontier.push(u);
                     }
@@ -397,33 +441,27 @@ impl Solver {
     }
 
     /// Rule 3.
-    fn close_top_rows(&mut self, fin: Why, blocked: &BTreeSet<RowVar>) -> Result<bool, ShapeError> {
-        let candidates = self
-            .dirty
-            .as_mut()
-            .map(|d| d.top_rows.take_all())
-            .unwrap_or_default()
-            .into_iter()
-            .map(RowVar);
+    fn close_top_rows(
+        &mut self,
+        q: &mut Queues,
+        fin: Why,
+        blocked: &BTreeSet<RowVar>,
+    ) -> Result<bool, ShapeError> {
+        q.absorb(&mut self.env);
+        let candidates = q.top_rows.take_all().into_iter().map(RowVar);
         let mut tops = Vec::new();
-        for r in candidates.filter(|&r| self.env.is_open_row(r)) {
-            // One look-up of the entry for the common cases: solved, or
-            // open without upper bounds.
-            let top = match self.env.row_at(r.index()) {
-                Some(RowEntry::Open { upper_hint, .. }) => {
-                    !blocked.contains(&r)
-                        && (*upper_hint == 0
-                            || (!self.first_upper_open(r)? && self.uppers(r)?.count == 0))
-                }
-                _ => false,
-            };
-            if top {
+        for r in candidates {
+            if self.env.is_open_row(r) && !blocked.contains(&r) && self.no_uppers(r)? {
                 tops.push(r);
             }
         }
         for &r in &tops {
             // Closing one may have given another an upper bound since.
-            if self.uppers(r)?.count == 0 {
+            let left = match self.upper_bounds(r) {
+                Some((_, b)) => self.uppers(r, &b)?.count,
+                None => 0,
+            };
+            if left == 0 {
                 self.close_row_empty(r, fin)?;
             }
         }
@@ -447,14 +485,14 @@ impl Solver {
     }
 
     /// Rule 4.
-    fn close_top_dims(&mut self, fin: Why, blocked: &BTreeSet<DimVar>) -> Result<bool, ShapeError> {
-        let candidates = self
-            .dirty
-            .as_mut()
-            .map(|d| d.top_dims.take_all())
-            .unwrap_or_default()
-            .into_iter()
-            .map(DimVar);
+    fn close_top_dims(
+        &mut self,
+        q: &mut Queues,
+        fin: Why,
+        blocked: &BTreeSet<DimVar>,
+    ) -> Result<bool, ShapeError> {
+        q.absorb(&mut self.env);
+        let candidates = q.top_dims.take_all().into_iter().map(DimVar);
         let tops: Vec<DimVar> = candidates
             .into_iter()
             .filter(|v| {
@@ -530,12 +568,13 @@ impl Solver {
         let Constraint::TotalElems { row, total, why } = c else {
             unreachable!("only element-count constraints wait on several dims")
         };
-        match self.env.resolve_row(&row) {
+        let env = &mut self.env.read_only();
+        match resolve_row(env, &row) {
             Ok(rr) => {
                 let unknowns = rr
                     .dims
                     .iter()
-                    .filter(|d| matches!(self.env.resolve_dim(d, why), Ok(ResolvedDim::Var(_))))
+                    .filter(|d| matches!(resolve_dim(env, d, why), Ok(ResolvedDim::Var(_))))
                     .count();
                 ShapeError::Underdetermined {
                     context: self.origin_arc(why.origin),
@@ -546,13 +585,6 @@ impl Solver {
             }
             Err(e) => e,
         }
-    }
-}
-
-fn as_var(d: &Dim) -> Option<DimVar> {
-    match d {
-        Dim::Var(v) => Some(*v),
-        _ => None,
     }
 }
 
@@ -568,6 +600,10 @@ struct Uppers {
 pub struct Solution {
     env: Env,
     origins: Vector<Origin>,
+    /// Where chains of variables bound to each other end, filled as they
+    /// are read: reading every shape of a long chain costs each step once.
+    dim_links: LinkCache,
+    row_links: LinkCache,
 }
 
 /// Why a dimension has its size.
@@ -595,28 +631,28 @@ impl Solution {
         )
     }
 
+    fn lookup(&self) -> Cached<'_> {
+        Cached {
+            env: &self.env,
+            dims: &self.dim_links,
+            rows: &self.row_links,
+        }
+    }
+
     /// The solved size of a dim.
     pub fn dim(&self, d: &Dim) -> Result<KnownDim, ShapeError> {
-        let mut cur = d;
-        loop {
-            match cur {
-                Dim::Known(k) => return Ok(k.clone()),
-                Dim::Var(v) => match self.env.dim_entry(*v)? {
-                    DimEntry::Solved { value, .. } => cur = value,
-                    DimEntry::Open(_) => {
-                        return Err(ShapeError::Unsolved {
-                            what: "dim",
-                            id: v.0,
-                        })
-                    }
-                },
-            }
+        match resolve_dim(&mut self.lookup(), d, Why::of(crate::OriginId(0)))? {
+            ResolvedDim::Known { value, .. } => Ok(value),
+            ResolvedDim::Var(v) => Err(ShapeError::Unsolved {
+                what: "dim",
+                id: v.0,
+            }),
         }
     }
 
     /// The solved sizes of a row.
     pub fn row(&self, r: &Row) -> Result<Vec<KnownDim>, ShapeError> {
-        let rr = self.env.resolve_row(r)?;
+        let rr = resolve_row(&mut self.lookup(), r)?;
         if let RowTail::Open(v) = rr.tail {
             return Err(ShapeError::Unsolved {
                 what: "row",
@@ -645,17 +681,18 @@ impl Solution {
                     })
                 }
                 Dim::Var(v) => match self.env.dim_entry(v)? {
-                    DimEntry::Solved { value, why, source } => {
+                    DimEntry::Known { value, why, source } => {
                         via.push(self.origin(*why));
-                        if let Dim::Known(k) = value {
-                            return Ok(Provenance {
-                                value: k.clone(),
-                                source: self.origin(*source),
-                                source_axis: source.axis_from_end(),
-                                via,
-                            });
-                        }
-                        cur = value.clone();
+                        return Ok(Provenance {
+                            value: value.clone(),
+                            source: self.origin(*source),
+                            source_axis: source.axis_from_end(),
+                            via,
+                        });
+                    }
+                    DimEntry::Alias { to, why, .. } => {
+                        via.push(self.origin(*why));
+                        cur = Dim::Var(*to);
                     }
                     DimEntry::Open(_) => {
                         return Err(ShapeError::Unsolved {
@@ -673,7 +710,7 @@ impl Solution {
     /// The dims of a row with its row variables substituted, variables
     /// included (each resolves with [`Solution::dim`]).
     pub fn row_dims(&self, r: &Row) -> Result<Vec<Dim>, ShapeError> {
-        let rr = self.env.resolve_row(r)?;
+        let rr = resolve_row(&mut self.lookup(), r)?;
         match rr.tail {
             RowTail::Closed => Ok(rr.dims.to_vec()),
             RowTail::Open(v) => Err(ShapeError::Unsolved {

@@ -34,6 +34,7 @@ mod program;
 mod projections;
 mod rank_cycle;
 mod solver;
+mod store;
 pub mod symbolic;
 
 pub use constraint::Constraint;

@@ -21,6 +21,14 @@
 //! it. The search is a shortest-path search (Dijkstra) over the stored
 //! inequalities, from `c` backwards, cut off at paths that cost `ls - lc`
 //! axes or more.
+//!
+//! A pending batch slice is a fact about lengths too: `whole = [..w.., W]`
+//! without its first axis is `rest = [..r.., R]`, so `rank(w) + |W| =
+//! rank(r) + |R| + 1`, two facts of the same kind (one each way). The
+//! solver matches the spelled-out axes at once, leaving `|W| = 1` and
+//! `|R| = 0` and both facts at cost 0; the search follows them, so that a
+//! slice whose result must be longer than its operand is found here rather
+//! than by expanding rows forever.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -29,7 +37,8 @@ use rustc_hash::FxHashMap;
 
 use shape_core::{RowTail, RowVar};
 
-use crate::env::{Env, RowEntry};
+use crate::constraint::Constraint;
+use crate::env::{Env, FirstUpper};
 use crate::error::ShapeError;
 use crate::origin::Why;
 
@@ -67,13 +76,17 @@ pub(crate) struct RankCycle {
 /// upper bound at all, which ends the search before it allocates. (Forwards
 /// from `from`, it would walk every earlier layer of a network through its
 /// chain of broadcasts, which made building a network quadratic.)
+///
+/// `slices` are the row variables that pending slices may wait on (a
+/// superset will do): only their deferred constraints are read.
 pub(crate) fn find_rank_cycle(
-    env: &Env,
+    env: &mut Env,
+    slices: &std::collections::BTreeSet<RowVar>,
     from: RowVar,
     to: RowVar,
     gain: i64,
 ) -> Result<Option<RankCycle>, ShapeError> {
-    if from == to || !has_uppers(env, to) {
+    if from == to || (!has_uppers(env, to) && !slices.contains(&to)) {
         return Ok(None);
     }
     // Lowest cost found so far from each variable to `to`, and the step
@@ -99,8 +112,21 @@ pub(crate) fn find_rank_cycle(
         if taken > SEARCH_LIMIT {
             break;
         }
-        let Some(bounds) = env.row_bounds(y) else {
+        // A handle of its own: the look-ups below may compress chains.
+        let Some(bounds) = env.row_bounds_shared(y) else {
             continue;
+        };
+        let mut relax = |x: RowVar, step: i64, why: Why| {
+            let next = cost + step;
+            // Too expensive to close a growing cycle, or not a fact this
+            // search can use (a negative cost breaks Dijkstra's order).
+            if step < 0 || next >= gain || x == y {
+                return;
+            }
+            if best.get(&x).is_none_or(|&(c, _)| next < c) {
+                best.insert(x, (next, Some((y, why))));
+                queue.push(Reverse((next, x.0)));
+            }
         };
         for s in bounds.uppers() {
             // `[cur.dims ++ ..x..] >= [..y..]`, both read through what was
@@ -109,16 +135,30 @@ pub(crate) fn find_rank_cycle(
             let (lc, RowTail::Open(x)) = env.extent(s.cur.dims.len(), s.cur.tail)? else {
                 continue;
             };
-            if subr_tail != RowTail::Open(y) || x == y {
+            if subr_tail == RowTail::Open(y) {
+                relax(x, lc as i64 - ls as i64, s.why);
+            }
+        }
+        if !slices.contains(&y) {
+            continue;
+        }
+        for c in bounds.watchers.iter() {
+            let Constraint::DropFirst { whole, rest, why } = c else {
                 continue;
+            };
+            let (n, whole_tail) = env.extent(whole.dims.len(), whole.tail)?;
+            let (m, rest_tail) = env.extent(rest.dims.len(), rest.tail)?;
+            let (RowTail::Open(w), RowTail::Open(r)) = (whole_tail, rest_tail) else {
+                continue;
+            };
+            // rank(w) + n = rank(r) + m + 1, read in the direction away
+            // from `y`.
+            let (n, m) = (n as i64, m as i64);
+            if r == y {
+                relax(w, n - m - 1, *why);
             }
-            let next = cost + lc as i64 - ls as i64;
-            if next >= gain {
-                continue; // Too expensive to close a growing cycle.
-            }
-            if best.get(&x).is_none_or(|&(c, _)| next < c) {
-                best.insert(x, (next, Some((y, s.why))));
-                queue.push(Reverse((next, x.0)));
+            if w == y {
+                relax(r, m + 1 - n, *why);
             }
         }
     }
@@ -128,13 +168,7 @@ pub(crate) fn find_rank_cycle(
 /// Whether an open row variable has an upper bound stored (read from its
 /// entry, without following the pointer to its bounds).
 fn has_uppers(env: &Env, v: RowVar) -> bool {
-    matches!(
-        env.row_at(v.index()),
-        Some(RowEntry::Open {
-            upper_hint: 1..,
-            ..
-        })
-    )
+    env.first_upper(v) != FirstUpper::None
 }
 
 /// The reasons along the cheapest path found from `from` to the target,

@@ -19,7 +19,10 @@
 //!   and retried when one of them is solved.
 //! * `TotalElems`: solved when at most one unknown size remains and the row
 //!   is closed; known sizes must divide the total.
-//! * `DropFirst`: waits until the longer row is closed.
+//! * `DropFirst`: `whole` without its first axis is `rest`. A closed
+//!   `whole` decides `rest`; a closed `rest` decides an open `whole`
+//!   (`[fresh, rest..]`); while both are open it waits (finalization can
+//!   make it match what the two rows spell out, see `drop_first`).
 
 use std::sync::Arc;
 
@@ -27,7 +30,10 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
-use crate::env::{DimEntry, Env, ResolvedDim, ResolvedRow, RowEntry, StoredIneq, StoredRow};
+use crate::env::{
+    resolve_dim, resolve_row, DimEntry, Env, EnvSnapshot, ResolvedDim, ResolvedRow, RowEntry,
+    StoredIneq, StoredRow,
+};
 use crate::error::{DimFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
@@ -38,6 +44,10 @@ use crate::rank_cycle::{find_rank_cycle, RankCycle};
 /// and the origin table are persistent structures; what is copied is one bit
 /// per variable (which ones are unsolved) and the small set of variables
 /// with deferred constraints. So a state can be forked to try alternatives.
+///
+/// Every call does at most [`Solver::step_limit`] steps in all, a number
+/// proportional to the size of what was given; past it, the call fails with
+/// [`ShapeError::StepLimit`] instead of running on.
 ///
 /// ```
 /// use shape_core::{Dim, Row, KnownDim};
@@ -62,15 +72,27 @@ pub struct Solver {
     pub(crate) origins: Vector<Origin>,
     /// Row variables created through the API (not by templates).
     api_row_vars: u32,
+    /// The size of what was given through the API: constraints and
+    /// variables (not those the solver makes itself), which the step limit
+    /// is proportional to.
+    given: u64,
     /// Work still to do; empty between public calls.
     queue: WorkQueue,
-    /// Variables to re-examine during finalization.
-    pub(crate) dirty: Option<crate::finalize::Dirty>,
     /// Variables that have (or had) deferred constraints waiting on them.
     pub(crate) watched_dims: std::collections::BTreeSet<DimVar>,
     pub(crate) watched_rows: std::collections::BTreeSet<RowVar>,
     steps: u64,
+    /// Whether slices whose rows are both open match what the rows spell
+    /// out (set by finalization once nothing else is left to do).
+    match_open_slices: bool,
 }
+
+/// Steps any problem may take, however small.
+const STEP_BASE: u64 = 100_000;
+/// Steps per constraint or variable given. Solving takes a few steps per
+/// constraint given (each variable is bound once, and what was recorded on
+/// it retried once); see `docs/performance.md` for what was measured.
+const STEP_FACTOR: u64 = 64;
 
 impl Solver {
     /// An empty solver.
@@ -80,21 +102,25 @@ impl Solver {
 
     /// A new dim variable.
     pub fn fresh_dim(&mut self) -> DimVar {
+        self.given += 1;
         self.env.push_dim()
     }
 
     /// A new row variable.
     pub fn fresh_row(&mut self) -> RowVar {
         self.api_row_vars += 1;
-        self.mint_row(0)
+        self.given += 1;
+        self.env.push_row(0)
     }
 
+    /// A dim variable the solver makes itself (a template's axis).
+    pub(crate) fn mint_dim(&mut self) -> DimVar {
+        self.env.push_dim()
+    }
+
+    /// A row variable the solver makes itself, at a template depth.
     fn mint_row(&mut self, depth: u32) -> RowVar {
-        let v = self.env.push_row(depth);
-        if let Some(d) = &mut self.dirty {
-            d.touch_row(v);
-        }
-        v
+        self.env.push_row(depth)
     }
 
     /// Registers where constraints come from; returns its id for [`Why`].
@@ -118,6 +144,27 @@ impl Solver {
         )
     }
 
+    /// Queues again every slice that waits with both rows open, to be
+    /// matched (see `drop_first`) from now on: finalization's last resort
+    /// before a slice would be left undecided.
+    pub(crate) fn match_open_slices(&mut self) {
+        self.match_open_slices = true;
+        let mut slices = Vec::new();
+        for r in &self.watched_rows {
+            let Some(b) = self.env.row_bounds(*r) else {
+                continue;
+            };
+            for c in b.watchers.iter() {
+                if matches!(c, Constraint::DropFirst { .. }) && !slices.contains(c) {
+                    slices.push(c.clone());
+                }
+            }
+        }
+        for c in slices {
+            self.requeue(c);
+        }
+    }
+
     /// Counts of what the solver holds, for diagnostics and benchmarks.
     pub fn stats(&self) -> SolverStats {
         SolverStats {
@@ -131,6 +178,18 @@ impl Solver {
     /// The number of constraint-processing steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+
+    /// How many steps this solver may take in all before a call fails
+    /// with [`ShapeError::StepLimit`]: a base that any small problem stays
+    /// far below, and a fixed number per constraint and variable given.
+    ///
+    /// Well-formed problems take a few steps per constraint; a set of
+    /// constraints that keeps producing work (a cycle that the solver's
+    /// other checks miss) reaches the limit in time proportional to the
+    /// problem instead of running on.
+    pub fn step_limit(&self) -> u64 {
+        STEP_BASE.saturating_add(STEP_FACTOR.saturating_mul(self.given))
     }
 
     /// Adds a constraint and simplifies until nothing more follows.
@@ -152,37 +211,74 @@ impl Solver {
     /// constraint it added is undone, and the solver is as it was before.
     ///
     /// The undo log records only what changes, so a transaction costs no
-    /// copy of the solver state. Nested transactions join the outer one.
+    /// copy of the solver state. Transactions nest: one that fails inside
+    /// another is undone alone, and the outer one goes on from the state
+    /// it was in before the inner one began (and can still fail and undo
+    /// everything). So a caller can try a constraint inside its own
+    /// transaction and carry on when it is refused.
+    ///
+    /// ```
+    /// use shape_core::Dim;
+    /// use shape_solver::{Constraint, Origin, Solver, Why};
+    ///
+    /// let mut s = Solver::new();
+    /// let why = Why::of(s.add_origin(Origin::Direct { what: "example".into() }));
+    /// let v = s.fresh_dim();
+    /// let eq = |n| Constraint::DimEq { a: Dim::Var(v), b: Dim::known(n).unwrap(), why };
+    /// s.transaction(|s| {
+    ///     s.add(eq(3))?;
+    ///     assert!(s.add(eq(4)).is_err()); // refused and undone, alone
+    ///     s.add(eq(3))
+    /// })
+    /// .unwrap();
+    /// assert_eq!(s.resolve_dim(&Dim::Var(v)).unwrap(), Dim::known(3).unwrap());
+    /// ```
     pub fn transaction<T, E>(
         &mut self,
         f: impl FnOnce(&mut Solver) -> Result<T, E>,
     ) -> Result<T, E> {
-        if !self.env.begin() {
-            return f(self);
+        let snapshot = self.begin();
+        let result = f(self);
+        match &result {
+            Ok(_) => self.end(snapshot, true),
+            Err(_) => self.end(snapshot, false),
         }
-        let origins = self.origins.len();
-        let api_row_vars = self.api_row_vars;
-        let steps = self.steps;
-        match f(self) {
-            Ok(t) => {
-                self.env.commit();
-                Ok(t)
-            }
-            Err(e) => {
-                self.env.rollback();
-                self.origins.truncate(origins);
-                self.api_row_vars = api_row_vars;
-                self.steps = steps;
-                self.queue.clear();
-                Err(e)
-            }
+        result
+    }
+
+    fn begin(&mut self) -> Checkpoint {
+        Checkpoint {
+            env: self.env.snapshot(),
+            origins: self.origins.len(),
+            api_row_vars: self.api_row_vars,
+            given: self.given,
+            steps: self.steps,
+            // Work an enclosing call queued waits until this one is done.
+            outer_queue: (!self.queue.is_empty()).then(|| std::mem::take(&mut self.queue)),
+        }
+    }
+
+    fn end(&mut self, c: Checkpoint, keep: bool) {
+        if keep {
+            self.env.commit(c.env);
+        } else {
+            self.env.rollback_to(c.env);
+            self.origins.truncate(c.origins);
+            self.api_row_vars = c.api_row_vars;
+            self.given = c.given;
+            self.steps = c.steps;
+            self.queue.clear();
+        }
+        if let Some(q) = c.outer_queue {
+            debug_assert!(self.queue.is_empty() || !keep);
+            self.queue = q;
         }
     }
 
     /// A dim with solved variables substituted.
     pub fn resolve_dim(&self, d: &Dim) -> Result<Dim, ShapeError> {
         let why = Why::of(OriginId(0));
-        Ok(match self.env.resolve_dim(d, why)? {
+        Ok(match resolve_dim(&mut self.env.read_only(), d, why)? {
             ResolvedDim::Known { value, .. } => Dim::Known(value),
             ResolvedDim::Var(v) => Dim::Var(v),
         })
@@ -190,7 +286,7 @@ impl Solver {
 
     /// A row with solved variables substituted, dims included.
     pub fn resolve_row(&self, r: &Row) -> Result<Row, ShapeError> {
-        let rr = self.env.resolve_row(r)?;
+        let rr = resolve_row(&mut self.env.read_only(), r)?;
         let dims = rr
             .dims
             .iter()
@@ -203,25 +299,47 @@ impl Solver {
         })
     }
 
+    /// Queues a constraint given from outside the solver (an operation's,
+    /// a declaration's): it counts towards the step limit.
     pub(crate) fn push(&mut self, c: Constraint) {
+        self.given += 1;
         self.queue.push(c);
     }
 
     fn push_all(&mut self, cs: impl IntoIterator<Item = Constraint>) {
         for c in cs {
-            self.queue.push(c);
+            self.push(c);
         }
     }
 
+    /// Queues a constraint that solving produced.
+    fn requeue(&mut self, c: Constraint) {
+        self.queue.push(c);
+    }
+
     pub(crate) fn run(&mut self) -> Result<(), ShapeError> {
+        let limit = self.step_limit();
         while let Some(c) = self.queue.pop() {
             self.steps += 1;
+            if self.steps > limit {
+                return Err(self.step_limit_reached(c.why(), limit));
+            }
             if let Err(e) = self.step(c) {
                 self.queue.clear();
                 return Err(e);
             }
         }
         Ok(())
+    }
+
+    #[cold]
+    fn step_limit_reached(&mut self, why: Why, limit: u64) -> ShapeError {
+        self.queue.clear();
+        ShapeError::StepLimit {
+            context: self.origin_arc(why.origin),
+            steps: self.steps,
+            limit,
+        }
     }
 
     fn step(&mut self, c: Constraint) -> Result<(), ShapeError> {
@@ -251,7 +369,7 @@ impl Solver {
                     constraint: shape_core::RowConstraint::Unconstrained,
                     ..r.clone()
                 };
-                self.push(Constraint::TotalElems { row, total, why });
+                self.requeue(Constraint::TotalElems { row, total, why });
             }
             shape_core::RowConstraint::Unconstrained => {}
         }
@@ -338,57 +456,47 @@ impl Solver {
     }
 
     fn relabel(&mut self, v: DimVar, label: shape_core::Label) {
-        if let Some(DimEntry::Solved {
-            value: Dim::Known(k),
-            ..
-        }) = self.env.dim_mut(v)
-        {
-            *k = k.clone().with_label(Some(label));
-        }
+        self.env.relabel(v, label);
     }
 
     /// Binds an unsolved variable and re-emits what was recorded about it.
     pub(crate) fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
-        let old = self.env.set_dim(
-            v,
-            DimEntry::Solved {
-                value: value.clone(),
+        let entry = match &value {
+            Dim::Known(k) => DimEntry::Known {
+                value: k.clone(),
                 why,
                 source,
             },
-        );
+            &Dim::Var(to) => DimEntry::Alias { to, next: to, why },
+        };
         // Read through the shared pointer: the undo log may hold it too.
-        let DimEntry::Open(bounds) = old else { return };
-        if let Some(d) = &mut self.dirty {
-            for (w, _) in bounds.cur.iter().chain(&bounds.subr) {
-                d.touch_dim(*w);
-            }
-            if let Dim::Var(w) = value {
-                d.touch_dim(w);
-            }
-        }
+        let Some(DimEntry::Open(bounds)) = self.env.set_dim(v, entry) else {
+            return;
+        };
         for &(c, cw) in &bounds.cur {
-            self.push(Constraint::DimIneq {
+            self.requeue(Constraint::DimIneq {
                 cur: Dim::Var(c),
                 subr: value.clone(),
                 why: cw,
             });
         }
         for &(s, sw) in &bounds.subr {
-            self.push(Constraint::DimIneq {
+            self.requeue(Constraint::DimIneq {
                 cur: value.clone(),
                 subr: Dim::Var(s),
                 why: sw,
             });
         }
         if let Some((lub, lw)) = &bounds.lub {
-            self.push(Constraint::DimIneq {
+            self.requeue(Constraint::DimIneq {
                 cur: Dim::Known(lub.clone()),
                 subr: value,
                 why: *lw,
             });
         }
-        self.push_all(bounds.watchers.iter().cloned());
+        for c in bounds.watchers.iter() {
+            self.requeue(c.clone());
+        }
     }
 
     fn dim_ineq(&mut self, cur: &Dim, subr: &Dim, why: Why) -> Result<(), ShapeError> {
@@ -436,11 +544,8 @@ impl Solver {
                 let subs: Vec<(DimVar, Why)> = bounds.subr.clone();
                 self.env
                     .update_dim_bounds(w, |b| b.lub = Some((n.clone(), source)));
-                if let Some(d) = &mut self.dirty {
-                    d.touch_dim(w);
-                }
                 for (s, _) in subs {
-                    self.push(Constraint::DimIneq {
+                    self.requeue(Constraint::DimIneq {
                         cur: Dim::Known(n.clone()),
                         subr: Dim::Var(s),
                         why: source,
@@ -474,7 +579,7 @@ impl Solver {
         }
         self.env.update_dim_bounds(w, |b| b.cur.push((v, why)));
         if let Some((l, lw)) = lub {
-            self.push(Constraint::DimIneq {
+            self.requeue(Constraint::DimIneq {
                 cur: Dim::Known(l),
                 subr: Dim::Var(w),
                 why: lw,
@@ -555,21 +660,10 @@ impl Solver {
     pub(crate) fn bind_row(&mut self, v: RowVar, dims: &[Dim], tail: RowTail, _why: Why) {
         let to_empty = tail == RowTail::Closed && dims.is_empty();
         let entry = self.env.solved_row(dims, tail);
-        let old = self.env.set_row(v, entry);
-        let RowEntry::Open { bounds, .. } = old else {
+        // Read through the shared pointer: the undo log may hold it too.
+        let Some(RowEntry::Open { bounds, .. }) = self.env.set_row(v, entry) else {
             return;
         };
-        // Read through the shared pointer: the undo log may hold it too.
-        if let Some(d) = &mut self.dirty {
-            if let RowTail::Open(w) = tail {
-                d.touch_row(w);
-            }
-            for s in bounds.ineqs.iter() {
-                for w in s.cur.row_var().into_iter().chain([s.subr]) {
-                    d.touch_row(w);
-                }
-            }
-        }
         for s in bounds.uppers() {
             if to_empty {
                 // `cur >= [..v..]` holds for any `cur` once `v` is the empty
@@ -584,7 +678,9 @@ impl Solver {
         for s in bounds.lowers() {
             self.queue.push(s.to_constraint());
         }
-        self.push_all(bounds.watchers.iter().cloned());
+        for c in bounds.watchers.iter() {
+            self.requeue(c.clone());
+        }
     }
 
     fn row_ineq(&mut self, cur: Row, subr: Row, why: Why) -> Result<(), ShapeError> {
@@ -615,8 +711,15 @@ impl Solver {
                     }
                     if let RowTail::Open(sv) = rs.tail {
                         let gain = (ls - lc) as i64;
-                        if let Some(cycle) = find_rank_cycle(&self.env, sv, cv, gain)? {
-                            return Err(self.rank_cycle_error(cv, &rc, &rs, why, &cycle));
+                        if let Some(cycle) =
+                            find_rank_cycle(&mut self.env, &self.watched_rows, sv, cv, gain)?
+                        {
+                            let claim = format!("{} >= {}", self.show_row(&rc), self.show_row(&rs));
+                            let words = [
+                                "the operand's leading axes already number at least the row's",
+                                "broadcasting constraints",
+                            ];
+                            return Err(self.rank_cycle_error(cv, claim, words, why, &cycle));
                         }
                     }
                     let sub_depth = match rs.tail {
@@ -624,7 +727,7 @@ impl Solver {
                         RowTail::Closed => 0,
                     };
                     let depth = 1 + self.env.row_depth(cv).max(sub_depth);
-                    if depth > 2 * self.api_row_vars + 64 {
+                    if self.too_deep(depth) {
                         return Err(ShapeError::InfiniteAxes {
                             context: self.origin_arc(why.origin),
                             row_var: cv.to_string(),
@@ -636,15 +739,7 @@ impl Solver {
                         });
                     }
                     let nv = self.mint_row(depth);
-                    let fresh: Vec<Dim> =
-                        (0..ls - lc).map(|_| Dim::Var(self.fresh_dim())).collect();
-                    if let Some(d) = &mut self.dirty {
-                        for x in &fresh {
-                            if let Dim::Var(v) = x {
-                                d.touch_dim(*v);
-                            }
-                        }
-                    }
+                    let fresh: Vec<Dim> = (0..ls - lc).map(|_| Dim::Var(self.mint_dim())).collect();
                     self.bind_row(cv, &fresh, RowTail::Open(nv), why);
                     // Now long enough. Only `cv` changed, and `subr` does not
                     // pass through it (its resolution stops at its own open
@@ -678,9 +773,6 @@ impl Solver {
                     upper: true,
                 };
                 self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
-                if let Some(d) = &mut self.dirty {
-                    d.touch_row(sv);
-                }
             }
             RowTail::Open(cv) => {
                 if cv == sv && prefix.is_empty() {
@@ -703,22 +795,28 @@ impl Solver {
                     };
                     self.env.update_row_bounds(sv, |b| b.ineqs.push(stored));
                 }
-                if let Some(d) = &mut self.dirty {
-                    d.touch_row(cv);
-                    d.touch_row(sv);
-                }
             }
         }
         Ok(())
     }
 
+    /// Whether a row made at this template depth is a sign of a cycle that
+    /// adds axes on every round (a backstop: the rank-cycle guard finds
+    /// such cycles first).
+    fn too_deep(&self, depth: u32) -> bool {
+        depth > 2 * self.api_row_vars + 64
+    }
+
     /// The error for a cycle of broadcasting constraints that adds axes on
     /// every round: the constraint that closed it, and those on the way.
+    ///
+    /// `claim` is the constraint that would make `grows` longer, `lead`
+    /// what the facts on the way say, and `what` the kind of constraints.
     fn rank_cycle_error(
         &self,
-        cv: RowVar,
-        rc: &ResolvedRow<'_>,
-        rs: &ResolvedRow<'_>,
+        grows: RowVar,
+        claim: String,
+        [lead, what]: [&str; 2],
         why: Why,
         cycle: &RankCycle,
     ) -> ShapeError {
@@ -734,11 +832,9 @@ impl Solver {
         };
         ShapeError::InfiniteAxes {
             context: self.origin_arc(why.origin),
-            row_var: cv.to_string(),
+            row_var: grows.to_string(),
             detail: format!(
-                "{} >= {}, and through {}, the operand's leading axes already number at least the row's{lag}: a cycle of broadcasting constraints that adds {} {axes} on every round",
-                self.show_row(rc),
-                self.show_row(rs),
+                "{claim}, and through {}, {lead}{lag}: a cycle of {what} that adds {} {axes} on every round",
                 via.join(", then "),
                 cycle.surplus,
             ),
@@ -833,39 +929,136 @@ impl Solver {
         Ok(())
     }
 
+    /// `rest` is `whole` without its first axis.
+    ///
+    /// A closed `whole` decides `rest`, and a closed `rest` decides `whole`
+    /// (a new first axis in front of it). While both are open the slice
+    /// waits for either, so that finalization closes `whole` first, as an
+    /// operand, and the slice decides `rest` from it.
+    ///
+    /// Once finalization has nothing else left to do (see
+    /// [`Solver::match_open_slices`]), what the spelled-out axes say is
+    /// settled: the end of the longer row is the end of the other, with the
+    /// first axis of `whole` in front, which leaves `[..w.., y]` and
+    /// `[..r..]` with `w` and `r` of equal length. Every lower bound on the
+    /// lengths is then in axes spelled out, so that closing `w` or `r`
+    /// empty cannot contradict the slice.
     fn drop_first(&mut self, whole: Row, rest: Row, why: Why) -> Result<(), ShapeError> {
         let rw = self.env.resolve_row(&whole)?;
-        let tail_of_rest = self.env.resolve_row(&rest)?.tail;
-        if let (RowTail::Open(w), RowTail::Open(r)) = (rw.tail, tail_of_rest) {
-            if w == r {
-                // The rest would be one axis shorter than a row that starts
-                // with the very same variable.
-                return Err(ShapeError::InfiniteAxes {
-                    context: self.origin_arc(why.origin),
-                    row_var: w.to_string(),
-                    detail: "a batch slice whose result shares its row variable with its operand"
-                        .into(),
-                });
-            }
-        }
-        match rw.tail {
-            RowTail::Closed => {
-                if rw.dims.is_empty() {
+        let rr = self.env.resolve_row(&rest)?;
+        let (n, m) = (rw.dims.len(), rr.dims.len());
+        let (w, r) = match (rw.tail, rr.tail) {
+            (RowTail::Closed, _) => {
+                if n == 0 {
                     return Err(ShapeError::NothingToSlice {
                         context: self.origin_arc(why.origin),
                         row: self.show_row(&rw),
                     });
                 }
-                self.push(Constraint::RowEq {
+                self.requeue(Constraint::RowEq {
                     a: rest,
                     b: Row::closed(rw.dims[1..].to_vec()),
                     why,
                 });
+                return Ok(());
             }
-            RowTail::Open(r) => {
-                self.defer(Constraint::DropFirst { whole, rest, why }, &[], Some(r))
+            (RowTail::Open(_), RowTail::Closed) => {
+                let first = Dim::Var(self.mint_dim());
+                let dims = std::iter::once(first).chain(rr.dims.iter().cloned());
+                self.requeue(Constraint::RowEq {
+                    a: whole,
+                    b: Row::closed(dims.collect()),
+                    why,
+                });
+                return Ok(());
+            }
+            (RowTail::Open(w), RowTail::Open(r)) => (w, r),
+        };
+        if w == r && n != m + 1 {
+            // The rest would be one axis shorter than a row that starts
+            // with the very same variable, and ends the same way.
+            return Err(ShapeError::InfiniteAxes {
+                context: self.origin_arc(why.origin),
+                row_var: w.to_string(),
+                detail: "a batch slice whose result shares its row variable with its operand"
+                    .into(),
+            });
+        }
+        if n == 1 && m == 0 || !self.match_open_slices {
+            // Nothing more to match, or not yet: wait for either side.
+            let c = Constraint::DropFirst { whole, rest, why };
+            if w != r {
+                self.defer(c.clone(), &[], Some(r));
+            }
+            self.defer(c, &[], Some(w));
+            return Ok(());
+        }
+        // Matching the spelled-out axes makes one side's row variable
+        // longer than the other's: first make sure that no facts already
+        // say the opposite (which would make it grow forever).
+        let (grows, than, gain) = if n > m {
+            (r, w, n - 1 - m)
+        } else {
+            (w, r, m + 1 - n)
+        };
+        if gain > 0 {
+            let found =
+                find_rank_cycle(&mut self.env, &self.watched_rows, than, grows, gain as i64)?;
+            if let Some(cycle) = found {
+                let claim = format!(
+                    "{} without its first axis is {}",
+                    self.show_row(&rw),
+                    self.show_row(&rr)
+                );
+                let words = [
+                    "the shorter row's leading axes already number at least the longer row's",
+                    "constraints",
+                ];
+                return Err(self.rank_cycle_error(grows, claim, words, why, &cycle));
             }
         }
+        // Fresh rows are one level deeper, as templates are (see `row_ineq`).
+        let depth = 1 + self.env.row_depth(w).max(self.env.row_depth(r));
+        if gain > 0 && self.too_deep(depth) {
+            return Err(ShapeError::InfiniteAxes {
+                context: self.origin_arc(why.origin),
+                row_var: grows.to_string(),
+                detail: format!(
+                    "{} without its first axis is {}: constraints among row variables form a cycle that adds axes on every round",
+                    self.show_row(&rw),
+                    self.show_row(&rr)
+                ),
+            });
+        }
+        let (whole_left, rest_left) = if n > m {
+            // `rest` ends with the axes of `whole` after its first.
+            let r2 = if gain > 0 { self.mint_row(depth) } else { r };
+            self.requeue(Constraint::RowEq {
+                a: Row::open(r, rr.dims.to_vec()),
+                b: Row::open(r2, rw.dims[1..].to_vec()),
+                why,
+            });
+            (
+                Row::open(w, vec![rw.dims[0].clone()]),
+                Row::open(r2, vec![]),
+            )
+        } else {
+            // `whole` ends with a first axis and then all of `rest`'s.
+            let w2 = self.mint_row(depth);
+            let first = Dim::Var(self.mint_dim());
+            let dims = std::iter::once(first.clone()).chain(rr.dims.iter().cloned());
+            self.requeue(Constraint::RowEq {
+                a: Row::open(w, rw.dims.to_vec()),
+                b: Row::open(w2, dims.collect()),
+                why,
+            });
+            (Row::open(w2, vec![first]), Row::open(r, vec![]))
+        };
+        self.requeue(Constraint::DropFirst {
+            whole: whole_left,
+            rest: rest_left,
+            why,
+        });
         Ok(())
     }
 }
@@ -881,6 +1074,19 @@ pub struct SolverStats {
     pub origins: usize,
     /// Constraint-processing steps taken.
     pub steps: u64,
+}
+
+/// What a transaction restores when it fails.
+#[derive(Debug)]
+struct Checkpoint {
+    env: EnvSnapshot,
+    origins: usize,
+    api_row_vars: u32,
+    given: u64,
+    steps: u64,
+    /// The work an enclosing call had queued, set aside until this
+    /// transaction ends.
+    outer_queue: Option<WorkQueue>,
 }
 
 /// Pending constraints, by class: dim constraints first, then row
@@ -914,6 +1120,10 @@ impl WorkQueue {
         self.dims.clear();
         self.rows.clear();
         self.whole_rows.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.dims.is_empty() && self.rows.is_empty() && self.whole_rows.is_empty()
     }
 }
 

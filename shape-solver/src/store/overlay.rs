@@ -1,0 +1,80 @@
+//! Entries written over a persistent map, leaving the map as it was.
+//!
+//! Why: finalization rewrites nearly every entry of a state that the graph
+//! keeps unfinalized (so that it can be extended and solved again). Writing
+//! into the shared map copies each 64-entry chunk on its first write, and
+//! the copy clones every entry's `Arc`: one write to a separate heap
+//! allocation per variable, scattered over the whole state. That cost grew
+//! much faster than the state (25-30 times from 1,000 to 10,000
+//! operations). Here an entry is copied only when it is written, into a
+//! dense vector that nothing else holds.
+
+use imbl::Vector;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Overlay<E> {
+    /// Variables from this id on were created after the overlay began:
+    /// nothing else holds their entries, so they are written in the map.
+    /// Below it, nothing grows, so the vectors are never reallocated
+    /// (which would copy megabytes at a time).
+    covered: usize,
+    /// One bit per covered variable: whether `entries` holds it. Small
+    /// enough to stay in cache, so that reading an entry that was never
+    /// written touches the map only.
+    written: Vec<u64>,
+    entries: Vec<Option<E>>,
+}
+
+impl<E: Clone> Overlay<E> {
+    /// An overlay over the first `covered` entries of a map.
+    pub fn new(covered: usize) -> Overlay<E> {
+        Overlay {
+            covered,
+            written: vec![0; covered.div_ceil(64)],
+            entries: Vec::with_capacity(covered),
+        }
+    }
+
+    fn is_written(&self, i: usize) -> bool {
+        i < self.covered && self.written[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// The entry written here for `i`, if any.
+    pub fn get(&self, i: usize) -> Option<&E> {
+        if self.is_written(i) {
+            self.entries[i].as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Where entry `i` is written (copied here from `map` on the first
+    /// write).
+    pub fn slot<'a>(&'a mut self, map: &'a mut Vector<E>, i: usize) -> Option<&'a mut E> {
+        if i >= self.covered {
+            return map.get_mut(i);
+        }
+        if !self.is_written(i) {
+            let base = map.get(i)?.clone();
+            if self.entries.len() <= i {
+                self.entries.resize(i + 1, None);
+            }
+            self.entries[i] = Some(base);
+            self.written[i / 64] |= 1 << (i % 64);
+        }
+        self.entries[i].as_mut()
+    }
+
+    /// Forgets the entries of variables from `n` on (they were removed).
+    pub fn truncate(&mut self, n: usize) {
+        if n >= self.covered {
+            return;
+        }
+        self.covered = n;
+        self.entries.truncate(n);
+        self.written.truncate(n.div_ceil(64));
+        if let Some(last) = self.written.last_mut().filter(|_| !n.is_multiple_of(64)) {
+            *last &= (1 << (n % 64)) - 1;
+        }
+    }
+}
