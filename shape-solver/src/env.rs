@@ -606,6 +606,19 @@ impl Env {
         }
     }
 
+    /// How much is recorded on an unsolved dim variable (what binding it
+    /// would move to another variable).
+    pub fn dim_load(&self, v: DimVar) -> usize {
+        self.dim_bounds(v)
+            .map_or(0, |b| b.cur.len() + b.subr.len() + b.watchers.len())
+    }
+
+    /// How much is stored on an unsolved row variable.
+    pub fn row_load(&self, v: RowVar) -> usize {
+        self.row_bounds(v)
+            .map_or(0, |b| b.ineqs.len() + b.watchers.len())
+    }
+
     /// The bounds of an unsolved row variable, as a handle of their own (to
     /// read while look-ups compress chains).
     pub fn row_bounds_shared(&self, v: RowVar) -> Option<Arc<RowBounds>> {

@@ -391,6 +391,16 @@ impl Solver {
         match (ra, rb) {
             (ResolvedDim::Var(v), ResolvedDim::Var(w)) => {
                 if v != w {
+                    // What is recorded on the variable bound moves to the
+                    // other: the one with less recorded goes, so that a
+                    // chain of equalities through a variable with many
+                    // relations does not move them at every step (union
+                    // by size: each relation moves O(log n) times).
+                    let (v, w) = if self.env.dim_load(v) > self.env.dim_load(w) {
+                        (w, v)
+                    } else {
+                        (v, w)
+                    };
                     self.bind_dim(v, Dim::Var(w), why, why);
                 }
                 Ok(())
@@ -644,7 +654,11 @@ impl Solver {
                 self.bind_row(w, &ra.dims[..la - lb], RowTail::Closed, why)
             }
             (RowTail::Open(v), RowTail::Open(w)) if v != w => {
-                if la <= lb {
+                // Two aliases: the one with less stored is bound, as for
+                // dims (see `unify_dim`).
+                if la == lb && self.env.row_load(v) > self.env.row_load(w) {
+                    self.bind_row(w, &[], RowTail::Open(v), why)
+                } else if la <= lb {
                     self.bind_row(v, &rb.dims[..lb - la], RowTail::Open(w), why)
                 } else {
                     self.bind_row(w, &ra.dims[..la - lb], RowTail::Open(v), why)
