@@ -13,9 +13,15 @@
 //! 5. what is left (variables that bound each other in a cycle, or wait
 //!    under one) closes the same way, all rows at once, else all dims;
 //! 6. when all that is left waits for pending batch slices, the slices
-//!    stop holding it back, and rules 1-5 go on;
-//! 7. an element-count constraint still waiting on two or more unknown
-//!    sizes is an error: the solution would be a guess.
+//!    match what their rows spell out (see `Solver::drop_first`) and stop
+//!    holding the rows back, and rules 1-5 go on.
+//!
+//! The smallest row a slice's operand can close to has one axis, the one
+//! the slice drops: rules 3 and 5 close a row variable that is all of a
+//! pending slice's operand row to one axis rather than none.
+//!
+//! An element-count constraint still waiting on two or more unknown sizes
+//! at the end is an error: the solution would be a guess.
 //!
 //! Results flow down from the results of a computation to its leaves, so a
 //! parameter gets the largest shape its uses allow and an intermediate
@@ -151,20 +157,18 @@ impl Solver {
         let mut slices_released = false;
         // Recomputed with every round of rules 3-5; between rounds a row
         // that stays listed after its slice was decided only waits longer.
-        let mut blocked_rows = s.blocked()?.1;
+        let mut pending = s.pending()?;
         loop {
             s.run()?;
-            if s.close_queued(&mut q, fin, &blocked_rows)? {
+            if s.close_queued(&mut q, fin, &pending.rows)? {
                 continue;
             }
-            let (blocked_dims, blocked, waiting) = s.blocked()?;
-            blocked_rows = if slices_released {
-                BTreeSet::new()
-            } else {
-                blocked
-            };
-            if s.close_top_rows(&mut q, fin, &blocked_rows)?
-                || s.close_top_dims(&mut q, fin, &blocked_dims)?
+            pending = s.pending()?;
+            if slices_released {
+                pending.rows.clear();
+            }
+            if s.close_top_rows(&mut q, fin, &pending)?
+                || s.close_top_dims(&mut q, fin, &pending.dims)?
             {
                 rescanned = false;
                 continue;
@@ -181,21 +185,21 @@ impl Solver {
                 // open no rule can open anything.
                 break;
             }
-            if s.close_leftover(fin, &blocked_dims, &blocked_rows)? {
+            if s.close_leftover(fin, &pending)? {
                 continue;
             }
-            if !blocked_rows.is_empty() && s.env.open_rows().any(|r| blocked_rows.contains(&r)) {
+            if s.env.open_rows().any(|r| pending.rows.contains(&r)) {
                 // Rule 6. Every row left waits for a slice that waits for
-                // one of them. The slices match their spelled-out axes
-                // now, after which whatever rules 1-5 choose leaves each
-                // slice a first axis to drop.
+                // one of them. The slices match their spelled-out axes now,
+                // after which whatever rules 1-5 choose leaves each slice a
+                // first axis to drop.
                 slices_released = true;
-                blocked_rows = BTreeSet::new();
+                pending.rows.clear();
                 s.match_open_slices();
                 any_open = s.queue_all_open(&mut q);
                 continue;
             }
-            if let Some(c) = waiting {
+            if let Some(c) = pending.waiting {
                 return Err(s.underdetermined(c));
             }
             // Every rule has run dry, which the rules above leave no way to
@@ -355,16 +359,11 @@ impl Solver {
         Ok(!self.first_upper_open(r, first)? && self.uppers(r, &b)?.count == 0)
     }
 
-    /// Variables that deferred constraints will decide: dims of element-count
-    /// rows with two or more unknowns and the dims above them, rows that are
-    /// the rest of a pending slice and the rows above them. Also returns one
-    /// such element-count constraint.
-    #[allow(clippy::type_complexity)]
-    fn blocked(
-        &self,
-    ) -> Result<(BTreeSet<DimVar>, BTreeSet<RowVar>, Option<Constraint>), ShapeError> {
+    /// What deferred constraints hold back (see [`Pending`]).
+    fn pending(&self) -> Result<Pending, ShapeError> {
         let mut dims = BTreeSet::new();
         let mut rows = BTreeSet::new();
+        let mut wholes = BTreeSet::new();
         let mut waiting = None;
         let env = &mut self.env.read_only();
         let watchers = self
@@ -394,9 +393,14 @@ impl Solver {
                             waiting.get_or_insert_with(|| c.clone());
                         }
                     }
-                    Constraint::DropFirst { rest, .. } => {
+                    Constraint::DropFirst { whole, rest, .. } => {
                         if let RowTail::Open(r) = resolve_row(env, rest)?.tail {
                             rows.insert(r);
+                        }
+                        if let (0, RowTail::Open(w)) =
+                            crate::env::extent(env, whole.dims.len(), whole.tail)?
+                        {
+                            wholes.insert(w);
                         }
                     }
                     _ => {}
@@ -437,7 +441,12 @@ impl Solver {
                 }
             }
         }
-        Ok((dims, rows, waiting))
+        Ok(Pending {
+            dims,
+            rows,
+            wholes,
+            waiting,
+        })
     }
 
     /// Rule 3.
@@ -445,13 +454,13 @@ impl Solver {
         &mut self,
         q: &mut Queues,
         fin: Why,
-        blocked: &BTreeSet<RowVar>,
+        pending: &Pending,
     ) -> Result<bool, ShapeError> {
         q.absorb(&mut self.env);
         let candidates = q.top_rows.take_all().into_iter().map(RowVar);
         let mut tops = Vec::new();
         for r in candidates {
-            if self.env.is_open_row(r) && !blocked.contains(&r) && self.no_uppers(r)? {
+            if self.env.is_open_row(r) && !pending.rows.contains(&r) && self.no_uppers(r)? {
                 tops.push(r);
             }
         }
@@ -461,19 +470,27 @@ impl Solver {
                 Some((_, b)) => self.uppers(r, &b)?.count,
                 None => 0,
             };
-            if left == 0 {
-                self.close_row_empty(r, fin)?;
+            if left == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
+                self.run()?;
             }
         }
         Ok(!tops.is_empty())
     }
 
-    fn close_row_empty(&mut self, r: RowVar, fin: Why) -> Result<(), ShapeError> {
-        if self.env.row_bounds(r).is_some() {
-            self.bind_row(r, &[], RowTail::Closed, fin);
-            self.run()?;
+    /// Closes `r` to the smallest row it can be: empty, or one axis for
+    /// all of a slice's operand row (the axis the slice drops). False when
+    /// it was solved already.
+    fn close_row_smallest(&mut self, r: RowVar, fin: Why, wholes: &BTreeSet<RowVar>) -> bool {
+        if self.env.row_bounds(r).is_none() {
+            return false;
         }
-        Ok(())
+        let dims: Vec<Dim> = if wholes.contains(&r) {
+            vec![Dim::Var(self.mint_dim())]
+        } else {
+            Vec::new()
+        };
+        self.bind_row(r, &dims, RowTail::Closed, fin);
+        true
     }
 
     fn close_dim_one(&mut self, v: DimVar, fin: Why) -> Result<(), ShapeError> {
@@ -527,22 +544,15 @@ impl Solver {
     /// All at once is always consistent: what is left has no known lower
     /// bound (rules 1-2 would have taken it), and a row inequality or a
     /// dim inequality holds when both sides are empty or 1.
-    fn close_leftover(
-        &mut self,
-        fin: Why,
-        blocked_dims: &BTreeSet<DimVar>,
-        blocked_rows: &BTreeSet<RowVar>,
-    ) -> Result<bool, ShapeError> {
+    fn close_leftover(&mut self, fin: Why, pending: &Pending) -> Result<bool, ShapeError> {
         let rows: Vec<RowVar> = self
             .env
             .open_rows()
-            .filter(|r| !blocked_rows.contains(r))
+            .filter(|r| !pending.rows.contains(r))
             .collect();
         if !rows.is_empty() {
             for r in rows {
-                if self.env.row_bounds(r).is_some() {
-                    self.bind_row(r, &[], RowTail::Closed, fin);
-                }
+                self.close_row_smallest(r, fin, &pending.wholes);
             }
             self.run()?;
             return Ok(true);
@@ -550,7 +560,7 @@ impl Solver {
         let dims: Vec<DimVar> = self
             .env
             .open_dims()
-            .filter(|v| !blocked_dims.contains(v))
+            .filter(|v| !pending.dims.contains(v))
             .collect();
         if !dims.is_empty() {
             for v in dims {
@@ -586,6 +596,22 @@ impl Solver {
             Err(e) => e,
         }
     }
+}
+
+/// What deferred constraints hold back from rules 3-5: sizes and rows that
+/// they will decide, and the smallest rows slices allow.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Dims of element-count rows with two or more unknowns, and the dims
+    /// above them.
+    dims: BTreeSet<DimVar>,
+    /// Rows that are the rest of a pending slice, and the rows above them.
+    rows: BTreeSet<RowVar>,
+    /// Row variables that are all of a pending slice's operand row: the
+    /// smallest row they can close to has one axis.
+    wholes: BTreeSet<RowVar>,
+    /// One element-count constraint still waiting on two or more unknowns.
+    waiting: Option<Constraint>,
 }
 
 /// A summary of a row variable's upper bounds.

@@ -83,7 +83,7 @@ pub struct Solver {
     pub(crate) watched_rows: std::collections::BTreeSet<RowVar>,
     steps: u64,
     /// Whether slices whose rows are both open match what the rows spell
-    /// out (set by finalization once nothing else is left to do).
+    /// out (set by finalization, see `drop_first`).
     match_open_slices: bool,
 }
 
@@ -145,9 +145,8 @@ impl Solver {
     }
 
     /// Queues again every slice that waits with both rows open, to be
-    /// matched (see `drop_first`) from now on: finalization's last resort
-    /// before a slice would be left undecided.
-    pub(crate) fn match_open_slices(&mut self) {
+    /// matched (see `drop_first`) from now on; false when there is none.
+    pub(crate) fn match_open_slices(&mut self) -> bool {
         self.match_open_slices = true;
         let mut slices = Vec::new();
         for r in &self.watched_rows {
@@ -160,9 +159,11 @@ impl Solver {
                 }
             }
         }
+        let any = !slices.is_empty();
         for c in slices {
             self.requeue(c);
         }
+        any
     }
 
     /// Counts of what the solver holds, for diagnostics and benchmarks.
@@ -935,6 +936,12 @@ impl Solver {
                 match integer_root(quotient, k).and_then(|r| KnownDim::of(r as u64)) {
                     Some(size) => self.bind_dim(*v, Dim::Known(size), why, why),
                     None => return Err(fail(self, TotalElemsReason::NoIntegerRoot { power: k })),
+                }
+            }
+            (RowTail::Closed, _) if quotient == 1 => {
+                // Sizes are at least 1: a product of 1 leaves only 1s.
+                for &v in &distinct {
+                    self.bind_dim(v, Dim::Known(KnownDim::one()), why, why);
                 }
             }
             (RowTail::Closed, _) => self.defer(c, &distinct, None),

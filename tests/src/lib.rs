@@ -1,6 +1,9 @@
 //! Shared helpers for the cross-crate tests, public so other crates can
 //! test their own operations the same way:
 //!
+//! - [`inference::infer`]: a program in the text language with every
+//!   inferred shape (or its error), for inference tests written as programs
+//!   with inline snapshots;
 //! - [`render_inferred`]: a graph and its solved shapes as a small program
 //!   with every inferred shape beside it (for snapshot tests);
 //! - [`programs`]: random well-shaped programs with random data;
@@ -14,6 +17,7 @@
 
 pub mod differential;
 pub mod gpu;
+pub mod inference;
 pub mod kernels;
 pub mod programs;
 
