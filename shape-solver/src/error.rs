@@ -202,7 +202,7 @@ pub enum ShapeError {
     /// constraints keep producing work, as a cycle of broadcasts that adds
     /// axes on every round would (one that the solver's own checks for such
     /// cycles did not catch).
-    #[error("the solver stopped in {context} after {steps} steps, the most that constraints of this size may take ({limit}): the constraints keep producing new work, as a cycle of broadcasting constraints that adds axes on every round would")]
+    #[error("step limit reached in {context}: {steps} steps, more than the {limit} that constraints of this size may take; they keep producing new work, as a cycle of broadcasting constraints that adds axes on every round would (or the solver's step budget is too small for them)")]
     StepLimit {
         /// The constraint being simplified when the limit was reached.
         context: Arc<Origin>,

@@ -31,7 +31,7 @@
 //! environment's stores report every variable that changed (and those a
 //! solved variable recorded relations with), and finalization queues them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use imbl::Vector;
@@ -363,7 +363,9 @@ impl Solver {
     fn pending(&self) -> Result<Pending, ShapeError> {
         let mut dims = BTreeSet::new();
         let mut rows = BTreeSet::new();
-        let mut wholes = BTreeSet::new();
+        // Pending slices whose operand ends in a row variable: that
+        // variable, the operand's spelled-out axes, and how the rest ends.
+        let mut slices: Vec<(RowVar, usize, usize, RowTail)> = Vec::new();
         let mut waiting = None;
         let env = &mut self.env.read_only();
         let watchers = self
@@ -394,13 +396,14 @@ impl Solver {
                         }
                     }
                     Constraint::DropFirst { whole, rest, .. } => {
-                        if let RowTail::Open(r) = resolve_row(env, rest)?.tail {
+                        let (m, rest_tail) = crate::env::extent(env, rest.dims.len(), rest.tail)?;
+                        if let RowTail::Open(r) = rest_tail {
                             rows.insert(r);
                         }
-                        if let (0, RowTail::Open(w)) =
+                        if let (n, RowTail::Open(w)) =
                             crate::env::extent(env, whole.dims.len(), whole.tail)?
                         {
-                            wholes.insert(w);
+                            slices.push((w, n, m, rest_tail));
                         }
                     }
                     _ => {}
@@ -444,7 +447,7 @@ impl Solver {
         Ok(Pending {
             dims,
             rows,
-            wholes,
+            wholes: smallest_operands(&slices),
             waiting,
         })
     }
@@ -477,18 +480,20 @@ impl Solver {
         Ok(!tops.is_empty())
     }
 
-    /// Closes `r` to the smallest row it can be: empty, or one axis for
-    /// all of a slice's operand row (the axis the slice drops). False when
+    /// Closes `r` to the smallest row it can be: empty, or as long as the
+    /// slices of the row it ends need (see [`Pending::wholes`]). False when
     /// it was solved already.
-    fn close_row_smallest(&mut self, r: RowVar, fin: Why, wholes: &BTreeSet<RowVar>) -> bool {
+    fn close_row_smallest(
+        &mut self,
+        r: RowVar,
+        fin: Why,
+        wholes: &BTreeMap<RowVar, usize>,
+    ) -> bool {
         if self.env.row_bounds(r).is_none() {
             return false;
         }
-        let dims: Vec<Dim> = if wholes.contains(&r) {
-            vec![Dim::Var(self.mint_dim())]
-        } else {
-            Vec::new()
-        };
+        let len = wholes.get(&r).copied().unwrap_or(0);
+        let dims: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
         self.bind_row(r, &dims, RowTail::Closed, fin);
         true
     }
@@ -607,11 +612,52 @@ struct Pending {
     dims: BTreeSet<DimVar>,
     /// Rows that are the rest of a pending slice, and the rows above them.
     rows: BTreeSet<RowVar>,
-    /// Row variables that are all of a pending slice's operand row: the
-    /// smallest row they can close to has one axis.
-    wholes: BTreeSet<RowVar>,
+    /// Row variables at the front of a pending slice's operand row, with
+    /// the fewest axes they can close to: one for the axis the slice drops,
+    /// more when the slice's result is itself sliced, fewer by what the
+    /// operand row spells out.
+    wholes: BTreeMap<RowVar, usize>,
     /// One element-count constraint still waiting on two or more unknowns.
     waiting: Option<Constraint>,
+}
+
+/// The fewest axes each operand row variable of `slices` (`(w, n, m,
+/// rest)`: the operand is `[..w.., n axes]` and the rest `[rest, m
+/// axes]`) can have: `1 + m - n` plus what the rest's own row variable
+/// needs as the operand of further slices. Entries of 0 are left out.
+fn smallest_operands(slices: &[(RowVar, usize, usize, RowTail)]) -> BTreeMap<RowVar, usize> {
+    fn need(
+        w: RowVar,
+        slices: &[(RowVar, usize, usize, RowTail)],
+        memo: &mut BTreeMap<RowVar, usize>,
+        visiting: &mut BTreeSet<RowVar>,
+    ) -> usize {
+        if let Some(&n) = memo.get(&w) {
+            return n;
+        }
+        // A cycle of slices is a contradiction the solver reports on its
+        // own; here it only must not recurse forever.
+        if !visiting.insert(w) {
+            return 0;
+        }
+        let mut most = 0;
+        for &(x, n, m, rest) in slices.iter().filter(|s| s.0 == w) {
+            let below = match rest {
+                RowTail::Open(r) if r != x => need(r, slices, memo, visiting),
+                _ => 0,
+            };
+            most = most.max((1 + m + below).saturating_sub(n));
+        }
+        visiting.remove(&w);
+        memo.insert(w, most);
+        most
+    }
+    let mut memo = BTreeMap::new();
+    for &(w, ..) in slices {
+        need(w, slices, &mut memo, &mut BTreeSet::new());
+    }
+    memo.retain(|_, n| *n > 0);
+    memo
 }
 
 /// A summary of a row variable's upper bounds.

@@ -46,4 +46,4 @@ pub use ops::{EinsumOp, OpKind};
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
 pub use program::{execution_order, RunError};
 pub use projections::{AxisIndex, Projections};
-pub use solver::{Solver, SolverStats};
+pub use solver::{Solver, SolverStats, StepBudget};

@@ -82,17 +82,50 @@ pub struct Solver {
     pub(crate) watched_dims: std::collections::BTreeSet<DimVar>,
     pub(crate) watched_rows: std::collections::BTreeSet<RowVar>,
     steps: u64,
+    budget: StepBudget,
     /// Whether slices whose rows are both open match what the rows spell
     /// out (set by finalization, see `drop_first`).
     match_open_slices: bool,
 }
 
-/// Steps any problem may take, however small.
-const STEP_BASE: u64 = 100_000;
-/// Steps per constraint or variable given. Solving takes a few steps per
-/// constraint given (each variable is bound once, and what was recorded on
-/// it retried once); see `docs/performance.md` for what was measured.
-const STEP_FACTOR: u64 = 64;
+/// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
+/// counts the constraints and variables given to it (not those it makes
+/// itself).
+///
+/// Solving takes a few steps per constraint given (each variable is bound
+/// once, and what was recorded on it is retried once): about 9 per
+/// operation of a network of 10,000 operations, where the default allows
+/// some 80 times that. A set of constraints that keeps producing work
+/// reaches the limit in time proportional to the problem instead of
+/// running on.
+///
+/// ```
+/// use shape_solver::{Solver, StepBudget};
+/// let mut s = Solver::new();
+/// assert_eq!(s.step_limit(), StepBudget::default().base);
+/// s.fresh_dim();
+/// let b = StepBudget::default();
+/// assert_eq!(s.step_limit(), b.base + b.per_given);
+/// // A service solving untrusted programs can spend less.
+/// s.set_step_budget(StepBudget { base: 1_000, per_given: 8 });
+/// assert_eq!(s.step_limit(), 1_008);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepBudget {
+    /// Steps any problem may take, however small.
+    pub base: u64,
+    /// Steps per constraint or variable given.
+    pub per_given: u64,
+}
+
+impl Default for StepBudget {
+    fn default() -> StepBudget {
+        StepBudget {
+            base: 100_000,
+            per_given: 64,
+        }
+    }
+}
 
 impl Solver {
     /// An empty solver.
@@ -182,15 +215,16 @@ impl Solver {
     }
 
     /// How many steps this solver may take in all before a call fails
-    /// with [`ShapeError::StepLimit`]: a base that any small problem stays
-    /// far below, and a fixed number per constraint and variable given.
-    ///
-    /// Well-formed problems take a few steps per constraint; a set of
-    /// constraints that keeps producing work (a cycle that the solver's
-    /// other checks miss) reaches the limit in time proportional to the
-    /// problem instead of running on.
+    /// with [`ShapeError::StepLimit`] (see [`StepBudget`]).
     pub fn step_limit(&self) -> u64 {
-        STEP_BASE.saturating_add(STEP_FACTOR.saturating_mul(self.given))
+        let b = self.budget;
+        b.base
+            .saturating_add(b.per_given.saturating_mul(self.given))
+    }
+
+    /// Sets the budget [`Solver::step_limit`] follows (kept by clones).
+    pub fn set_step_budget(&mut self, budget: StepBudget) {
+        self.budget = budget;
     }
 
     /// Adds a constraint and simplifies until nothing more follows.
@@ -1031,8 +1065,13 @@ impl Solver {
                     self.show_row(&rw),
                     self.show_row(&rr)
                 );
+                // `grows` must get more leading axes than `than` has.
                 let words = [
-                    "the shorter row's leading axes already number at least the longer row's",
+                    if grows == w {
+                        "the result's leading axes already number at least the operand's"
+                    } else {
+                        "the operand's leading axes already number at least the result's"
+                    },
                     "constraints",
                 ];
                 return Err(self.rank_cycle_error(grows, claim, words, why, &cycle));

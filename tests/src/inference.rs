@@ -34,7 +34,10 @@ use shapec::syntax::parse;
 /// count from the first line of the string.
 pub fn infer(program: &str) -> String {
     let text = dedent(program);
-    let compiled = match parse(&text).map_err(ProgramError::from).and_then(|p| compile(&p)) {
+    let compiled = match parse(&text)
+        .map_err(ProgramError::from)
+        .and_then(|p| compile(&p))
+    {
         Ok(c) => c,
         Err(e) => return render_error(&text, &e),
     };

@@ -1,5 +1,6 @@
 //! Property tests of the solver: declarativeness, agreement with numpy's
-//! broadcasting rule, termination and idempotence.
+//! broadcasting rule, termination, idempotence, and solutions that satisfy
+//! every constraint.
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -30,6 +31,8 @@ enum GenConstraint {
     RowEq(GenRow, GenRow),
     RowIneq(GenRow, GenRow),
     Total(GenRow, u64),
+    /// A batch slice: the second row is the first without its first axis.
+    Drop(GenRow, GenRow),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -54,6 +57,7 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         2 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::RowEq(a, b)),
         4 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::RowIneq(a, b)),
         1 => (gen_row(), prop::sample::select(vec![1u64, 4, 6, 12, 24])).prop_map(|(r, n)| GenConstraint::Total(r, n)),
+        1 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::Drop(a, b)),
     ]
 }
 
@@ -117,6 +121,11 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                 GenConstraint::Total(r, n) => Constraint::TotalElems {
                     row: row(r),
                     total: (*n).try_into().unwrap(),
+                    why,
+                },
+                GenConstraint::Drop(a, b) => Constraint::DropFirst {
+                    whole: row(a),
+                    rest: row(b),
                     why,
                 },
             }
@@ -289,14 +298,33 @@ proptest! {
         }
     }
 
-    /// (c) The solver stops within a bounded number of steps, row variables
-    /// and cyclic inequalities included.
+    /// (c) The solver stops within its step limit, row variables, slices
+    /// and cyclic inequalities included. A run that would not stop reaches
+    /// the limit and fails with `StepLimit` (so this property fails rather
+    /// than hangs), and adding or finalizing never gets there.
     #[test]
-    fn solving_terminates_within_a_step_bound(gen in prop::collection::vec(gen_constraint(), 1..16)) {
+    fn solving_terminates_within_the_step_limit(gen in prop::collection::vec(gen_constraint(), 1..16)) {
         let inst = instance(&gen);
-        let (result, solver) = outcome(inst.solver, inst.constraints);
-        // 16 constraints over 6 dims and 3 rows: generous, but finite and checked.
+        let mut solver = inst.solver;
+        let added = inst.constraints.into_iter().try_for_each(|c| solver.add(c));
+        let result = added.and_then(|()| solver.finalize().map(drop));
+        prop_assert!(!matches!(result, Err(ShapeError::StepLimit { .. })), "{:?}", result);
+        // 16 constraints over 6 dims and 3 rows: far below the limit.
         prop_assert!(solver.steps() < 20_000, "{} steps, result {:?}", solver.steps(), result);
+    }
+
+    /// (e) A solution satisfies every constraint it was solved from.
+    #[test]
+    fn solutions_satisfy_every_constraint(gen in prop::collection::vec(gen_constraint(), 1..12)) {
+        let inst = instance(&gen);
+        let mut solver = inst.solver;
+        if inst.constraints.iter().try_for_each(|c| solver.add(c.clone())).is_err() {
+            return Ok(());
+        }
+        let Ok(sol) = solver.finalize() else { return Ok(()) };
+        for c in &inst.constraints {
+            prop_assert!(holds(&sol, c), "{:?} does not hold", c);
+        }
     }
 
     /// (d) Re-adding constraints that were solved changes nothing, and
@@ -327,6 +355,34 @@ proptest! {
             let facts: Vec<Constraint> = dim_facts.chain(row_facts).collect();
             let (with_facts, _) = outcome(solver, facts);
             prop_assert_eq!(&first, &with_facts);
+        }
+    }
+}
+
+/// Whether a constraint holds in a solution (sizes only: the generated
+/// constraints carry no labels).
+fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
+    let dim = |d: &Dim| sol.dim(d).unwrap().size();
+    let row = |r: &Row| -> Vec<u64> { sol.row(r).unwrap().iter().map(KnownDim::size).collect() };
+    let broadcasts = |n: u64, m: u64| n == m || m == 1;
+    match c {
+        Constraint::DimEq { a, b, .. } => dim(a) == dim(b),
+        Constraint::DimIneq { cur, subr, .. } => broadcasts(dim(cur), dim(subr)),
+        Constraint::RowEq { a, b, .. } => row(a) == row(b),
+        Constraint::RowIneq { cur, subr, .. } => {
+            let (c, s) = (row(cur), row(subr));
+            c.len() >= s.len()
+                && c.iter()
+                    .rev()
+                    .zip(s.iter().rev())
+                    .all(|(&n, &m)| broadcasts(n, m))
+        }
+        Constraint::TotalElems { row: r, total, .. } => {
+            row(r).iter().product::<u64>() == total.get()
+        }
+        Constraint::DropFirst { whole, rest, .. } => {
+            let (w, r) = (row(whole), row(rest));
+            !w.is_empty() && w[1..] == r[..]
         }
     }
 }

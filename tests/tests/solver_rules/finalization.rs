@@ -1,0 +1,91 @@
+//! Finalization (§2(f)): what closes the variables that solving left open,
+//! in which order, and why the outcome does not depend on the order of the
+//! constraints.
+
+use shape_tests::inference::infer;
+
+use crate::{accepted_in_every_order, closed, open, sizes, v, Fixture};
+
+#[test]
+fn rows_with_nothing_above_them_close_empty_and_dims_to_one() {
+    insta::assert_snapshot!(infer(r"
+        param p
+        input x: ..r.. n
+    "), @r"
+        p : |->
+        x : |->1
+        ");
+}
+
+#[test]
+fn sizes_flow_down_from_the_results_to_the_leaves() {
+    // The worked example of docs/constraint-semantics.md: parameters take
+    // the largest shapes their uses allow, results the smallest.
+    insta::assert_snapshot!(infer(r"
+        input x: 8|784
+        param w1
+        param b1: 64
+        h = w1 @ x
+        s = h + b1
+        a = relu(s)
+        param w2
+        y = w2 @ a
+        require y: 8|->10
+    "), @r"
+        x  : 8|->784
+        w1 : |784->64
+        b1 : |->64
+        h  : 8|->64
+        s  : 8|->64
+        a  : 8|->64
+        w2 : |64->10
+        y  : 8|->10
+        ");
+}
+
+/// Two row variables that bound each other in a cycle, each also at least
+/// one axis long, so each is expanded by a template. Closing one of the
+/// cycle's open variables first decided the lengths (`r0 = [1]`,
+/// `r2 = [1, 1, 1]`, or `r0 = [1, 1]`, `r2 = [1]`), and which one was first
+/// went by id, which for templates follows the order of the constraints
+/// (found by the order-independence property). Rule 5 closes all that is
+/// left at once, the shortest rows the constraints allow.
+#[test]
+fn closing_a_cycle_of_row_bounds_does_not_depend_on_the_order() {
+    let mut f = Fixture::new();
+    let (r0, _, r2) = (f.row(), f.row(), f.row());
+    let d0 = v(f.dim());
+    let cs = [
+        f.row_ge(open(r2, [d0.clone()]), open(r0, [])),
+        f.row_ge(open(r0, [d0.clone(), d0.clone()]), open(r2, [])),
+        f.row_ge(open(r2, []), closed([d0.clone()])),
+        f.row_ge(open(r0, []), closed([d0])),
+    ];
+    for (order, t) in accepted_in_every_order(&f.s, &cs) {
+        let sol = t.finalize().unwrap();
+        let lens = (sizes(&sol, &open(r0, [])), sizes(&sol, &open(r2, [])));
+        assert_eq!(lens, (vec![1], vec![1]), "order {order:?}");
+    }
+}
+
+/// A cycle `rank(r2) <= rank(r1) + 1`, `rank(r2) >= rank(r1)` reached
+/// through a row equality `r0 = [..r2.., d]`: in one order `r2` stays open,
+/// in another it is bound to the template variable expanded from `r0`, so
+/// no naming of the cycle's variables is the same in both (found by the
+/// order-independence property). All rows left close empty at once.
+#[test]
+fn closing_a_cycle_reached_through_an_equality_does_not_depend_on_the_order() {
+    let mut f = Fixture::new();
+    let (r0, r1, r2) = (f.row(), f.row(), f.row());
+    let d0 = v(f.dim());
+    let cs = [
+        f.row_eq(open(r2, [d0.clone(), d0.clone()]), open(r0, [d0.clone()])),
+        f.row_ge(open(r1, [d0.clone()]), open(r2, [])),
+        f.row_ge(open(r0, []), open(r1, [d0])),
+    ];
+    for (order, t) in accepted_in_every_order(&f.s, &cs) {
+        let sol = t.finalize().unwrap();
+        let lens = [r0, r1, r2].map(|r| sizes(&sol, &open(r, [])));
+        assert_eq!(lens, [vec![1], vec![], vec![]], "order {order:?}");
+    }
+}
