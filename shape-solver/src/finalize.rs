@@ -39,7 +39,7 @@ use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
 use crate::env::{
-    resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowBounds, RowEntry,
+    resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowEntry,
 };
 use crate::error::ShapeError;
 use crate::origin::{Origin, Why};
@@ -278,43 +278,37 @@ impl Solver {
         Ok(false)
     }
 
-    /// The upper bounds stored on `r`, if it is open and has any: how the
-    /// first one ends (read from the entry itself), and a handle of their
-    /// own (to read while look-ups compress chains). One read of the entry.
-    fn upper_bounds(&self, r: RowVar) -> Option<(FirstUpper, Arc<RowBounds>)> {
-        match self.env.rows.get(r.0) {
-            // Most open rows have no upper bound: the entry says so without
-            // its bounds being read.
-            Some(RowEntry::Open { first_upper, .. }) if *first_upper == FirstUpper::None => None,
-            Some(RowEntry::Open {
-                bounds,
-                first_upper,
-            }) => Some((*first_upper, bounds.clone())),
-            _ => None,
-        }
-    }
-
     /// What the stored inequalities bounding `r` from above say: how many
     /// there are, whether all are closed rows, and the fewest axes any of
     /// them leaves for `r`.
-    fn uppers(&mut self, r: RowVar, b: &RowBounds) -> Result<Uppers, ShapeError> {
+    fn uppers(&mut self, r: RowVar) -> Result<Uppers, ShapeError> {
         let mut u = Uppers {
             count: 0,
             all_closed: true,
             min_len: usize::MAX,
         };
+        // Copied out of the bounds (most rows store one to three), so that
+        // the look-ups below may compress chains; a copy of the handle
+        // would write its count, in a block of its own, for every row.
+        let mut found = UpperList::default();
+        let Some(b) = self.env.row_bounds(r) else {
+            return Ok(u);
+        };
         for c in b.uppers() {
-            // Lengths and tails only: nothing is copied. Stored upper
-            // bounds name `r` itself as their operand, which is open.
-            let (ls, st) = if c.subr == r {
+            found.push((c.subr, c.cur.dims.len(), c.cur.tail));
+        }
+        for (subr, len, tail) in found.iter() {
+            // Stored upper bounds name `r` itself as their operand, which
+            // is open.
+            let (ls, st) = if subr == r {
                 (0, RowTail::Open(r))
             } else {
-                self.env.extent(0, RowTail::Open(c.subr))?
+                self.env.extent(0, RowTail::Open(subr))?
             };
             if st != RowTail::Open(r) {
                 continue;
             }
-            let (lc, ct) = self.env.extent(c.cur.dims.len(), c.cur.tail)?;
+            let (lc, ct) = self.env.extent(len, tail)?;
             if ct == RowTail::Open(r) {
                 continue;
             }
@@ -341,22 +335,23 @@ impl Solver {
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
     /// the shortest one leaves for `r`.
     fn closed_upper_len(&mut self, r: RowVar) -> Result<Option<usize>, ShapeError> {
-        let Some((first, b)) = self.upper_bounds(r) else {
-            return Ok(None);
-        };
-        if self.first_upper_open(r, first)? {
+        // Most open rows have no upper bound, or a first one that is not
+        // closed: the entry says so without the bounds being read.
+        let first = self.env.first_upper(r);
+        if first == FirstUpper::None || self.first_upper_open(r, first)? {
             return Ok(None);
         }
-        let u = self.uppers(r, &b)?;
+        let u = self.uppers(r)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
     }
 
     /// Whether `r` has no upper bound left (rule 3).
     fn no_uppers(&mut self, r: RowVar) -> Result<bool, ShapeError> {
-        let Some((first, b)) = self.upper_bounds(r) else {
+        let first = self.env.first_upper(r);
+        if first == FirstUpper::None {
             return Ok(true);
-        };
-        Ok(!self.first_upper_open(r, first)? && self.uppers(r, &b)?.count == 0)
+        }
+        Ok(!self.first_upper_open(r, first)? && self.uppers(r)?.count == 0)
     }
 
     /// What deferred constraints hold back (see [`Pending`]).
@@ -469,11 +464,7 @@ impl Solver {
         }
         for &r in &tops {
             // Closing one may have given another an upper bound since.
-            let left = match self.upper_bounds(r) {
-                Some((_, b)) => self.uppers(r, &b)?.count,
-                None => 0,
-            };
-            if left == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
+            if self.uppers(r)?.count == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
                 self.run()?;
             }
         }
@@ -658,6 +649,30 @@ fn smallest_operands(slices: &[(RowVar, usize, usize, RowTail)]) -> BTreeMap<Row
     }
     memo.retain(|_, n| *n > 0);
     memo
+}
+
+/// Upper bounds copied out of a row's bounds: `(operand, result dims,
+/// result tail)`, the first few without an allocation.
+#[derive(Default)]
+struct UpperList {
+    head: [Option<(RowVar, usize, RowTail)>; 4],
+    rest: Vec<(RowVar, usize, RowTail)>,
+}
+
+impl UpperList {
+    fn push(&mut self, u: (RowVar, usize, RowTail)) {
+        match self.head.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(u),
+            None => self.rest.push(u),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (RowVar, usize, RowTail)> + '_ {
+        self.head
+            .iter()
+            .map_while(|u| *u)
+            .chain(self.rest.iter().copied())
+    }
 }
 
 /// A summary of a row variable's upper bounds.
