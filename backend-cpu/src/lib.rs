@@ -45,7 +45,7 @@ pub enum CpuError {
     /// outside a buffer.
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    /// A buffer larger than the backend allows, or than memory can hold.
+    /// A buffer larger than the backend allows.
     #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the CPU backend's limit of {limit} bytes per buffer")]
     BufferTooLarge {
         /// Elements asked for.
@@ -54,6 +54,14 @@ pub enum CpuError {
         bytes: u128,
         /// The limit.
         limit: u64,
+    },
+    /// A buffer within the limit that memory cannot hold.
+    #[error("out of memory: a buffer of {elements} f32 elements ({bytes} bytes) could not be allocated")]
+    OutOfMemory {
+        /// Elements asked for.
+        elements: usize,
+        /// Their size in bytes.
+        bytes: u128,
     },
 }
 
@@ -124,7 +132,11 @@ impl CpuBackend {
             return Err(too_large());
         }
         let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|_| too_large())?;
+        v.try_reserve_exact(len)
+            .map_err(|_| CpuError::OutOfMemory {
+                elements: len,
+                bytes,
+            })?;
         Ok(v)
     }
 
@@ -228,6 +240,18 @@ impl Backend for CpuBackend {
 mod tests {
     use super::*;
     use shape_core::kernel::{Accumulate, Expr, Layout};
+
+    #[test]
+    fn a_failed_allocation_is_out_of_memory_not_over_the_limit() {
+        // More than isize::MAX bytes: no allocator can give it, whatever
+        // the limit says.
+        let mut cpu = CpuBackend::new().with_max_buffer_bytes(u64::MAX);
+        let e = cpu.alloc(usize::MAX / 4).unwrap_err();
+        assert!(matches!(e, CpuError::OutOfMemory { .. }), "{e}");
+        assert!(e.to_string().starts_with("out of memory: a buffer of "), "{e}");
+        let e = CpuBackend::new().alloc(3 << 30).unwrap_err();
+        assert!(matches!(e, CpuError::BufferTooLarge { .. }), "{e}");
+    }
 
     #[test]
     fn buffers_that_do_not_match_the_launch_are_typed_errors() {
