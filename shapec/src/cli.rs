@@ -191,7 +191,7 @@ pub fn main_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let cli = match Cli::try_parse_from(args) {
+    let mut cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = e.exit_code();
@@ -204,6 +204,13 @@ pub fn main_with(
             return code.clamp(0, 255) as u8;
         }
     };
+    if let Command::Broadcast { shapes, json } = &mut cli.command {
+        // Shapes may start with `-` (`-1,2` is refused as a negative size,
+        // not read as an option), so `--json` after them arrives as one.
+        let before = shapes.len();
+        shapes.retain(|s| s != "--json");
+        *json |= shapes.len() < before;
+    }
     let color = match cli.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,

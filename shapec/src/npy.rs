@@ -606,7 +606,7 @@ mod tests {
             read_data(h, r, None),
             Err(NpyError::Length {
                 expected: 24,
-                found: 20,
+                found: 22,
                 ..
             })
         ));
