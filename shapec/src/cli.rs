@@ -339,15 +339,6 @@ fn execute(
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
             let outputs = &compiled.results;
-            checks::slice_in_range(&compiled, &solved, run.slice)?;
-            if run.backend == BackendChoice::Cpu {
-                checks::buffers_fit(
-                    &compiled,
-                    &solved,
-                    backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
-                    "the CPU backend",
-                )?;
-            }
             let out_dir = match dir {
                 Some(d) if !outputs.is_empty() => {
                     let mut shapes = Vec::with_capacity(outputs.len());
@@ -359,6 +350,15 @@ fn execute(
                 }
                 _ => None,
             };
+            checks::slice_in_range(&compiled, &solved, run.slice)?;
+            if run.backend == BackendChoice::Cpu {
+                checks::buffers_fit(
+                    &compiled,
+                    &solved,
+                    backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
+                    "the CPU backend",
+                )?;
+            }
             enough_memory(&compiled, &solved, Runs::Once, run.memory_limit)?;
             let mut data = gather(&compiled, &solved, &run.inputs, run.seed)?;
             let mut job = RunJob {

@@ -32,7 +32,7 @@ pub struct Budget {
 }
 
 /// Reads a size in bytes: digits with an optional binary suffix `K`, `M`,
-/// `G` or `T` (powers of 1024), optionally followed by `B` or `iB`.
+/// `G`, `T` or `P` (powers of 1024), optionally followed by `B` or `iB`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
@@ -45,6 +45,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some('M') => (&body[..body.len() - 1], 20),
         Some('G') => (&body[..body.len() - 1], 30),
         Some('T') => (&body[..body.len() - 1], 40),
+        Some('P') => (&body[..body.len() - 1], 50),
         _ => (body, 0),
     };
     let n: u64 = digits.trim().parse().map_err(|_| {

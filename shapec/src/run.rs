@@ -334,7 +334,7 @@ impl Tolerance {
     pub fn allows(&self, expected: f32, found: f32) -> bool {
         let (abs, _) = differences(expected, found);
         let scale = (expected as f64).abs().max((found as f64).abs());
-        abs == 0.0 || abs <= self.abs + self.rel * scale
+        abs == 0.0 || (abs.is_finite() && abs <= self.abs + self.rel * scale)
     }
 }
 
@@ -451,6 +451,87 @@ mod tests {
         assert!(r(1, "w", 1000).iter().all(|v| (-1.0..1.0).contains(v)));
         // More than memory can hold: refused, not aborted.
         assert!(random_values(1, "w", usize::MAX / 2).is_none());
+    }
+
+    /// The CPU backend, its downloads off by `by`.
+    struct Off {
+        cpu: CpuBackend,
+        by: f32,
+    }
+
+    impl Backend for Off {
+        type Buffer = Vec<f32>;
+        type Error = backend_cpu::CpuError;
+        fn name(&self) -> String {
+            "off".into()
+        }
+        fn alloc(&mut self, len: usize) -> Result<Vec<f32>, Self::Error> {
+            self.cpu.alloc(len)
+        }
+        fn upload(&mut self, data: &[f32]) -> Result<Vec<f32>, Self::Error> {
+            self.cpu.upload(data)
+        }
+        fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, Self::Error> {
+            Ok(buffer.iter().map(|v| v + self.by).collect())
+        }
+        fn execute(
+            &mut self,
+            kernel: &shape_core::kernel::Kernel,
+            launch: &shape_core::kernel::Launch,
+            result: &mut Vec<f32>,
+            operands: &[&Vec<f32>],
+        ) -> Result<(), Self::Error> {
+            self.cpu.execute(kernel, launch, result, operands)
+        }
+    }
+
+    #[test]
+    fn diff_counts_the_elements_outside_the_tolerance() {
+        let program = crate::syntax::parse("const c: 3 = [1, 10, 100]\ny = c * 1\n").unwrap();
+        let compiled = crate::compile::compile(&program).unwrap();
+        let solved = compiled.solve().unwrap();
+        let data = gather(&compiled, &solved, &[], 0).unwrap();
+        let diff = |by: f32, tolerance: Option<Tolerance>| {
+            let mut job = DiffJob {
+                job: RunJob {
+                    compiled: &compiled,
+                    solved: &solved,
+                    data: &data.values,
+                    outputs: &compiled.results,
+                    slice: 0,
+                },
+                tolerance,
+            };
+            job.run(&mut Off {
+                cpu: CpuBackend::reference(),
+                by,
+            })
+            .unwrap()
+        };
+        // Off by 0.5: relative differences 1/3, 0.05/1.05, 0.005/1.005.
+        let d = diff(0.5, Tolerance::parse("rel=0.1").ok());
+        assert_eq!((d.elements, d.exceeding), (3, 1));
+        assert_eq!(d.first_exceeding.as_ref().unwrap().index, vec![0]);
+        let d = diff(0.5, Tolerance::parse("abs=0.4,rel=0.01").ok());
+        assert_eq!(d.exceeding, 1);
+        assert_eq!(d.first_exceeding.unwrap().expected, 1.0);
+        let d = diff(0.5, Tolerance::parse("abs=0.5").ok());
+        assert_eq!(d.exceeding, 0);
+        assert_eq!(diff(0.5, None).exceeding, 0);
+        let d = diff(f32::NAN, Tolerance::parse("abs=1e9").ok());
+        assert_eq!(d.exceeding, 3);
+    }
+
+    #[test]
+    fn tolerances_read_and_refused() {
+        let t = Tolerance::parse(" abs = 1e-5 , rel=0 ").unwrap();
+        assert_eq!((t.abs, t.rel), (1e-5, 0.0));
+        assert!(Tolerance::parse("abs=-1").is_err());
+        assert!(Tolerance::parse("abs=nan").is_err());
+        assert!(Tolerance::parse("abs=1,abs=2").unwrap_err().contains("twice"));
+        assert!(Tolerance::parse("ulp=2").unwrap_err().contains("`ulp`"));
+        assert!(Tolerance { abs: 0.0, rel: 0.0 }.allows(f32::NAN, f32::NAN));
+        assert!(!Tolerance { abs: 1.0, rel: 1.0 }.allows(f32::INFINITY, 1.0));
     }
 
     #[test]
