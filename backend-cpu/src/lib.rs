@@ -56,7 +56,9 @@ pub enum CpuError {
         limit: u64,
     },
     /// A buffer within the limit that memory cannot hold.
-    #[error("out of memory: a buffer of {elements} f32 elements ({bytes} bytes) could not be allocated")]
+    #[error(
+        "out of memory: a buffer of {elements} f32 elements ({bytes} bytes) could not be allocated"
+    )]
     OutOfMemory {
         /// Elements asked for.
         elements: usize,
@@ -248,7 +250,10 @@ mod tests {
         let mut cpu = CpuBackend::new().with_max_buffer_bytes(u64::MAX);
         let e = cpu.alloc(usize::MAX / 4).unwrap_err();
         assert!(matches!(e, CpuError::OutOfMemory { .. }), "{e}");
-        assert!(e.to_string().starts_with("out of memory: a buffer of "), "{e}");
+        assert!(
+            e.to_string().starts_with("out of memory: a buffer of "),
+            "{e}"
+        );
         let e = CpuBackend::new().alloc(3 << 30).unwrap_err();
         assert!(matches!(e, CpuError::BufferTooLarge { .. }), "{e}");
     }

@@ -95,10 +95,7 @@ pub fn buffers_fit(
             continue;
         }
         let name = g.name(t).unwrap_or("?");
-        let shape = solved
-            .shape(t)
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        let shape = solved.shape(t).map(|s| s.to_string()).unwrap_or_default();
         let (op, span) = match g.kind(t) {
             Ok(TensorKind::Result(op)) => (
                 g.op(op).map(|(k, _, _)| k.name().to_string()),

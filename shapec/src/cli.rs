@@ -606,7 +606,9 @@ fn f32_json(v: f32) -> Value {
     } else if v.is_infinite() {
         json!(if v > 0.0 { "inf" } else { "-inf" })
     } else {
-        format!("{v:?}").parse::<f64>().map_or(Value::Null, |x| json!(x))
+        format!("{v:?}")
+            .parse::<f64>()
+            .map_or(Value::Null, |x| json!(x))
     }
 }
 
@@ -665,7 +667,10 @@ fn diff_text(
             ),
             None => "every element is within it".to_string(),
         };
-        s.push_str(&format!("tolerance: abs={}, rel={}: {verdict}\n", t.abs, t.rel));
+        s.push_str(&format!(
+            "tolerance: abs={}, rel={}: {verdict}\n",
+            t.abs, t.rel
+        ));
     }
     write!(out, "{s}").map_err(stdout_error)
 }

@@ -48,9 +48,10 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some('P') => (&body[..body.len() - 1], 50),
         _ => (body, 0),
     };
-    let n: u64 = digits.trim().parse().map_err(|_| {
-        format!("expected a size like 2G, 512M or 1000000 (bytes), found `{text}`")
-    })?;
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a size like 2G, 512M or 1000000 (bytes), found `{text}`"))?;
     n.checked_mul(1 << shift)
         .ok_or_else(|| format!("the size `{text}` is more than 2^64 bytes"))
 }
@@ -296,7 +297,10 @@ mod tests {
         assert_eq!(run_bytes(&s, &[y], Runs::Once).unwrap(), 3 * k);
         // Keeping every result: host x, x (freed after a), a, b, y, and
         // three downloads.
-        assert_eq!(run_bytes(&s, &[a, b, y], Runs::Once).unwrap(), k + 3 * k + 3 * k);
+        assert_eq!(
+            run_bytes(&s, &[a, b, y], Runs::Once).unwrap(),
+            k + 3 * k + 3 * k
+        );
         assert_eq!(run_bytes(&s, &[y], Runs::Compared).unwrap(), 4 * k);
     }
 

@@ -62,7 +62,9 @@ pub enum NpyError {
     #[error("the file ends inside its header")]
     Truncated,
     /// A header longer than [`MAX_HEADER_BYTES`].
-    #[error("the header is {len} bytes long; shapec reads headers of at most {MAX_HEADER_BYTES} bytes")]
+    #[error(
+        "the header is {len} bytes long; shapec reads headers of at most {MAX_HEADER_BYTES} bytes"
+    )]
     HeaderTooLong {
         /// The length the file gives.
         len: u32,
@@ -273,10 +275,11 @@ fn checked_shape(text: &[u8]) -> Result<Vec<u64>, NpyError> {
     let dims = dims
         .iter()
         .map(|d| match d {
-            py_literal::Value::Integer(n) => n
-                .to_string()
-                .parse::<u64>()
-                .map_err(|_| bad(&format!("'shape' has the size {n}, not a size from 0 to 2^64 - 1"))),
+            py_literal::Value::Integer(n) => n.to_string().parse::<u64>().map_err(|_| {
+                bad(&format!(
+                    "'shape' has the size {n}, not a size from 0 to 2^64 - 1"
+                ))
+            }),
             other => Err(bad(&format!("'shape' has a non-integer `{other}`"))),
         })
         .collect::<Result<Vec<u64>, _>>()?;
@@ -565,11 +568,13 @@ mod tests {
         b.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(read(&b), Err(NpyError::HeaderTooLong { len: u32::MAX }));
         // A shape of more than 2^64 elements (npyz would overflow).
-        let huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }";
+        let huge =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }";
         assert!(
             matches!(read(&v2(huge, &[])), Err(NpyError::Header(m)) if m.contains("more than 2^64"))
         );
-        let zero = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }";
+        let zero =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }";
         assert!(matches!(read(&v2(zero, &[])), Err(NpyError::Header(_))));
         let negative = "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }";
         assert!(matches!(read(&v2(negative, &[])), Err(NpyError::Header(_))));

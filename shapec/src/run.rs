@@ -150,7 +150,10 @@ pub fn gather(
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(out_of_memory)?;
         let (v, source) = if let Some(path) = given.get(name) {
-            (read_input(path, name, shape)?, Source::File((*path).clone()))
+            (
+                read_input(path, name, shape)?,
+                Source::File((*path).clone()),
+            )
         } else if let Some(v) = compiled.constants.get(&t) {
             let mut copy = npy::try_vec(v.len()).ok_or_else(out_of_memory)?;
             copy.extend_from_slice(v);
@@ -310,9 +313,7 @@ impl Tolerance {
                 .parse()
                 .ok()
                 .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| {
-                    format!("`{part}`: a tolerance is a finite number of at least 0")
-                })?;
+                .ok_or_else(|| format!("`{part}`: a tolerance is a finite number of at least 0"))?;
             let slot = match key.trim() {
                 "abs" => (&mut t.abs, &mut seen.0),
                 "rel" => (&mut t.rel, &mut seen.1),
@@ -351,9 +352,14 @@ impl BackendJob for DiffJob<'_> {
     type Output = Result<Diff, ProgramError>;
     fn check(&mut self, max_buffer_bytes: u64, backend: &str) -> Option<Self::Output> {
         // Before the reference run, which may take long.
-        checks::buffers_fit(self.job.compiled, self.job.solved, max_buffer_bytes, backend)
-            .err()
-            .map(Err)
+        checks::buffers_fit(
+            self.job.compiled,
+            self.job.solved,
+            max_buffer_bytes,
+            backend,
+        )
+        .err()
+        .map(Err)
     }
     fn run<B: Backend>(&mut self, other: &mut B) -> Self::Output {
         let (ref_name, expected) = self.job.run_on(&mut CpuBackend::reference())?;
@@ -528,7 +534,9 @@ mod tests {
         assert_eq!((t.abs, t.rel), (1e-5, 0.0));
         assert!(Tolerance::parse("abs=-1").is_err());
         assert!(Tolerance::parse("abs=nan").is_err());
-        assert!(Tolerance::parse("abs=1,abs=2").unwrap_err().contains("twice"));
+        assert!(Tolerance::parse("abs=1,abs=2")
+            .unwrap_err()
+            .contains("twice"));
         assert!(Tolerance::parse("ulp=2").unwrap_err().contains("`ulp`"));
         assert!(Tolerance { abs: 0.0, rel: 0.0 }.allows(f32::NAN, f32::NAN));
         assert!(!Tolerance { abs: 1.0, rel: 1.0 }.allows(f32::INFINITY, 1.0));

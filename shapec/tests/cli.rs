@@ -180,10 +180,20 @@ fn infer_json_error_schema() {
     // as byte offsets with line and column.
     let text = std::fs::read_to_string(programs().join("errors/dim_mismatch.shape")).unwrap();
     let at = |span: &Value| {
-        let (start, end) = (span["start"].as_u64().unwrap(), span["end"].as_u64().unwrap());
-        let (line, column) = (span["line"].as_u64().unwrap(), span["column"].as_u64().unwrap());
+        let (start, end) = (
+            span["start"].as_u64().unwrap(),
+            span["end"].as_u64().unwrap(),
+        );
+        let (line, column) = (
+            span["line"].as_u64().unwrap(),
+            span["column"].as_u64().unwrap(),
+        );
         let line_text = text.lines().nth(line as usize - 1).unwrap();
-        let line_start = text.lines().take(line as usize - 1).map(|l| l.len() + 1).sum::<usize>();
+        let line_start = text
+            .lines()
+            .take(line as usize - 1)
+            .map(|l| l.len() + 1)
+            .sum::<usize>();
         assert_eq!(line_start + column as usize - 1, start as usize);
         assert!(line_text.len() >= column as usize);
         &text[start as usize..end as usize]

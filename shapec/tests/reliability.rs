@@ -31,7 +31,9 @@ fn shapec_in(dir: &Path, args: &[&str]) -> Output {
 
 /// A scratch directory for one test, with `files` written in it.
 fn scratch(name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reliability").join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("reliability")
+        .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch directory");
     for (file, text) in files {
@@ -68,7 +70,10 @@ fn long_names_and_many_labels_print_without_panicking() {
     let dir = scratch(
         "long_names",
         &[
-            ("name.shape", &format!("input {name}: 2\ny = relu({name})\n")),
+            (
+                "name.shape",
+                &format!("input {name}: 2\ny = relu({name})\n"),
+            ),
             ("permute.shape", &permute),
         ],
     );
@@ -103,7 +108,14 @@ fn a_run_larger_than_memory_is_refused_before_it_allocates() {
     // 8 GiB of x, its upload and y: 24 GiB.
     let out = shapec_in(
         &dir,
-        &["run", "huge.shape", "--backend", "cpu", "--memory-limit", "1G"],
+        &[
+            "run",
+            "huge.shape",
+            "--backend",
+            "cpu",
+            "--memory-limit",
+            "1G",
+        ],
     );
     assert_eq!(out.status, 1, "{}", out.stderr);
     assert_eq!(
@@ -113,14 +125,26 @@ fn a_run_larger_than_memory_is_refused_before_it_allocates() {
     // diff also holds the reference results while the second run runs.
     let out = shapec_in(
         &dir,
-        &["diff", "huge.shape", "--backend", "cpu", "--memory-limit", "1G"],
+        &[
+            "diff",
+            "huge.shape",
+            "--backend",
+            "cpu",
+            "--memory-limit",
+            "1G",
+        ],
     );
-    assert!(out.stderr.contains("needs 34359738368 bytes"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("needs 34359738368 bytes"),
+        "{}",
+        out.stderr
+    );
     // 4 TiB: more than any machine here has, whatever the limit found.
     let out = shapec_in(&dir, &["run", "enormous.shape", "--backend", "cpu"]);
     assert_eq!(out.status, 1, "{}", out.stderr);
     assert!(
-        out.stderr.starts_with("error[memory]: out of memory: this run needs 13194139533312 bytes, ")
+        out.stderr
+            .starts_with("error[memory]: out of memory: this run needs 13194139533312 bytes, ")
             || out.stderr.contains("exceeds")
             || out.stderr.contains("per buffer"),
         "{}",
@@ -130,17 +154,39 @@ fn a_run_larger_than_memory_is_refused_before_it_allocates() {
     // Within the limit, it runs.
     let out = shapec_in(
         &dir,
-        &["run", "small.shape", "--backend", "cpu", "--memory-limit", "1M"],
+        &[
+            "run",
+            "small.shape",
+            "--backend",
+            "cpu",
+            "--memory-limit",
+            "1M",
+        ],
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let out = shapec_in(
         &dir,
-        &["run", "small.shape", "--backend", "cpu", "--memory-limit", "11999"],
+        &[
+            "run",
+            "small.shape",
+            "--backend",
+            "cpu",
+            "--memory-limit",
+            "11999",
+        ],
     );
-    assert!(out.stderr.contains("needs 12000 bytes, 11999 available"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("needs 12000 bytes, 11999 available"),
+        "{}",
+        out.stderr
+    );
     let out = shapec_in(&dir, &["run", "small.shape", "--memory-limit", "lots"]);
     assert_eq!(out.status, 2);
-    assert!(out.stderr.contains("expected a size like 2G"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("expected a size like 2G"),
+        "{}",
+        out.stderr
+    );
 }
 
 // ---- 7. unbounded reads ----------------------------------------------------
@@ -154,7 +200,17 @@ fn endless_and_lying_files_are_refused_without_reading_them_whole() {
         out.stderr,
         "error[read]: /dev/zero is larger than the 16777216 bytes a program may have\n\n"
     );
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--input", "x=/dev/zero"]);
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--backend",
+            "cpu",
+            "--input",
+            "x=/dev/zero",
+        ],
+    );
     assert_eq!(out.status, 1);
     assert_eq!(
         out.stderr,
@@ -175,14 +231,30 @@ fn endless_and_lying_files_are_refused_without_reading_them_whole() {
     .unwrap();
     let out = shapec_in(
         &dir,
-        &["run", "big.shape", "--backend", "cpu", "--input", "x=liar.npy", "--memory-limit", "1P"],
+        &[
+            "run",
+            "big.shape",
+            "--backend",
+            "cpu",
+            "--input",
+            "x=liar.npy",
+            "--memory-limit",
+            "1P",
+        ],
     );
     assert_eq!(out.status, 1, "{}", out.stderr);
     assert!(!out.stderr.contains("memory allocation"), "{}", out.stderr);
     // A directory is not data.
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--input", "x=."]);
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--input", "x=."],
+    );
     assert_eq!(out.status, 1);
-    assert!(out.stderr.starts_with("error[read]: cannot read .: "), "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error[read]: cannot read .: "),
+        "{}",
+        out.stderr
+    );
 }
 
 // ---- 8. --out --------------------------------------------------------------
@@ -196,38 +268,70 @@ fn out_that_is_a_file_fails_before_the_run() {
         &[
             ("blocker", "a file"),
             // A run that would fail: the --out error must come first.
-            ("big.shape", "input a: 100000\ninput b: 100000\nouter = einsum(\"i;j=>ij\", a, b)\n"),
+            (
+                "big.shape",
+                "input a: 100000\ninput b: 100000\nouter = einsum(\"i;j=>ij\", a, b)\n",
+            ),
             ("none.shape", "input x: 2\n"),
         ],
     );
-    let out = shapec_in(&dir, &["run", "big.shape", "--backend", "cpu", "--out", "blocker"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "big.shape", "--backend", "cpu", "--out", "blocker"],
+    );
     assert_eq!(out.status, 1);
     assert_eq!(
         out.stderr,
         "error[write]: cannot write blocker: it exists and is not a directory\n\n"
     );
     // No results: nothing claimed, nothing created.
-    let out = shapec_in(&dir, &["run", "none.shape", "--backend", "cpu", "--out", "results"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "none.shape", "--backend", "cpu", "--out", "results"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.ends_with("no results to write to results: the program assigns no tensor\n"));
+    assert!(out
+        .stdout
+        .ends_with("no results to write to results: the program assigns no tensor\n"));
     assert!(!out.stdout.contains("wrote"));
     assert!(!dir.join("results").exists());
     // A result name too long for a file name: refused before the run.
     let long = "r".repeat(300);
-    std::fs::write(dir.join("long.shape"), format!("input x: 2\n{long} = relu(x)\n")).unwrap();
-    let out = shapec_in(&dir, &["run", "long.shape", "--backend", "cpu", "--out", "results"]);
+    std::fs::write(
+        dir.join("long.shape"),
+        format!("input x: 2\n{long} = relu(x)\n"),
+    )
+    .unwrap();
+    let out = shapec_in(
+        &dir,
+        &["run", "long.shape", "--backend", "cpu", "--out", "results"],
+    );
     assert_eq!(out.status, 1);
-    assert!(out.stderr.contains("more than the 255 a file system allows"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("more than the 255 a file system allows"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn out_replaces_a_symlink_and_never_writes_through_it() {
-    let dir = scratch("out_symlink", &[("p.shape", TWO_RESULTS), ("target.txt", "precious")]);
+    let dir = scratch(
+        "out_symlink",
+        &[("p.shape", TWO_RESULTS), ("target.txt", "precious")],
+    );
     std::fs::create_dir(dir.join("results")).unwrap();
     std::os::unix::fs::symlink(dir.join("target.txt"), dir.join("results/y.npy")).unwrap();
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--out", "results"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--out", "results"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert_eq!(std::fs::read_to_string(dir.join("target.txt")).unwrap(), "precious");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("target.txt")).unwrap(),
+        "precious"
+    );
     let meta = std::fs::symlink_metadata(dir.join("results/y.npy")).unwrap();
     assert!(meta.file_type().is_file());
     let y = shapec::npy::read(&std::fs::read(dir.join("results/y.npy")).unwrap()).unwrap();
@@ -255,13 +359,25 @@ fn a_write_cut_short_leaves_the_old_files_and_no_partial_one() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.starts_with("error[write]: cannot write results/y.npy: "), "{stderr}");
+    assert!(
+        stderr.starts_with("error[write]: cannot write results/y.npy: "),
+        "{stderr}"
+    );
     assert!(stderr.contains("File too large"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(dir.join("results/y.npy")).unwrap(), "stale y");
-    assert_eq!(std::fs::read_to_string(dir.join("results/z.npy")).unwrap(), "stale z");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("results/y.npy")).unwrap(),
+        "stale y"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("results/z.npy")).unwrap(),
+        "stale z"
+    );
     assert_eq!(listing(&dir.join("results")), ["y.npy", "z.npy"]);
     // Without the limit both are replaced together.
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--out", "results"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--out", "results"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     for name in ["y.npy", "z.npy"] {
         let a = shapec::npy::read(&std::fs::read(dir.join("results").join(name)).unwrap());
@@ -274,17 +390,40 @@ fn a_write_cut_short_leaves_the_old_files_and_no_partial_one() {
 
 #[test]
 fn slice_out_of_range_is_located() {
-    let dir = scratch("slice", &[("p.shape", "input x: 3|4\ny = batch_slice(x)\n")]);
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--slice", "3"]);
+    let dir = scratch(
+        "slice",
+        &[("p.shape", "input x: 3|4\ny = batch_slice(x)\n")],
+    );
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--slice", "3"],
+    );
     assert_eq!(out.status, 1);
     insta::assert_snapshot!("slice_out_of_range", out.stderr);
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--slice", "3", "--json"]);
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--backend",
+            "cpu",
+            "--slice",
+            "3",
+            "--json",
+        ],
+    );
     let e = &json_of(&out.stdout)["error"];
     assert_eq!(e["kind"], "slice_out_of_range");
     assert_eq!(e["op"], "batch_slice");
     assert_eq!(e["line"], 2);
-    assert_eq!(e["span"], json!({"start": 17, "end": 31, "line": 2, "column": 5}));
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--slice", "2"]);
+    assert_eq!(
+        e["span"],
+        json!({"start": 17, "end": 31, "line": 2, "column": 5})
+    );
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--slice", "2"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
 }
 
@@ -296,7 +435,11 @@ fn an_overflowing_product_of_sizes_is_exact() {
     );
     let out = shapec_in(&dir, &["infer", "c.shape"]);
     assert_eq!(out.status, 1);
-    assert!(!out.stderr.contains("18446744073709551615"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("18446744073709551615"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr.starts_with("error[total_elems]: element count mismatch in the 1 elements of `k` declared as \"4294967296,4294967296,16\": its known sizes multiply to 295147905179352825856, more than the 1 values written"),
         "{}",
@@ -309,7 +452,16 @@ fn repeated_inputs_are_an_error() {
     let dir = scratch("repeated", &[("p.shape", "input x: 2\ny = relu(x)\n")]);
     let out = shapec_in(
         &dir,
-        &["run", "p.shape", "--backend", "cpu", "--input", "x=a.npy", "--input", "x=b.npy"],
+        &[
+            "run",
+            "p.shape",
+            "--backend",
+            "cpu",
+            "--input",
+            "x=a.npy",
+            "--input",
+            "x=b.npy",
+        ],
     );
     assert_eq!(out.status, 1);
     assert_eq!(
@@ -324,13 +476,20 @@ fn explain_takes_every_name_infer_prints() {
         "explain_names",
         &[("p.shape", "input x: 2|3\nparam w\ny = relu(w @ x) * 2\n")],
     );
-    let out = shapec_in(&dir, &["infer", "p.shape", "--explain", "y.1", "--explain", "2"]);
+    let out = shapec_in(
+        &dir,
+        &["infer", "p.shape", "--explain", "y.1", "--explain", "2"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(out.stdout.contains("\ny.1: 2|->1\n"), "{}", out.stdout);
     assert!(out.stdout.contains("\n2: |->1\n"), "{}", out.stdout);
     let out = shapec_in(&dir, &["infer", "p.shape", "--explain", "nope\x1b[2J"]);
     assert_eq!(out.status, 1);
-    assert!(out.stderr.contains("no tensor `nope\\u{1b}[2J`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no tensor `nope\\u{1b}[2J`"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -344,8 +503,16 @@ fn broadcast_reads_hyphen_values_and_escapes_control_characters() {
     );
     let out = shapec_in(&dir, &["broadcast", "2\x1b]0;pwned\x07", "3"]);
     assert_eq!(out.status, 1);
-    assert!(!out.stderr.contains('\x1b') && !out.stderr.contains('\x07'), "{:?}", out.stderr);
-    assert!(out.stderr.contains("2\\u{1b}]0;pwned\\u{7}"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains('\x1b') && !out.stderr.contains('\x07'),
+        "{:?}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("2\\u{1b}]0;pwned\\u{7}"),
+        "{}",
+        out.stderr
+    );
     // Options after the shapes still work.
     let out = shapec_in(&dir, &["broadcast", "2,1", "3", "--json"]);
     assert_eq!(json_of(&out.stdout), json!({"shape": [2, 3]}));
@@ -357,12 +524,22 @@ fn diff_on_wgpu_checks_the_gpu_buffer_limit_before_the_reference_run() {
     // past any GPU's largest storage buffer (at most 4 GiB).
     let dir = scratch(
         "diff_gpu_limit",
-        &[("p.shape", "input a: 40000\ninput b: 40000\nouter = einsum(\"i;j=>ij\", a, b)\n")],
+        &[(
+            "p.shape",
+            "input a: 40000\ninput b: 40000\nouter = einsum(\"i;j=>ij\", a, b)\n",
+        )],
     );
     let started = std::time::Instant::now();
     let out = shapec_in(
         &dir,
-        &["diff", "p.shape", "--backend", "wgpu", "--memory-limit", "1P"],
+        &[
+            "diff",
+            "p.shape",
+            "--backend",
+            "wgpu",
+            "--memory-limit",
+            "1P",
+        ],
     );
     let required = std::env::var("SHAPE_REQUIRE_GPU").is_ok_and(|v| v == "1");
     if out.stderr.contains("no GPU adapter") && !required {
@@ -374,7 +551,11 @@ fn diff_on_wgpu_checks_the_gpu_buffer_limit_before_the_reference_run() {
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("that the wgpu adapter "), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("that the wgpu adapter "),
+        "{}",
+        out.stderr
+    );
     // Not a measurement: the reference run of 1.6e9 multiplications
     // would have taken far longer than any check.
     let _ = started;
@@ -386,9 +567,15 @@ fn diff_on_wgpu_checks_the_gpu_buffer_limit_before_the_reference_run() {
 fn run_json_gives_every_result_with_shape_dims_and_values() {
     let dir = scratch(
         "run_json",
-        &[("p.shape", "const c: 2|3 = [1, 2, 3, 4, 5, 6]\ny = c * 2\nz = transpose(c)\n")],
+        &[(
+            "p.shape",
+            "const c: 2|3 = [1, 2, 3, 4, 5, 6]\ny = c * 2\nz = transpose(c)\n",
+        )],
     );
-    let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--json", "--out", "o"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--json", "--out", "o"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
     assert_eq!(v["backend"], "cpu (coalesced)");
@@ -402,11 +589,18 @@ fn run_json_gives_every_result_with_shape_dims_and_values() {
     );
     assert_eq!(v["results"][1]["name"], "z");
     assert_eq!(v["results"][1]["shape"]["input"], json!([3]));
-    assert_eq!(v["written"], json!({"dir": "o", "files": ["y.npy", "z.npy"]}));
+    assert_eq!(
+        v["written"],
+        json!({"dir": "o", "files": ["y.npy", "z.npy"]})
+    );
     let out = shapec_in(&dir, &["run", "p.shape", "--backend", "cpu", "--json"]);
     assert_eq!(json_of(&out.stdout)["written"], Value::Null);
     // Values that JSON has no number for.
-    std::fs::write(dir.join("q.shape"), "const c: 3 = [0, 1, -1]\ny = log(c)\nz = c / 0\n").unwrap();
+    std::fs::write(
+        dir.join("q.shape"),
+        "const c: 3 = [0, 1, -1]\ny = log(c)\nz = c / 0\n",
+    )
+    .unwrap();
     let out = shapec_in(&dir, &["run", "q.shape", "--backend", "cpu", "--json"]);
     let v = json_of(&out.stdout);
     assert_eq!(v["results"][0]["values"], json!(["-inf", 0.0, "nan"]));
@@ -418,13 +612,33 @@ fn diff_json_and_tolerance() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let out = shapec_in(
         &examples,
-        &["diff", "attention.shape", "--backend", "cpu", "--tolerance", "abs=0,rel=0"],
+        &[
+            "diff",
+            "attention.shape",
+            "--backend",
+            "cpu",
+            "--tolerance",
+            "abs=0,rel=0",
+        ],
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
-    assert!(out.stdout.ends_with("tolerance: abs=0, rel=0: every element is within it\n"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .ends_with("tolerance: abs=0, rel=0: every element is within it\n"),
+        "{}",
+        out.stdout
+    );
     let out = shapec_in(
         &examples,
-        &["diff", "attention.shape", "--backend", "cpu", "--json", "--tolerance", "rel=1e-4"],
+        &[
+            "diff",
+            "attention.shape",
+            "--backend",
+            "cpu",
+            "--json",
+            "--tolerance",
+            "rel=1e-4",
+        ],
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
@@ -437,31 +651,61 @@ fn diff_json_and_tolerance() {
         v["tolerance"],
         json!({"abs": 0.0, "rel": 1e-4, "exceeding": 0, "first_exceeding": null, "passed": true})
     );
-    let out = shapec_in(&examples, &["diff", "attention.shape", "--tolerance", "abs"]);
+    let out = shapec_in(
+        &examples,
+        &["diff", "attention.shape", "--tolerance", "abs"],
+    );
     assert_eq!(out.status, 2);
-    assert!(out.stderr.contains("expected `abs=A,rel=R`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("expected `abs=A,rel=R`"),
+        "{}",
+        out.stderr
+    );
     // On the GPU, exp and fused multiply-adds differ in the last places:
     // a zero tolerance is exceeded, and the status says so.
     let gpu = shapec_in(
         &examples,
-        &["diff", "attention.shape", "--backend", "wgpu", "--json", "--tolerance", "abs=0,rel=0"],
+        &[
+            "diff",
+            "attention.shape",
+            "--backend",
+            "wgpu",
+            "--json",
+            "--tolerance",
+            "abs=0,rel=0",
+        ],
     );
     if gpu.stdout.is_empty() {
         return; // no adapter (the GPU tests require one in CI)
     }
     let v = json_of(&gpu.stdout);
     let exceeding = v["tolerance"]["exceeding"].as_u64().unwrap();
-    assert_eq!(gpu.status, if exceeding > 0 { 3 } else { 0 }, "{}", gpu.stdout);
+    assert_eq!(
+        gpu.status,
+        if exceeding > 0 { 3 } else { 0 },
+        "{}",
+        gpu.stdout
+    );
 }
 
 #[test]
 fn infer_json_gains_projections_and_explain_only_when_asked() {
     let programs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
     let plain = json_of(&shapec_in(&programs, &["infer", "matmul.shape", "--json"]).stdout);
-    assert_eq!(plain.as_object().unwrap().keys().collect::<Vec<_>>(), ["tensors"]);
+    assert_eq!(
+        plain.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["tensors"]
+    );
     let out = shapec_in(
         &programs,
-        &["infer", "matmul.shape", "--json", "--projections", "--explain", "w"],
+        &[
+            "infer",
+            "matmul.shape",
+            "--json",
+            "--projections",
+            "--explain",
+            "w",
+        ],
     );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
@@ -472,11 +716,24 @@ fn infer_json_gains_projections_and_explain_only_when_asked() {
         p["iterators"],
         json!([{"name": "i0", "kind": "parallel", "size": 3}, {"name": "r1", "kind": "reduction", "size": 2}])
     );
-    assert_eq!(p["operands"][0], json!({"name": "w", "index": ["i0", "r1"]}));
+    assert_eq!(
+        p["operands"][0],
+        json!({"name": "w", "index": ["i0", "r1"]})
+    );
     let e = &v["explain"][0];
     assert_eq!(e["name"], "w");
-    assert_eq!(e["shape"], json!({"batch": [], "input": [2], "output": [3]}));
+    assert_eq!(
+        e["shape"],
+        json!({"batch": [], "input": [2], "output": [3]})
+    );
     let axis = &e["axes"][0];
-    assert_eq!((axis["row"].as_str(), axis["axis"].as_u64(), axis["size"].as_u64()), (Some("input"), Some(0), Some(2)));
+    assert_eq!(
+        (
+            axis["row"].as_str(),
+            axis["axis"].as_u64(),
+            axis["size"].as_u64()
+        ),
+        (Some("input"), Some(0), Some(2))
+    );
     assert!(axis["source"]["span"]["line"].is_u64(), "{axis}");
 }
