@@ -3,7 +3,8 @@
 //! parameter block packs launches where the shader reads them.
 
 use backend_wgpu::wgsl::{
-    f32_literal, generate, generate_for, ParamLayout, StrideClass, StrideClasses,
+    f32_literal, generate, generate_for, generate_scheduled, ParamLayout, Schedule, StrideClass,
+    StrideClasses,
 };
 use proptest::prelude::*;
 use shape_core::kernel::{
@@ -19,6 +20,18 @@ fn validate(source: &str) -> Result<(), String> {
     .validate(&module)
     .map_err(|e| format!("{e:?}"))?;
     Ok(())
+}
+
+/// The loops of a shader: Mesa's per-invocation budget counts every
+/// back-edge, so a generated shader has at most one loop, whose length the
+/// planner bounds (see `backend_wgpu::reduction`).
+fn loops(source: &str) -> usize {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .flat_map(|code| code.split(|c: char| !c.is_alphanumeric() && c != '_'))
+        .filter(|word| matches!(*word, "for" | "loop" | "while"))
+        .count()
 }
 
 fn load(i: usize) -> Box<Expr> {
@@ -118,6 +131,24 @@ fn representative_shaders_validate_and_match_their_snapshots() {
             panic!("{what}: {e}\n{source}");
         }
         all.push_str(&format!("// ===== {what}\n{source}\n"));
+    }
+    // Workgroup reductions: one reduction iterator (a row sum), and two
+    // around a parallel one (the odometer carries between them).
+    for (what, kernel) in representative() {
+        if Schedule::WorkgroupReduction.effective(&kernel) != Schedule::WorkgroupReduction {
+            continue;
+        }
+        let source = generate_scheduled(
+            &kernel,
+            &StrideClasses::general(&kernel),
+            Schedule::WorkgroupReduction,
+        );
+        if let Err(e) = validate(&source) {
+            panic!("{what}, workgroup reduction: {e}\n{source}");
+        }
+        all.push_str(&format!(
+            "// ===== {what}, as a workgroup reduction\n{source}\n"
+        ));
     }
     insta::assert_snapshot!(all);
 }
@@ -264,6 +295,12 @@ proptest! {
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }
+        prop_assert!(loops(&source) <= 1, "{}", source);
+        let source = generate_scheduled(&kernel, &StrideClasses::general(&kernel), Schedule::WorkgroupReduction);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+        prop_assert!(loops(&source) <= 1, "{}", source);
         // The same kernel specialized on arbitrary stride classes.
         let classes = StrideClasses {
             contiguous: (0..=kernel.operands).map(|t| (seed >> ((t + 30) % 60)) & 1 == 1).collect(),
@@ -283,6 +320,10 @@ proptest! {
                 .collect(),
         };
         let source = generate_for(&kernel, &classes);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+        let source = generate_scheduled(&kernel, &classes, Schedule::WorkgroupReduction);
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }
