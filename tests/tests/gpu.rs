@@ -7,12 +7,12 @@ use std::collections::HashMap;
 use backend_cpu::CpuBackend;
 use backend_wgpu::{LoopBudget, WgpuBackend, WgpuError, WgpuOptions};
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
 use shape_solver::{Graph, RunError};
 use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
-use shape_tests::gpu::{wgpu_or_skip, wgpu_with, with_shared_wgpu, SharedWgpu};
+use shape_tests::gpu::{wgpu_or_skip, wgpu_with, SharedWgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, Program};
 
@@ -25,30 +25,51 @@ proptest! {
 
     #[test]
     fn wgpu_agrees_with_the_cpu_reference_on_random_kernels(case in kernel_cases()) {
-        let outcome = with_shared_wgpu("wgpu_agrees_with_the_cpu_reference_on_random_kernels", |gpu| {
-            run_case(gpu, &case)
-        });
-        if let Some(found) = outcome {
-            let expected = run_case(&mut CpuBackend::reference(), &case);
-            let finite = case.finite_elements();
-            for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
-                prop_assert!(
-                    !finite[i] || Tolerance::GPU.agrees(*e, *f),
-                    "{}: result element {}: cpu {:?}, gpu {:?}", case.kernel, i, e, f
-                );
-            }
-        }
+        random_kernel_agrees(&DEFAULT, "wgpu_agrees_with_the_cpu_reference_on_random_kernels", &case)?;
     }
 
     #[test]
     fn wgpu_agrees_with_the_cpu_reference_on_random_programs(p in programs(8)) {
-        let outcome = with_shared_wgpu("wgpu_agrees_with_the_cpu_reference_on_random_programs", |gpu| {
-            compare_backends(&p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
-        });
-        if let Some(Err(d)) = outcome {
-            prop_assert!(false, "{}", d);
+        random_program_agrees(&DEFAULT, "wgpu_agrees_with_the_cpu_reference_on_random_programs", &p)?;
+    }
+}
+
+/// The default backend, shared by the random tests.
+static DEFAULT: SharedWgpu = SharedWgpu::new(WgpuOptions::default);
+
+/// Checks a random kernel case on `gpu` against the CPU reference, where
+/// every value computed for an element is finite.
+fn random_kernel_agrees(
+    gpu: &SharedWgpu,
+    test: &str,
+    case: &KernelCase,
+) -> Result<(), TestCaseError> {
+    if let Some(found) = gpu.with(test, |gpu| run_case(gpu, case)) {
+        let expected = run_case(&mut CpuBackend::reference(), case);
+        let finite = case.finite_elements();
+        for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+            prop_assert!(
+                !finite[i] || Tolerance::GPU.agrees(*e, *f),
+                "{}: result element {}: cpu {:?}, gpu {:?}",
+                case.kernel,
+                i,
+                e,
+                f
+            );
         }
     }
+    Ok(())
+}
+
+/// Checks a random program on `gpu` against the CPU reference.
+fn random_program_agrees(gpu: &SharedWgpu, test: &str, p: &Program) -> Result<(), TestCaseError> {
+    let outcome = gpu.with(test, |gpu| {
+        compare_backends(p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
+    });
+    if let Some(Err(d)) = outcome {
+        prop_assert!(false, "{}", d);
+    }
+    Ok(())
 }
 
 /// Runs a random kernel case on `backend` and reads its result back.
@@ -949,29 +970,12 @@ proptest! {
 
     #[test]
     fn split_reductions_agree_with_the_cpu_reference_on_random_kernels(case in kernel_cases()) {
-        let outcome = SPLIT.with("split_reductions_agree_with_the_cpu_reference_on_random_kernels", |gpu| {
-            run_case(gpu, &case)
-        });
-        if let Some(found) = outcome {
-            let expected = run_case(&mut CpuBackend::reference(), &case);
-            let finite = case.finite_elements();
-            for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
-                prop_assert!(
-                    !finite[i] || Tolerance::GPU.agrees(*e, *f),
-                    "{}: result element {}: cpu {:?}, gpu {:?}", case.kernel, i, e, f
-                );
-            }
-        }
+        random_kernel_agrees(&SPLIT, "split_reductions_agree_with_the_cpu_reference_on_random_kernels", &case)?;
     }
 
     #[test]
     fn split_reductions_agree_with_the_cpu_reference_on_random_programs(p in programs(8)) {
-        let outcome = SPLIT.with("split_reductions_agree_with_the_cpu_reference_on_random_programs", |gpu| {
-            compare_backends(&p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
-        });
-        if let Some(Err(d)) = outcome {
-            prop_assert!(false, "{}", d);
-        }
+        random_program_agrees(&SPLIT, "split_reductions_agree_with_the_cpu_reference_on_random_programs", &p)?;
     }
 }
 
