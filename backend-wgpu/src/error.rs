@@ -71,13 +71,12 @@ pub enum WgpuError {
         /// The kernel's operands.
         operands: usize,
     },
-    /// Parallel iterations that would write the same result element.
-    #[error("parallel iterator {iterator} (size {size}) can write result elements that other parallel points also write: the result would depend on scheduling")]
-    WriteConflict {
-        /// The iterator.
-        iterator: usize,
-        /// Its size.
-        size: u64,
+    /// A kernel body with an expression this backend does not know how to
+    /// compile (a kind added to the kernel IR after it was written).
+    #[error("the wgpu backend cannot compile the kernel body `{body}`")]
+    UnsupportedBody {
+        /// The body, printed.
+        body: String,
     },
     /// wgpu reported an error (validation, out of memory, internal).
     #[error("wgpu reported an error on adapter {adapter} {during}: {message}")]

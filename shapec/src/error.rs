@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shape_solver::{GraphError, ShapeError};
+use shape_solver::GraphError;
 
 use crate::npy::NpyError;
 use crate::syntax::{Span, SyntaxError};
@@ -107,7 +107,7 @@ impl ProgramError {
             ProgramError::UnknownFunction { .. } => "unknown_function",
             ProgramError::Arguments { .. } => "arguments",
             ProgramError::Spec { .. } => "spec",
-            ProgramError::Graph { error, .. } => graph_error_kind(error),
+            ProgramError::Graph { error, .. } => error.kind(),
             ProgramError::Run { .. } => "run",
         }
     }
@@ -133,18 +133,6 @@ impl ProgramError {
             ProgramError::Graph { primary, .. } => primary.as_ref().map(|n| n.span.clone()),
             ProgramError::Run { span, .. } => span.clone(),
         }
-    }
-}
-
-/// The kind name of a graph error: the solver's own for shape errors.
-fn graph_error_kind(e: &GraphError) -> &'static str {
-    match e {
-        GraphError::Shape(s) => ShapeError::kind(s),
-        GraphError::Spec { .. } => "spec",
-        GraphError::Arity { .. } => "arity",
-        GraphError::Constant { .. } => "constant",
-        GraphError::Unsupported { .. } => "unsupported",
-        _ => "graph",
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use backend_cpu::CpuBackend;
 use shape_core::Backend;
-use shape_solver::{RunError, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{HostTensor, Inputs, RunError, RunOptions, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::BackendJob;
 use crate::compile::Compiled;
@@ -49,11 +49,11 @@ pub enum Source {
     Random,
 }
 
-/// The values of every input, parameter and constant, by name, and where
-/// each came from (in tensor order).
+/// The values of every input, parameter and constant, and where each came
+/// from (in tensor order).
 pub struct Data {
-    /// Values by tensor name.
-    pub values: HashMap<String, Vec<f32>>,
+    /// Values by tensor.
+    pub values: Inputs,
     /// Each leaf tensor with the source of its values.
     pub sources: Vec<(TensorId, Source)>,
 }
@@ -88,7 +88,7 @@ pub fn gather(
             }
         }
     }
-    let mut values = HashMap::new();
+    let mut values = Inputs::new();
     let mut sources = Vec::new();
     for t in g.tensor_ids() {
         let kind = g.kind(t).map_err(|e| compiled.map.locate(e, None))?;
@@ -130,7 +130,9 @@ pub fn gather(
         } else {
             (random_values(seed, name, len), Source::Random)
         };
-        values.insert(name.to_string(), v);
+        let tensor = HostTensor::new(dims, v)
+            .map_err(|e| CliError::Data(format!("`{name}` has the solved shape {shape}: {e}")))?;
+        values.insert(t, tensor);
         sources.push((t, source));
     }
     Ok(Data { values, sources })
@@ -157,7 +159,7 @@ pub struct RunJob<'a> {
     /// Its solved shapes.
     pub solved: &'a SolvedGraph,
     /// Its data.
-    pub data: &'a HashMap<String, Vec<f32>>,
+    pub data: &'a Inputs,
     /// The tensors whose values to return.
     pub outputs: &'a [TensorId],
     /// The batch index that batch slices take.
@@ -169,30 +171,29 @@ pub type Outputs = (String, HashMap<TensorId, Vec<f32>>);
 
 impl RunJob<'_> {
     fn run_on<B: Backend>(&self, backend: &mut B) -> Result<Outputs, ProgramError> {
-        let out = self
+        let options = RunOptions::default().with_slice(self.slice);
+        let mut out = self
             .solved
-            .run(backend, self.data, self.outputs, self.slice)
+            .run(backend, self.data.clone(), self.outputs, &options)
             .map_err(|e| self.locate(e))?;
-        Ok((backend.name(), out))
+        let values = self
+            .outputs
+            .iter()
+            .filter_map(|&t| out.remove(t).map(|v| (t, v.into_values())))
+            .collect();
+        Ok((backend.name(), values))
     }
 
     fn locate<E: std::error::Error>(&self, e: RunError<E>) -> ProgramError {
         match e {
             RunError::Graph(g) => self.compiled.map.locate(g, None),
-            RunError::Backend { op: Some(op), .. } => {
-                let name = self
-                    .compiled
-                    .graph
-                    .op_ids()
-                    .nth(op)
-                    .and_then(|id| self.compiled.graph.op(id))
-                    .map(|(k, _, _)| k.name().to_string());
-                ProgramError::Run {
-                    message: e.to_string(),
-                    op: name,
-                    span: self.compiled.map.op_span(op),
-                }
-            }
+            RunError::Backend {
+                op: Some(ref op), ..
+            } => ProgramError::Run {
+                message: e.to_string(),
+                op: Some(op.name.to_string()),
+                span: self.compiled.map.op_span(op.id),
+            },
             other => ProgramError::Run {
                 message: other.to_string(),
                 op: None,

@@ -32,12 +32,12 @@ pub fn render_inferred(g: &Graph) -> Result<String, GraphError> {
             TensorKind::Parameter => format!("param {name}"),
             TensorKind::Constant => format!("const {name}"),
             TensorKind::Result(op) => {
-                let (kind, operands, _) = g.op(op).expect("result of a known op");
+                let (operation, operands, _) = g.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
                 let args = operands
                     .iter()
-                    .map(|&o| g.name(o).map(str::to_string))
+                    .map(|&o| g.name(o))
                     .collect::<Result<Vec<_>, _>>()?;
-                format!("{name} = {kind}({})", args.join(", "))
+                format!("{name} = {}({})", operation.name(), args.join(", "))
             }
         };
         lines.push((lhs, solved.shape(t)?.to_string()));

@@ -2,8 +2,6 @@
 //! against the CPU reference. Without an adapter these tests skip, unless
 //! `SHAPE_REQUIRE_GPU=1` (CI) makes them fail.
 
-use std::collections::HashMap;
-
 use backend_cpu::CpuBackend;
 use backend_wgpu::{WgpuError, WgpuOptions};
 use proptest::prelude::*;
@@ -11,7 +9,9 @@ use proptest::test_runner::FileFailurePersistence;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
 use shape_solver::{Graph, RunError};
-use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
+use shape_tests::differential::{
+    assert_backends_agree, compare_backends, ProgramRunner, Tolerance,
+};
 use shape_tests::gpu::{wgpu_or_skip, wgpu_with, with_shared_wgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, Program};
@@ -80,22 +80,17 @@ fn mlp(batch: u64, d_in: u64, hidden: u64) -> Program {
     let y = g.compose(w2, h).unwrap();
     let s = g.einsum("b|->o=>b|->", &[y]).unwrap();
     let solved = g.solve().unwrap();
-    let mut data = HashMap::new();
+    let mut data = Vec::new();
     for name in ["x", "w1", "b1", "w2"] {
         let t = g
             .tensor_ids()
             .find(|&t| g.name(t).unwrap() == name)
             .unwrap();
         let n = solved.shape(t).unwrap().num_elems().unwrap() as usize;
-        let values = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
-        data.insert(name.to_string(), values);
+        let values: Vec<f32> = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
+        data.push((name, values));
     }
-    Program {
-        results: vec![h, y, s],
-        graph: g,
-        data,
-        slice: 0,
-    }
+    Program::with_named_data(g, vec![h, y, s], data).unwrap()
 }
 
 #[test]
@@ -216,14 +211,12 @@ fn a_launch_past_the_device_grid_limit_runs_on_a_two_dimensional_grid() {
     let b = g.input("b", "1").unwrap();
     let c = g.add(a, b).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        (
-            "a".to_string(),
-            (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>(),
-        ),
-        ("b".to_string(), vec![0.5]),
-    ]);
-    let out = solved.run(&mut gpu, &data, &[c], 0).unwrap();
+    let data = [
+        ("a", (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>()),
+        ("b", vec![0.5]),
+    ];
+    let p = Program::with_named_data(g, vec![c], data).unwrap();
+    let out = gpu.run_solved(&solved, &p).unwrap();
     let v = &out[&c];
     assert_eq!(v.len(), n as usize);
     for i in [0usize, 1, 4_194_239, 4_194_240, 4_194_304, n as usize - 1] {
@@ -240,16 +233,11 @@ fn long_reductions_agree_with_the_reference() {
     let m = g.input("m", "3,20000").unwrap();
     let rows = g.einsum("ij=>i", &[m]).unwrap();
     let total = g.einsum("ij=>", &[m]).unwrap();
-    let data = HashMap::from([(
-        "m".to_string(),
+    let data = [(
+        "m",
         (0..60_000).map(|i| ((i % 7) as f32 - 3.0) / 16.0).collect(),
-    )]);
-    let p = Program {
-        graph: g,
-        data,
-        results: vec![rows, total],
-        slice: 0,
-    };
+    )];
+    let p = Program::with_named_data(g, vec![rows, total], data).unwrap();
     assert_backends_agree(
         &p,
         &mut [&mut CpuBackend::reference(), &mut gpu],
@@ -259,25 +247,17 @@ fn long_reductions_agree_with_the_reference() {
 
 fn sum_rows() -> (Kernel, Launch) {
     (
-        Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Reduction],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Add,
-        },
-        Launch {
-            sizes: vec![2, 3],
-            result: Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: 2,
-            },
-            operands: vec![Layout {
-                offset: 0,
-                strides: vec![3, 1],
-                len: 6,
-            }],
-        },
+        Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            1,
+            Expr::Load(0),
+            Accumulate::Add,
+        ),
+        Launch::new(
+            vec![2, 3],
+            Layout::new(0, vec![1, 0], 2),
+            vec![Layout::new(0, vec![3, 1], 6)],
+        ),
     )
 }
 
@@ -348,10 +328,10 @@ fn bad_launches_are_typed_errors_not_device_errors() {
     assert!(
         matches!(
             e,
-            WgpuError::WriteConflict {
+            WgpuError::Launch(LaunchError::WriteConflict {
                 iterator: 0,
                 size: 2
-            }
+            })
         ),
         "{e}"
     );
@@ -390,16 +370,17 @@ fn buffers_past_the_device_limit_fail_with_the_limit_named() {
     let b = g.input("b", &side.to_string()).unwrap();
     let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        ("a".to_string(), vec![1.0; side as usize]),
-        ("b".to_string(), vec![1.0; side as usize]),
-    ]);
-    match solved.run(&mut gpu, &data, &[outer], 0) {
+    let data = [
+        ("a", vec![1.0; side as usize]),
+        ("b", vec![1.0; side as usize]),
+    ];
+    let p = Program::with_named_data(g, vec![outer], data).unwrap();
+    match solved.run(&mut gpu, p.inputs, &[outer], &p.options) {
         Err(RunError::Backend {
-            op: Some(0),
+            op: Some(op),
             source: WgpuError::BufferTooLarge { .. },
             ..
-        }) => {}
+        }) if op.id == 0 => {}
         other => panic!("expected BufferTooLarge in op #0, got {other:?}"),
     }
 }
@@ -442,38 +423,23 @@ fn special_values_follow_the_cpu_reference() {
         Expr::Select(x(), y(), Box::new(Expr::Const(7.0))),
     ];
     // Every pair of values: x varies along iterator 0, y along iterator 1.
-    let launch = Launch {
-        sizes: vec![n, n],
-        result: Layout {
-            offset: 0,
-            strides: vec![n, 1],
-            len: n * n,
-        },
-        operands: vec![
-            Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: n,
-            },
-            Layout {
-                offset: 0,
-                strides: vec![0, 1],
-                len: n,
-            },
-        ],
-    };
+    let launch = Launch::new(
+        vec![n, n],
+        Layout::new(0, vec![n, 1], n * n),
+        vec![Layout::new(0, vec![1, 0], n), Layout::new(0, vec![0, 1], n)],
+    );
     // WGSL lets drivers assume no NaN or infinity occurs; software
     // adapters (llvmpipe, as in CI) keep IEEE semantics and are held to
     // the CPU everywhere, hardware ones only where all values are finite.
     let strict = gpu.adapter_info().device_type == backend_wgpu::wgpu::DeviceType::Cpu;
     let mut cpu = CpuBackend::reference();
     for body in bodies {
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Parallel],
-            operands: 2,
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel, IterKind::Parallel],
+            2,
             body,
-            accumulate: Accumulate::Assign,
-        };
+            Accumulate::Assign,
+        );
         let mut expected = cpu.alloc((n * n) as usize).unwrap();
         cpu.execute(
             &kernel,
@@ -518,22 +484,9 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
         let body = (1..operands).fold(Expr::Load(0), |sum, o| {
             Expr::Binary(BinaryOp::Add, Box::new(sum), Box::new(Expr::Load(o)))
         });
-        let one = Layout {
-            offset: 0,
-            strides: vec![1],
-            len: 1,
-        };
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel],
-            operands,
-            body,
-            accumulate: Accumulate::Assign,
-        };
-        let launch = Launch {
-            sizes: vec![1],
-            result: one.clone(),
-            operands: vec![one; operands],
-        };
+        let one = Layout::new(0, vec![1], 1);
+        let kernel = Kernel::new(vec![IterKind::Parallel], operands, body, Accumulate::Assign);
+        let launch = Launch::new(vec![1], one.clone(), vec![one; operands]);
         let buffers: Vec<_> = (0..operands).map(|_| gpu.upload(&[1.0]).unwrap()).collect();
         let refs: Vec<_> = buffers.iter().collect();
         let mut out = gpu.alloc(1).unwrap();
@@ -547,21 +500,13 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
     // binding (2 words per iterator for a kernel without operands).
     let block_limit = limits.max_uniform_buffer_binding_size.min(1 << 20);
     let n = (block_limit / 8 + 8) as usize;
-    let kernel = Kernel {
-        iterators: vec![IterKind::Parallel; n],
-        operands: 0,
-        body: Expr::Const(1.0),
-        accumulate: Accumulate::Assign,
-    };
-    let launch = Launch {
-        sizes: vec![1; n],
-        result: Layout {
-            offset: 0,
-            strides: vec![0; n],
-            len: 1,
-        },
-        operands: vec![],
-    };
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel; n],
+        0,
+        Expr::Const(1.0),
+        Accumulate::Assign,
+    );
+    let launch = Launch::new(vec![1; n], Layout::new(0, vec![0; n], 1), vec![]);
     let mut out = gpu.alloc(1).unwrap();
     let e = gpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
     assert!(
