@@ -55,8 +55,10 @@ pub enum CpuError {
         /// The limit.
         limit: u64,
     },
-    /// A buffer within the limit that memory cannot hold now.
-    #[error("out of memory: a buffer of {elements} f32 elements needs {bytes} bytes, which could not be allocated")]
+    /// A buffer within the limit that memory cannot hold.
+    #[error(
+        "out of memory: a buffer of {elements} f32 elements ({bytes} bytes) could not be allocated"
+    )]
     OutOfMemory {
         /// Elements asked for.
         elements: usize,
@@ -271,6 +273,21 @@ impl Backend for CpuBackend {
 mod tests {
     use super::*;
     use shape_core::kernel::{Accumulate, Expr, Layout};
+
+    #[test]
+    fn a_failed_allocation_is_out_of_memory_not_over_the_limit() {
+        // More than isize::MAX bytes: no allocator can give it, whatever
+        // the limit says.
+        let mut cpu = CpuBackend::new().with_max_buffer_bytes(u64::MAX);
+        let e = cpu.alloc(usize::MAX / 4).unwrap_err();
+        assert!(matches!(e, CpuError::OutOfMemory { .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("out of memory: a buffer of "),
+            "{e}"
+        );
+        let e = CpuBackend::new().alloc(3 << 30).unwrap_err();
+        assert!(matches!(e, CpuError::BufferTooLarge { .. }), "{e}");
+    }
 
     #[test]
     fn buffers_that_do_not_match_the_launch_are_typed_errors() {

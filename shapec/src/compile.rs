@@ -58,6 +58,11 @@ impl SourceMap {
         self.ops.get(op).cloned()
     }
 
+    /// Where tensor number `t` is declared or computed.
+    pub fn tensor_span(&self, t: usize) -> Option<Span> {
+        self.tensors.get(t).map(|site| site.span.clone())
+    }
+
     /// Where a constraint's origin is written, narrowed to one axis of a
     /// written spec when `axis_from_end` says which.
     pub fn origin_span(&self, origin: &Origin, axis_from_end: Option<u32>) -> Option<Span> {
@@ -321,6 +326,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
                 (DeclKind::Param, Some(s), _) => c.graph.parameter_with_spec(&name.text, &s.text),
                 (DeclKind::Param, None, _) => c.graph.parameter(&name.text),
                 (DeclKind::Const, Some(s), Some(v)) => {
+                    crate::checks::constant_fits(&name.text, &s.text, v.values.len(), &v.span)?;
                     c.graph.constant(&name.text, &s.text, v.values.len() as u64)
                 }
                 // The parser gives inputs and constants a spec, and

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use shape_solver::GraphError;
 
+use crate::memory::Budget;
 use crate::npy::NpyError;
 use crate::syntax::{Span, SyntaxError};
 
@@ -85,6 +86,34 @@ pub enum ProgramError {
         /// Where the facts it involves came from.
         notes: Vec<Note>,
     },
+    /// `--slice N` is outside the batch axis that a `batch_slice` takes.
+    #[error("--slice {slice} is outside the batch axis of size {size} that `{result}` slices: the index runs from 0 to {}", size - 1)]
+    SliceOutOfRange {
+        /// The index given.
+        slice: u64,
+        /// The size of the axis sliced (at least 1).
+        size: u64,
+        /// The slice's result, by name.
+        result: String,
+        /// The `batch_slice` expression.
+        span: Option<Span>,
+    },
+    /// A constant whose written sizes multiply to more elements than its
+    /// values hold.
+    #[error("element count mismatch in the {values} elements of `{name}` declared as \"{spec}\": its known sizes multiply to {product}, more than the {values} values written")]
+    ConstantTooLarge {
+        /// The constant.
+        name: String,
+        /// Its spec.
+        spec: String,
+        /// The number of values written.
+        values: usize,
+        /// The product of the known sizes, exact, or a bound where it
+        /// exceeds 128 bits.
+        product: String,
+        /// The values.
+        span: Span,
+    },
     /// Running the program failed.
     #[error("{message}")]
     Run {
@@ -108,6 +137,8 @@ impl ProgramError {
             ProgramError::Arguments { .. } => "arguments",
             ProgramError::Spec { .. } => "spec",
             ProgramError::Graph { error, .. } => error.kind(),
+            ProgramError::SliceOutOfRange { .. } => "slice_out_of_range",
+            ProgramError::ConstantTooLarge { .. } => "total_elems",
             ProgramError::Run { .. } => "run",
         }
     }
@@ -117,6 +148,7 @@ impl ProgramError {
         match self {
             ProgramError::Graph { op, .. } | ProgramError::Run { op, .. } => op.as_deref(),
             ProgramError::Arguments { func, .. } => Some(func),
+            ProgramError::SliceOutOfRange { .. } => Some("batch_slice"),
             _ => None,
         }
     }
@@ -129,9 +161,12 @@ impl ProgramError {
             | ProgramError::Redefined { span, .. }
             | ProgramError::UnknownFunction { span, .. }
             | ProgramError::Arguments { span, .. }
-            | ProgramError::Spec { span, .. } => Some(span.clone()),
+            | ProgramError::Spec { span, .. }
+            | ProgramError::ConstantTooLarge { span, .. } => Some(span.clone()),
             ProgramError::Graph { primary, .. } => primary.as_ref().map(|n| n.span.clone()),
-            ProgramError::Run { span, .. } => span.clone(),
+            ProgramError::Run { span, .. } | ProgramError::SliceOutOfRange { span, .. } => {
+                span.clone()
+            }
         }
     }
 }
@@ -172,6 +207,28 @@ pub enum CliError {
     /// The chosen backend cannot run here.
     #[error("{0}")]
     Backend(String),
+    /// A command needs more memory than there is.
+    #[error("out of memory: {what} needs {needed} bytes, {}", match budget {
+        Some(b) if b.source == "--memory-limit" => format!("{} available ({})", b.bytes, b.source),
+        Some(b) => format!("{} available ({}; --memory-limit SIZE sets another limit)", b.bytes, b.source),
+        None => "which could not be allocated".to_string(),
+    })]
+    OutOfMemory {
+        /// What needs the memory.
+        what: String,
+        /// Bytes needed.
+        needed: u128,
+        /// The memory there is, when known.
+        budget: Option<Budget>,
+    },
+    /// A program text larger than [`crate::cli::MAX_PROGRAM_BYTES`].
+    #[error("{} is larger than the {limit} bytes a program may have", path.display())]
+    ProgramTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
     /// `shapec broadcast` was given shapes that do not broadcast, or that
     /// it cannot read.
     #[error("{0}")]
@@ -188,6 +245,8 @@ impl CliError {
             CliError::Npy { .. } => "npy",
             CliError::Data(_) => "data",
             CliError::Backend(_) => "backend",
+            CliError::OutOfMemory { .. } => "memory",
+            CliError::ProgramTooLarge { .. } => "read",
             CliError::Broadcast(_) => "broadcast",
         }
     }
