@@ -39,7 +39,9 @@ use shape_core::kernel::{IterKind, Kernel, Launch, LaunchError};
 use shape_core::Backend;
 
 /// A failure of the CPU backend.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
 pub enum CpuError {
     /// The launch does not fit the kernel or its buffers, or addresses
     /// outside a buffer.
@@ -68,13 +70,13 @@ pub enum CpuError {
 }
 
 impl CpuError {
-    /// A stable, machine-readable name for the error's kind.
+    /// A stable, machine-readable name for the error's kind: the
+    /// variant's name in snake case, or the launch error's own kind.
     pub fn kind(&self) -> &'static str {
-        match self {
-            CpuError::Launch(e) => e.kind(),
-            CpuError::BufferTooLarge { .. } => "buffer_too_large",
-            CpuError::OutOfMemory { .. } => "out_of_memory",
+        if let CpuError::Launch(e) = self {
+            return e.kind();
         }
+        self.into()
     }
 }
 

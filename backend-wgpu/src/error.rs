@@ -3,7 +3,12 @@
 use shape_core::kernel::LaunchError;
 
 /// A failure of the wgpu backend.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`WgpuError::kind`] names each kind for programs: the variant's name in
+/// snake case, or the launch error's own kind.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
 pub enum WgpuError {
     /// No adapter could be found or opened.
     #[error("no GPU adapter: {reason}. Install a driver (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives the software adapter llvmpipe), or use the CPU backend")]
@@ -107,4 +112,14 @@ pub enum WgpuError {
     /// The buffer belongs to another backend instance.
     #[error("the buffer was made by another wgpu backend (device) than the one asked to use it")]
     ForeignBuffer,
+}
+
+impl WgpuError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        if let WgpuError::Launch(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
 }

@@ -8,10 +8,13 @@
 //! - [`differential`]: running one program on several backends and
 //!   reporting the first element where they disagree;
 //! - [`gpu`]: opening the wgpu backend in a test, failing rather than
-//!   skipping when `SHAPE_REQUIRE_GPU=1`.
+//!   skipping when `SHAPE_REQUIRE_GPU=1`;
+//! - [`conformance`]: the backend conformance suite, which a backend runs
+//!   with one call of [`backend_conformance!`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod conformance;
 pub mod differential;
 pub mod gpu;
 pub mod kernels;
