@@ -37,47 +37,31 @@ fn open(options: WgpuOptions) -> Option<WgpuBackend> {
 /// `rows` sums of `len` elements each, rows contiguous.
 fn row_sums(rows: u64, len: u64) -> (Kernel, Launch) {
     (
-        Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Reduction],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Add,
-        },
-        Launch {
-            sizes: vec![rows, len],
-            result: Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: rows,
-            },
-            operands: vec![Layout {
-                offset: 0,
-                strides: vec![len, 1],
-                len: rows * len,
-            }],
-        },
+        Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            1,
+            Expr::Load(0),
+            Accumulate::Add,
+        ),
+        Launch::new(
+            vec![rows, len],
+            Layout::new(0, vec![1, 0], rows),
+            vec![Layout::new(0, vec![len, 1], rows * len)],
+        ),
     )
 }
 
 /// `out[i] = in[i]` over `n` elements.
 fn copy(n: u64) -> (Kernel, Launch) {
-    let vector = Layout {
-        offset: 0,
-        strides: vec![1],
-        len: n,
-    };
+    let vector = Layout::new(0, vec![1], n);
     (
-        Kernel {
-            iterators: vec![IterKind::Parallel],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Assign,
-        },
-        Launch {
-            sizes: vec![n],
-            result: vector.clone(),
-            operands: vec![vector],
-        },
+        Kernel::new(
+            vec![IterKind::Parallel],
+            1,
+            Expr::Load(0),
+            Accumulate::Assign,
+        ),
+        Launch::new(vec![n], vector.clone(), vec![vector]),
     )
 }
 

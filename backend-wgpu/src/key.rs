@@ -4,8 +4,9 @@
 //! Two launches get the same key exactly when they generate the same WGSL:
 //! iterator kinds, operand count, accumulation, the scalar body (with
 //! constants compared by their bits, so `-0.0`, `0.0` and NaNs stay apart
-//! and the key can be `Eq`), the stride classes and the schedule. Building it allocates one small vector and
-//! formats nothing, which keeps a cache hit cheap.
+//! and the key can be `Eq`), the stride classes and the schedule. Building
+//! it allocates one small vector and formats nothing, which keeps a cache
+//! hit cheap.
 
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel};
 
@@ -79,5 +80,7 @@ fn encode(e: &Expr, out: &mut Vec<u32>) {
             encode(a, out);
             encode(b, out);
         }
+        // Refused before any pipeline is looked up (`wgsl::supports`).
+        _ => out.push(u32::MAX),
     }
 }

@@ -33,17 +33,17 @@
 //!
 //! let mut gpu = WgpuBackend::new()?;          // fails cleanly without an adapter
 //! println!("running on {}", gpu.name());
-//! let kernel = Kernel {
-//!     iterators: vec![IterKind::Parallel, IterKind::Reduction],
-//!     operands: 1,
-//!     body: Expr::Load(0),
-//!     accumulate: Accumulate::Add,
-//! };
-//! let launch = Launch {
-//!     sizes: vec![2, 3],
-//!     result: Layout { offset: 0, strides: vec![1, 0], len: 2 },
-//!     operands: vec![Layout { offset: 0, strides: vec![3, 1], len: 6 }],
-//! };
+//! let kernel = Kernel::new(
+//!     vec![IterKind::Parallel, IterKind::Reduction],
+//!     1,
+//!     Expr::Load(0),
+//!     Accumulate::Add,
+//! );
+//! let launch = Launch::new(
+//!     vec![2, 3],
+//!     Layout::new(0, vec![1, 0], 2),
+//!     vec![Layout::new(0, vec![3, 1], 6)],
+//! );
 //! let a = gpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
 //! let mut out = gpu.alloc(2)?;
 //! gpu.execute(&kernel, &launch, &mut out, &[&a])?;
@@ -64,7 +64,7 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shape_core::kernel::{IterKind, Kernel, Launch};
+use shape_core::kernel::{Kernel, Launch};
 use shape_core::Backend;
 
 pub use adapter::AdapterRequest;
@@ -617,8 +617,10 @@ impl WgpuBackend {
         {
             return Err(WgpuError::ForeignBuffer);
         }
-        if let Some((iterator, size)) = overlapping_writes(kernel, launch) {
-            return Err(WgpuError::WriteConflict { iterator, size });
+        if !wgsl::supports(&kernel.body) {
+            return Err(WgpuError::UnsupportedBody {
+                body: kernel.body.to_string(),
+            });
         }
         Ok(())
     }
@@ -855,32 +857,16 @@ impl WgpuBackend {
 /// `base + invocation` never wraps in 32 bits.
 const MAX_POINTS: u128 = 1 << 31;
 
-/// A parallel iterator that may write a result element that another
-/// point also writes, with its size; `None` when every parallel point
-/// writes its own element. Sufficient test: sorted by result stride, each
-/// iterator's stride exceeds the largest offset the smaller ones reach.
-fn overlapping_writes(kernel: &Kernel, launch: &Launch) -> Option<(usize, u64)> {
-    let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
-        .filter(|&k| kernel.iterators[k] == IterKind::Parallel && launch.sizes[k] > 1)
-        .map(|k| (launch.result.strides[k], launch.sizes[k], k))
-        .collect();
-    parallel.sort_unstable();
-    let mut reach = 0u128;
-    for (stride, size, k) in parallel {
-        if stride as u128 <= reach {
-            return Some((k, size));
-        }
-        reach += stride as u128 * (size as u128 - 1);
-    }
-    None
-}
-
 impl Backend for WgpuBackend {
     type Buffer = WgpuBuffer;
     type Error = WgpuError;
 
     fn name(&self) -> String {
         format!("wgpu: {}", self.adapter_name())
+    }
+
+    fn len(&self, buffer: &WgpuBuffer) -> u64 {
+        buffer.len
     }
 
     fn alloc(&mut self, len: usize) -> Result<WgpuBuffer, WgpuError> {

@@ -32,7 +32,7 @@
 
 use std::num::NonZeroU32;
 
-use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout, Races};
 
 use crate::error::WgpuError;
 
@@ -197,18 +197,14 @@ pub fn partials_kernel(kernel: &Kernel) -> Kernel {
         .filter(|&k| k == IterKind::Parallel)
         .collect();
     iterators.push(IterKind::Reduction);
-    Kernel {
-        iterators,
-        operands: 1,
-        body: Expr::Load(0),
-        accumulate: kernel.accumulate,
-    }
+    Kernel::new(iterators, 1, Expr::Load(0), kernel.accumulate)
 }
 
 /// The launch of [`partials_kernel`] after a pass that wrote `groups`
 /// partials per output: the partials are row-major, the partial of output
 /// `p` (the row-major index over the parallel iterators) and workgroup `g`
-/// at `p * groups + g`; the result keeps `launch`'s layout.
+/// at `p * groups + g`; the result keeps `launch`'s layout, and its
+/// permission to race.
 pub fn partials_launch(kernel: &Kernel, launch: &Launch, groups: u32) -> Launch {
     let parallel: Vec<usize> = (0..kernel.iterators.len())
         .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
@@ -223,18 +219,15 @@ pub fn partials_launch(kernel: &Kernel, launch: &Launch, groups: u32) -> Launch 
         strides[k] = step;
         step = step.saturating_mul(sizes[k]);
     }
-    Launch {
+    let partials = Launch::new(
         sizes,
-        result: Layout {
-            offset: launch.result.offset,
-            strides: result_strides,
-            len: launch.result.len,
-        },
-        operands: vec![Layout {
-            offset: 0,
-            strides,
-            len: step,
-        }],
+        Layout::new(launch.result.offset, result_strides, launch.result.len),
+        vec![Layout::new(0, strides, step)],
+    );
+    // Points that write one result element (an explicit race) still do.
+    match launch.races {
+        Races::Allowed => partials.allowing_races(),
+        _ => partials,
     }
 }
 
@@ -243,25 +236,12 @@ mod tests {
     use super::*;
 
     fn sum(iterators: Vec<IterKind>) -> Kernel {
-        Kernel {
-            iterators,
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Add,
-        }
+        Kernel::new(iterators, 1, Expr::Load(0), Accumulate::Add)
     }
 
     fn launch(sizes: Vec<u64>) -> Launch {
         let n = sizes.len();
-        Launch {
-            sizes,
-            result: Layout {
-                offset: 0,
-                strides: vec![0; n],
-                len: 1,
-            },
-            operands: vec![],
-        }
+        Launch::new(sizes, Layout::new(0, vec![0; n], 1), vec![])
     }
 
     const P: IterKind = IterKind::Parallel;
@@ -286,10 +266,7 @@ mod tests {
         assert_eq!(default_plan(&mm, vec![512, 512, 512]), Plan::PerElement);
         // As many outputs as points: enough invocations already.
         assert_eq!(default_plan(&k, vec![4096, 4096]), Plan::PerElement);
-        let assign = Kernel {
-            accumulate: Accumulate::Assign,
-            ..k.clone()
-        };
+        let assign = k.clone().with_accumulate(Accumulate::Assign);
         assert_eq!(default_plan(&assign, vec![1, 1 << 30]), Plan::PerElement);
         assert_eq!(default_plan(&sum(vec![P, P]), vec![5, 5]), Plan::PerElement);
     }
@@ -432,19 +409,12 @@ mod tests {
 
     #[test]
     fn the_partials_pass_keeps_the_parallel_iterators_and_the_result_layout() {
-        let k = Kernel {
-            accumulate: Accumulate::Max,
-            ..sum(vec![R, P, R, P])
-        };
-        let l = Launch {
-            sizes: vec![5, 3, 7, 2],
-            result: Layout {
-                offset: 4,
-                strides: vec![0, 1, 0, 3],
-                len: 10,
-            },
-            operands: vec![],
-        };
+        let k = sum(vec![R, P, R, P]).with_accumulate(Accumulate::Max);
+        let l = Launch::new(
+            vec![5, 3, 7, 2],
+            Layout::new(4, vec![0, 1, 0, 3], 10),
+            vec![],
+        );
         let k2 = partials_kernel(&k);
         assert_eq!(k2.iterators, vec![P, P, R]);
         assert_eq!(k2.accumulate, Accumulate::Max);
@@ -454,6 +424,10 @@ mod tests {
         assert_eq!(l2.result.offset, 4);
         assert_eq!(l2.operands[0].strides, vec![18, 9, 1]);
         assert_eq!(l2.operands[0].len, 54);
+        assert_eq!(l2.races, Races::Refused);
         l2.check(&k2).unwrap();
+        // A launch whose points may race keeps that permission.
+        let racing = partials_launch(&k, &l.allowing_races(), 9);
+        assert_eq!(racing.races, Races::Allowed);
     }
 }

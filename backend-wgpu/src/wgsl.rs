@@ -168,8 +168,9 @@ impl ParamLayout {
     /// Packs a launch into the block's words, or names the first value
     /// that does not fit in 32 bits (or a launch of another shape than the
     /// layout's). `total` is the number of parallel points (workgroups);
-    /// the base point and a workgroup reduction's words are left 0. Strides along size-1 iterators are never used, so they
-    /// pack as 0 whatever their value.
+    /// the base point and a workgroup reduction's words are left 0.
+    /// Strides along size-1 iterators are never used, so they pack as 0
+    /// whatever their value.
     pub fn pack(&self, launch: &Launch, total: u64) -> Result<Vec<u32>, (&'static str, u64)> {
         let arity = |what: &'static str, found: usize, expected: usize| {
             if found == expected {
@@ -242,6 +243,9 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 UnaryOp::Log => "log",
                 UnaryOp::Sqrt => "sqrt",
                 UnaryOp::Relu => "relu",
+                // Refused before generation (`supports`); a name that no
+                // shader defines makes any other use fail to compile.
+                _ => "unsupported_function",
             };
             out.push_str(f);
             out.push('(');
@@ -255,6 +259,7 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 BinaryOp::Mul => Some(" * "),
                 BinaryOp::Div => Some(" / "),
                 BinaryOp::Max | BinaryOp::Min => None,
+                _ => Some(" unsupported_operator "),
             };
             match infix {
                 Some(sym) => {
@@ -285,6 +290,7 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 CompareOp::Le => " <= ",
                 CompareOp::Eq => " == ",
                 CompareOp::Ne => " == ",
+                _ => " unsupported_comparison ",
             };
             // Ne as the negation of an ordered ==: WGSL's != compiles to an
             // ordered comparison on Vulkan, false when an operand is NaN,
@@ -309,6 +315,42 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
             expr(c, consts, out);
             out.push_str(" == 0.0)");
         }
+        _ => out.push_str("unsupported_expression()"),
+    }
+}
+
+/// Whether every part of `body` has a WGSL translation; kernels with a
+/// part that has none are refused with a typed error before generation.
+pub fn supports(body: &Expr) -> bool {
+    match body {
+        Expr::Load(_) | Expr::Const(_) => true,
+        Expr::Unary(op, a) => {
+            matches!(
+                op,
+                UnaryOp::Neg | UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Relu
+            ) && supports(a)
+        }
+        Expr::Binary(op, a, b) => {
+            matches!(
+                op,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Max
+                    | BinaryOp::Min
+            ) && supports(a)
+                && supports(b)
+        }
+        Expr::Compare(op, a, b) => {
+            matches!(
+                op,
+                CompareOp::Lt | CompareOp::Le | CompareOp::Eq | CompareOp::Ne
+            ) && supports(a)
+                && supports(b)
+        }
+        Expr::Select(c, a, b) => supports(c) && supports(a) && supports(b),
+        _ => false,
     }
 }
 

@@ -13,8 +13,13 @@
 //! assert!(broadcast(&[vec![2, 3], vec![4]]).is_err());
 //! ```
 
+use std::sync::Arc;
+
+use shape_core::kernel::{Accumulate, BinaryOp, Expr};
 use shape_core::RowKind;
-use shape_solver::{Graph, GraphError, ShapeError};
+use shape_solver::{
+    ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder, ShapeError,
+};
 
 use crate::error::CliError;
 use crate::run::tuple;
@@ -55,6 +60,43 @@ pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
         .collect()
 }
 
+/// Numpy's broadcasting of two shapes, for `shapec broadcast`: the
+/// pointwise rule with no computation of its own (run, it would give the
+/// larger of the two values).
+#[derive(Debug)]
+struct Broadcast;
+
+impl Operation for Broadcast {
+    fn name(&self) -> &str {
+        "broadcast"
+    }
+
+    fn arity(&self) -> usize {
+        2
+    }
+
+    fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+        cx.broadcast_all();
+    }
+
+    fn project(&self, cx: &mut ProjectionBuilder<'_>) {
+        cx.broadcast_all();
+    }
+
+    fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+        let larger = Expr::Binary(
+            BinaryOp::Max,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Load(1)),
+        );
+        cx.single_kernel(larger, Accumulate::Assign)
+    }
+
+    fn spell(&self, operands: &[&str]) -> String {
+        format!("max({})", operands.join(", "))
+    }
+}
+
 /// The NumPy broadcast of `shapes`, or why they do not broadcast.
 pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
     let mut g = Graph::new();
@@ -84,7 +126,9 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
         let t = g.input(&name, &spec).map_err(|e| fail(e, i))?;
         acc = Some(match acc {
             None => t,
-            Some(a) => g.binary("broadcast", a, t).map_err(|e| fail(e, i))?,
+            Some(a) => g
+                .apply(Arc::new(Broadcast), &[a, t])
+                .map_err(|e| fail(e, i))?,
         });
     }
     let Some(result) = acc else {

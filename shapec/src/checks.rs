@@ -4,42 +4,32 @@
 //! a backend allows.
 
 use shape_core::spec::{AxisKind, ShapeSpec};
-use shape_core::RowKind;
-use shape_solver::{OpKind, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{GraphError, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::compile::Compiled;
 use crate::error::ProgramError;
 use crate::syntax::Span;
 
-/// Fails when `--slice slice` is outside the batch axis that some
-/// `batch_slice` of the program takes.
-pub fn slice_in_range(
+/// The library's plan of a run of the program's results
+/// ([`SolvedGraph::plan`]): which operations run, when buffers are freed,
+/// and the run's peak memory. A `--slice` outside the batch axis that a
+/// `batch_slice` takes fails here, placed at that `batch_slice`.
+pub fn plan(
     compiled: &Compiled,
     solved: &SolvedGraph,
-    slice: u64,
-) -> Result<(), ProgramError> {
-    let g = &compiled.graph;
-    for op in g.op_ids() {
-        let Some((OpKind::BatchSlice, operands, result)) = g.op(op) else {
-            continue;
-        };
-        let Some(&operand) = operands.first() else {
-            continue;
-        };
-        let shape = solved
-            .shape(operand)
-            .map_err(|e| compiled.map.locate(e, compiled.map.op_span(op.index())))?;
-        let size = shape.sizes(RowKind::Batch).first().copied().unwrap_or(0);
-        if slice >= size && size > 0 {
-            return Err(ProgramError::SliceOutOfRange {
-                slice,
+    options: &RunOptions,
+) -> Result<RunPlan, ProgramError> {
+    solved
+        .plan(&compiled.results, options)
+        .map_err(|e| match e {
+            GraphError::SliceOutOfRange { op, index, size } => ProgramError::SliceOutOfRange {
+                slice: index,
                 size,
-                result: g.name(result).unwrap_or("?").to_string(),
-                span: compiled.map.op_span(op.index()),
-            });
-        }
-    }
-    Ok(())
+                result: op.result.name.to_string(),
+                span: compiled.map.op_span(op.id),
+            },
+            other => compiled.map.locate(other, None),
+        })
 }
 
 /// Fails when the sizes written in a constant's spec multiply to more
@@ -98,7 +88,8 @@ pub fn buffers_fit(
         let shape = solved.shape(t).map(|s| s.to_string()).unwrap_or_default();
         let (op, span) = match g.kind(t) {
             Ok(TensorKind::Result(op)) => (
-                g.op(op).map(|(k, _, _)| k.name().to_string()),
+                g.op(op)
+                    .map(|(operation, _, _)| operation.name().to_string()),
                 compiled.map.op_span(op.index()),
             ),
             _ => (None, compiled.map.tensor_span(t.index())),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use shape_core::SolvedShape;
-use shape_solver::{SolvedGraph, TensorId, TensorKind};
+use shape_solver::{RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::compile::{compile, Compiled};
@@ -99,6 +99,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+impl RunArgs {
+    /// The library's options of the run.
+    fn options(&self) -> RunOptions {
+        RunOptions::default().with_slice(self.slice)
+    }
 }
 
 /// Options shared by `run` and `diff`.
@@ -350,7 +357,7 @@ fn execute(
                 }
                 _ => None,
             };
-            checks::slice_in_range(&compiled, &solved, run.slice)?;
+            let plan = checks::plan(&compiled, &solved, &run.options())?;
             if run.backend == BackendChoice::Cpu {
                 checks::buffers_fit(
                     &compiled,
@@ -359,19 +366,17 @@ fn execute(
                     "the CPU backend",
                 )?;
             }
-            enough_memory(&compiled, &solved, Runs::Once, run.memory_limit)?;
-            let mut data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+            enough_memory(&compiled, &solved, &plan, Runs::Once, run.memory_limit)?;
+            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+            // The run takes the data: its memory goes with the run's
+            // buffers, before the results are written.
             let mut job = RunJob {
                 compiled: &compiled,
                 solved: &solved,
-                data: &data.values,
-                outputs,
-                slice: run.slice,
+                plan: &plan,
+                data: Some(data.values),
             };
             let (backend, values) = on_backend(run.backend, &mut job, err)?;
-            // The inputs are no longer needed: their memory goes before
-            // the results are written.
-            data.values = Default::default();
             let report = RunReport {
                 compiled: &compiled,
                 solved: &solved,
@@ -396,8 +401,7 @@ fn execute(
         }
         Command::Diff { run, tolerance, .. } => {
             let Loaded { compiled, solved } = load(text)?;
-            let outputs = &compiled.results;
-            checks::slice_in_range(&compiled, &solved, run.slice)?;
+            let plan = checks::plan(&compiled, &solved, &run.options())?;
             // The reference always runs on the CPU.
             checks::buffers_fit(
                 &compiled,
@@ -405,15 +409,14 @@ fn execute(
                 backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
                 "the CPU backend",
             )?;
-            enough_memory(&compiled, &solved, Runs::Compared, run.memory_limit)?;
+            enough_memory(&compiled, &solved, &plan, Runs::Compared, run.memory_limit)?;
             let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
             let mut job = DiffJob {
                 job: RunJob {
                     compiled: &compiled,
                     solved: &solved,
-                    data: &data.values,
-                    outputs,
-                    slice: run.slice,
+                    plan: &plan,
+                    data: Some(data.values),
                 },
                 tolerance: *tolerance,
             };
@@ -436,11 +439,11 @@ fn execute(
 fn enough_memory(
     compiled: &Compiled,
     solved: &SolvedGraph,
+    plan: &RunPlan,
     runs: Runs,
     limit: Option<u64>,
 ) -> Result<(), CliError> {
-    let needed = memory::run_bytes(solved, &compiled.results, runs)
-        .map_err(|e| compiled.map.locate(e, None))?;
+    let needed = memory::run_bytes(solved, plan, runs).map_err(|e| compiled.map.locate(e, None))?;
     let budget = match limit {
         Some(bytes) => Some(Budget {
             bytes,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shape_solver::{GraphError, ShapeError};
+use shape_solver::GraphError;
 
 use crate::memory::Budget;
 use crate::npy::NpyError;
@@ -19,7 +19,11 @@ pub struct Note {
 }
 
 /// An error located in a program's text.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`ProgramError::kind`] is the variant's name in snake case (or the
+/// library error's own kind), written beside the variant where it differs.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ProgramError {
     /// The text does not parse.
     #[error(transparent)]
@@ -101,6 +105,7 @@ pub enum ProgramError {
     /// A constant whose written sizes multiply to more elements than its
     /// values hold.
     #[error("element count mismatch in the {values} elements of `{name}` declared as \"{spec}\": its known sizes multiply to {product}, more than the {values} values written")]
+    #[strum(serialize = "total_elems")]
     ConstantTooLarge {
         /// The constant.
         name: String,
@@ -129,18 +134,10 @@ pub enum ProgramError {
 impl ProgramError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        match self {
-            ProgramError::Syntax(_) => "syntax",
-            ProgramError::UnknownName { .. } => "unknown_name",
-            ProgramError::Redefined { .. } => "redefined",
-            ProgramError::UnknownFunction { .. } => "unknown_function",
-            ProgramError::Arguments { .. } => "arguments",
-            ProgramError::Spec { .. } => "spec",
-            ProgramError::Graph { error, .. } => graph_error_kind(error),
-            ProgramError::SliceOutOfRange { .. } => "slice_out_of_range",
-            ProgramError::ConstantTooLarge { .. } => "total_elems",
-            ProgramError::Run { .. } => "run",
+        if let ProgramError::Graph { error, .. } = self {
+            return error.kind();
         }
+        self.into()
     }
 
     /// The operation the error is about, if any.
@@ -171,20 +168,12 @@ impl ProgramError {
     }
 }
 
-/// The kind name of a graph error: the solver's own for shape errors.
-fn graph_error_kind(e: &GraphError) -> &'static str {
-    match e {
-        GraphError::Shape(s) => ShapeError::kind(s),
-        GraphError::Spec { .. } => "spec",
-        GraphError::Arity { .. } => "arity",
-        GraphError::Constant { .. } => "constant",
-        GraphError::Unsupported { .. } => "unsupported",
-        _ => "graph",
-    }
-}
-
 /// Any failure of a `shapec` command.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`CliError::kind`] is the variant's name in snake case (or the program
+/// error's own kind), written beside the variant where it differs.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum CliError {
     /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
@@ -225,6 +214,7 @@ pub enum CliError {
         Some(b) => format!("{} available ({}; --memory-limit SIZE sets another limit)", b.bytes, b.source),
         None => "which could not be allocated".to_string(),
     })]
+    #[strum(serialize = "memory")]
     OutOfMemory {
         /// What needs the memory.
         what: String,
@@ -235,6 +225,7 @@ pub enum CliError {
     },
     /// A program text larger than [`crate::cli::MAX_PROGRAM_BYTES`].
     #[error("{} is larger than the {limit} bytes a program may have", path.display())]
+    #[strum(serialize = "read")]
     ProgramTooLarge {
         /// The file.
         path: PathBuf,
@@ -250,16 +241,9 @@ pub enum CliError {
 impl CliError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        match self {
-            CliError::Read { .. } => "read",
-            CliError::Write { .. } => "write",
-            CliError::Program(e) => e.kind(),
-            CliError::Npy { .. } => "npy",
-            CliError::Data(_) => "data",
-            CliError::Backend(_) => "backend",
-            CliError::OutOfMemory { .. } => "memory",
-            CliError::ProgramTooLarge { .. } => "read",
-            CliError::Broadcast(_) => "broadcast",
+        if let CliError::Program(e) = self {
+            return e.kind();
         }
+        self.into()
     }
 }

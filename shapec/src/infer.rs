@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
 use shape_core::{RowKind, SolvedShape};
-use shape_solver::{AxisIndex, OpId, OpKind, Origin, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{AxisIndex, OpId, Origin, SolvedGraph, TensorId, TensorKind};
 
 use crate::compile::Compiled;
 use crate::error::CliError;
@@ -15,25 +15,11 @@ use crate::error::CliError;
 /// `einsum("ij;jk=>ik", a, b)`.
 pub fn describe_op(compiled: &Compiled, op: OpId) -> String {
     let g = &compiled.graph;
-    let Some((kind, operands, _)) = g.op(op) else {
+    let Some((operation, operands, _)) = g.op(op) else {
         return format!("op #{}", op.index());
     };
-    let mut args: Vec<String> = operands
-        .iter()
-        .map(|&t| g.name(t).unwrap_or("?").to_string())
-        .collect();
-    let func = match kind {
-        OpKind::Einsum(e) => {
-            args.insert(0, format!("\"{}\"", e.spec()));
-            if operands.len() == 1 {
-                "permute".to_string()
-            } else {
-                "einsum".to_string()
-            }
-        }
-        other => other.name().to_string(),
-    };
-    format!("{func}({})", args.join(", "))
+    let args: Vec<&str> = operands.iter().map(|&t| g.name(t).unwrap_or("?")).collect();
+    operation.spell(&args)
 }
 
 /// The left-hand side of a tensor's line: `input x`, `y = relu(y.1)`.
@@ -221,17 +207,6 @@ pub fn explain_json(
     Ok(out)
 }
 
-fn index_text(a: &AxisIndex, kinds: &[shape_core::IterKind]) -> String {
-    match a {
-        AxisIndex::Iterator(i) => match kinds.get(*i) {
-            Some(shape_core::IterKind::Reduction) => format!("r{i}"),
-            _ => format!("i{i}"),
-        },
-        AxisIndex::Fixed(k) => k.to_string(),
-        AxisIndex::Slice => "s".to_string(),
-    }
-}
-
 /// Each operation's loop iterators and how they index the result and the
 /// operands (axes in memory order: batch, output, input). `iN` is a
 /// parallel iterator, `rN` a reduction, a number a fixed index, `s` the
@@ -246,14 +221,14 @@ pub fn projections_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<Str
         let p = solved.projections(op).map_err(located(compiled))?;
         let name = |t: TensorId| g.name(t).unwrap_or("?").to_string();
         let indexed = |t: TensorId, axes: &[AxisIndex]| {
-            let ix: Vec<String> = axes.iter().map(|a| index_text(a, &p.kinds)).collect();
+            let ix: Vec<String> = axes.iter().map(|a| p.index_text(a)).collect();
             format!("{}[{}]", name(t), ix.join(", "))
         };
         let sizes: Vec<String> = p
             .sizes
             .iter()
             .enumerate()
-            .map(|(i, s)| format!("{}={s}", index_text(&AxisIndex::Iterator(i), &p.kinds)))
+            .map(|(i, s)| format!("{}={s}", p.index_text(&AxisIndex::Iterator(i))))
             .collect();
         let reads: Vec<String> = operands
             .iter()
@@ -289,9 +264,8 @@ pub fn projections_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Val
         };
         let p = solved.projections(op).map_err(located(compiled))?;
         let name = |t: TensorId| g.name(t).unwrap_or("?").to_string();
-        let index = |axes: &[AxisIndex]| -> Vec<String> {
-            axes.iter().map(|a| index_text(a, &p.kinds)).collect()
-        };
+        let index =
+            |axes: &[AxisIndex]| -> Vec<String> { axes.iter().map(|a| p.index_text(a)).collect() };
         let iterators: Vec<Value> = p
             .sizes
             .iter()
@@ -302,7 +276,7 @@ pub fn projections_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Val
                     _ => "parallel",
                 };
                 json!({
-                    "name": index_text(&AxisIndex::Iterator(i), &p.kinds),
+                    "name": p.index_text(&AxisIndex::Iterator(i)),
                     "kind": kind,
                     "size": size,
                 })

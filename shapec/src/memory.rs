@@ -17,10 +17,9 @@
 //! assert!(parse_size("-1").is_err());
 //! ```
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use shape_solver::{execution_order, GraphError, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{GraphError, RunPlan, SolvedGraph, TensorId};
 
 /// Memory the process may use, and where the figure comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,66 +72,29 @@ fn tensor_bytes(solved: &SolvedGraph, t: TensorId) -> Result<u128, GraphError> {
         .map_or(u128::MAX, |n| n.saturating_mul(4)))
 }
 
-/// The bytes a command holds at its peak: the data of every input,
-/// parameter and constant (held on the host for the whole command), the
-/// backend's buffers as the run allocates them (operands uploaded, every
-/// result allocated, intermediate buffers freed after their last use), and
-/// the downloaded values of `outputs`; for [`Runs::Compared`], the
-/// reference results are held while the second run runs.
-///
-/// This mirrors `SolvedGraph::run`; it is the one place that knows how a
-/// run uses memory.
-pub fn run_bytes(
-    solved: &SolvedGraph,
-    outputs: &[TensorId],
-    runs: Runs,
-) -> Result<u128, GraphError> {
-    let graph = solved.graph();
-    let mut host = 0u128;
-    let mut live = 0u128;
-    for t in graph.tensor_ids() {
-        if !matches!(graph.kind(t)?, TensorKind::Result(_)) {
-            let b = tensor_bytes(solved, t)?;
-            host = host.saturating_add(b);
-            // Uploaded for the run.
-            live = live.saturating_add(b);
-        }
-    }
-    let order = execution_order(solved);
-    let mut last_use: HashMap<TensorId, usize> = HashMap::new();
-    for (step, &op) in order.iter().enumerate() {
-        if let Some((_, operands, _)) = graph.op(op) {
-            for &t in operands {
-                last_use.insert(t, step);
-            }
-        }
-    }
-    let kept: std::collections::HashSet<TensorId> = outputs.iter().copied().collect();
-    let mut peak = live;
-    for (step, &op) in order.iter().enumerate() {
-        let Some((_, operands, result)) = graph.op(op) else {
-            continue;
-        };
-        live = live.saturating_add(tensor_bytes(solved, result)?);
-        peak = peak.max(live);
-        let mut freed = std::collections::HashSet::new();
-        for &t in operands {
-            if last_use.get(&t) == Some(&step) && !kept.contains(&t) && freed.insert(t) {
-                live = live.saturating_sub(tensor_bytes(solved, t)?);
-            }
-        }
-    }
-    let mut results = 0u128;
-    for &t in outputs {
-        results = results.saturating_add(tensor_bytes(solved, t)?);
-    }
-    // Downloads are made while every output's buffer is still held.
-    let one_run = peak.max(live.saturating_add(results));
-    let held = match runs {
+/// The bytes a command holds at its peak. A run holds what its plan says
+/// ([`RunPlan::peak_bytes`]: the data of the inputs, parameters and
+/// constants it reads until their last use, live results and scratch,
+/// freed buffers kept for reuse, and the outputs). A comparison
+/// ([`Runs::Compared`]) runs the reference on a copy of the data and
+/// keeps the reference's results while the second run runs: the larger of
+/// the two is held beside a run.
+pub fn run_bytes(solved: &SolvedGraph, plan: &RunPlan, runs: Runs) -> Result<u128, GraphError> {
+    let extra = match runs {
         Runs::Once => 0,
-        Runs::Compared => results,
+        Runs::Compared => {
+            let mut data = 0u128;
+            for &t in plan.leaves() {
+                data = data.saturating_add(tensor_bytes(solved, t)?);
+            }
+            let mut results = 0u128;
+            for &t in plan.outputs() {
+                results = results.saturating_add(tensor_bytes(solved, t)?);
+            }
+            data.max(results)
+        }
     };
-    Ok(host.saturating_add(held).saturating_add(one_run))
+    Ok(plan.peak_bytes().saturating_add(extra))
 }
 
 /// The least of every limit found; `None` when none can be read.
@@ -269,7 +231,7 @@ fn mem_available() -> Option<Budget> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shape_solver::Graph;
+    use shape_solver::{Graph, RunOptions};
 
     #[test]
     fn sizes() {
@@ -293,15 +255,14 @@ mod tests {
         let y = g.unary("neg", b).unwrap();
         let s = g.solve().unwrap();
         let k = 4096;
-        // Running a: host x, x, a; b: host x, a, b (x freed); ...
-        assert_eq!(run_bytes(&s, &[y], Runs::Once).unwrap(), 3 * k);
-        // Keeping every result: host x, x (freed after a), a, b, y, and
-        // three downloads.
-        assert_eq!(
-            run_bytes(&s, &[a, b, y], Runs::Once).unwrap(),
-            k + 3 * k + 3 * k
-        );
-        assert_eq!(run_bytes(&s, &[y], Runs::Compared).unwrap(), 4 * k);
+        let options = RunOptions::default();
+        let plan = |outputs: &[TensorId]| s.plan(outputs, &options).unwrap();
+        // x and a, then b in x's freed buffer, y in a's: two buffers.
+        assert_eq!(run_bytes(&s, &plan(&[y]), Runs::Once).unwrap(), 2 * k);
+        // Keeping every result: x is freed after a and reused by b.
+        assert_eq!(run_bytes(&s, &plan(&[a, b, y]), Runs::Once).unwrap(), 3 * k);
+        // The reference run's copy of x or its result, beside the run.
+        assert_eq!(run_bytes(&s, &plan(&[y]), Runs::Compared).unwrap(), 3 * k);
     }
 
     #[test]

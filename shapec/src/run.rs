@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use backend_cpu::CpuBackend;
 use shape_core::{Backend, SolvedShape};
-use shape_solver::{RunError, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::BackendJob;
 use crate::compile::Compiled;
@@ -84,11 +84,11 @@ pub enum Source {
     Random,
 }
 
-/// The values of every input, parameter and constant, by name, and where
-/// each came from (in tensor order).
+/// The values of every input, parameter and constant, and where each came
+/// from (in tensor order).
 pub struct Data {
-    /// Values by tensor name.
-    pub values: HashMap<String, Vec<f32>>,
+    /// Values by tensor.
+    pub values: Inputs,
     /// Each leaf tensor with the source of its values.
     pub sources: Vec<(TensorId, Source)>,
 }
@@ -131,7 +131,7 @@ pub fn gather(
             }
         }
     }
-    let mut values = HashMap::new();
+    let mut values = Inputs::new();
     let mut sources = Vec::new();
     for t in g.tensor_ids() {
         let kind = g.kind(t).map_err(|e| compiled.map.locate(e, None))?;
@@ -162,7 +162,9 @@ pub fn gather(
             let v = random_values(seed, name, len).ok_or_else(out_of_memory)?;
             (v, Source::Random)
         };
-        values.insert(name.to_string(), v);
+        let tensor = HostTensor::new(shape.memory_dims(), v)
+            .map_err(|e| CliError::Data(format!("`{name}` has the solved shape {shape}: {e}")))?;
+        values.insert(t, tensor);
         sources.push((t, source));
     }
     Ok(Data { values, sources })
@@ -188,43 +190,52 @@ pub struct RunJob<'a> {
     pub compiled: &'a Compiled,
     /// Its solved shapes.
     pub solved: &'a SolvedGraph,
-    /// Its data.
-    pub data: &'a HashMap<String, Vec<f32>>,
-    /// The tensors whose values to return.
-    pub outputs: &'a [TensorId],
-    /// The batch index that batch slices take.
-    pub slice: u64,
+    /// How it runs ([`crate::checks::plan`]).
+    pub plan: &'a RunPlan,
+    /// Its data, which the run takes.
+    pub data: Option<Inputs>,
 }
 
 /// Results of a run: the backend's name and each output's values.
 pub type Outputs = (String, HashMap<TensorId, Vec<f32>>);
 
 impl RunJob<'_> {
-    fn run_on<B: Backend>(&self, backend: &mut B) -> Result<Outputs, ProgramError> {
-        let out = self
+    /// The tensors whose values the run returns.
+    pub fn outputs(&self) -> &[TensorId] {
+        self.plan.outputs()
+    }
+
+    /// Runs on `backend` with `data` (the job's own when `None`, which
+    /// the run then takes).
+    fn run_on<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        data: Option<Inputs>,
+    ) -> Result<Outputs, ProgramError> {
+        let data = data.or_else(|| self.data.take()).unwrap_or_default();
+        let mut out = self
             .solved
-            .run(backend, self.data, self.outputs, self.slice)
+            .run_plan(backend, self.plan, data)
             .map_err(|e| self.locate(e))?;
-        Ok((backend.name(), out))
+        let values = self
+            .plan
+            .outputs()
+            .iter()
+            .filter_map(|&t| out.remove(t).map(|v| (t, v.into_values())))
+            .collect();
+        Ok((backend.name(), values))
     }
 
     fn locate<E: std::error::Error>(&self, e: RunError<E>) -> ProgramError {
         match e {
             RunError::Graph(g) => self.compiled.map.locate(g, None),
-            RunError::Backend { op: Some(op), .. } => {
-                let name = self
-                    .compiled
-                    .graph
-                    .op_ids()
-                    .nth(op)
-                    .and_then(|id| self.compiled.graph.op(id))
-                    .map(|(k, _, _)| k.name().to_string());
-                ProgramError::Run {
-                    message: e.to_string(),
-                    op: name,
-                    span: self.compiled.map.op_span(op),
-                }
-            }
+            RunError::Backend {
+                op: Some(ref op), ..
+            } => ProgramError::Run {
+                message: e.to_string(),
+                op: Some(op.name.to_string()),
+                span: self.compiled.map.op_span(op.id),
+            },
             other => ProgramError::Run {
                 message: other.to_string(),
                 op: None,
@@ -242,7 +253,7 @@ impl BackendJob for RunJob<'_> {
             .map(Err)
     }
     fn run<B: Backend>(&mut self, backend: &mut B) -> Self::Output {
-        self.run_on(backend)
+        self.run_on(backend, None)
     }
 }
 
@@ -362,8 +373,10 @@ impl BackendJob for DiffJob<'_> {
         .map(Err)
     }
     fn run<B: Backend>(&mut self, other: &mut B) -> Self::Output {
-        let (ref_name, expected) = self.job.run_on(&mut CpuBackend::reference())?;
-        let (other_name, found) = self.job.run_on(other)?;
+        // The reference runs on a copy of the data; the second run takes it.
+        let copy = self.job.data.clone();
+        let (ref_name, expected) = self.job.run_on(&mut CpuBackend::reference(), copy)?;
+        let (other_name, found) = self.job.run_on(other, None)?;
         let mut diff = Diff {
             reference: ref_name,
             other: other_name,
@@ -373,7 +386,7 @@ impl BackendJob for DiffJob<'_> {
             exceeding: 0,
             first_exceeding: None,
         };
-        for &t in self.job.outputs {
+        for &t in self.job.plan.outputs() {
             let name = || self.job.solved.graph().name(t).unwrap_or("?").to_string();
             let (Some(a), Some(b)) = (expected.get(&t), found.get(&t)) else {
                 return Err(ProgramError::Run {
@@ -480,6 +493,9 @@ mod tests {
         fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, Self::Error> {
             Ok(buffer.iter().map(|v| v + self.by).collect())
         }
+        fn len(&self, buffer: &Vec<f32>) -> u64 {
+            buffer.len() as u64
+        }
         fn execute(
             &mut self,
             kernel: &shape_core::kernel::Kernel,
@@ -496,15 +512,15 @@ mod tests {
         let program = crate::syntax::parse("const c: 3 = [1, 10, 100]\ny = c * 1\n").unwrap();
         let compiled = crate::compile::compile(&program).unwrap();
         let solved = compiled.solve().unwrap();
-        let data = gather(&compiled, &solved, &[], 0).unwrap();
+        let plan = crate::checks::plan(&compiled, &solved, &Default::default()).unwrap();
         let diff = |by: f32, tolerance: Option<Tolerance>| {
+            let data = gather(&compiled, &solved, &[], 0).unwrap();
             let mut job = DiffJob {
                 job: RunJob {
                     compiled: &compiled,
                     solved: &solved,
-                    data: &data.values,
-                    outputs: &compiled.results,
-                    slice: 0,
+                    plan: &plan,
+                    data: Some(data.values),
                 },
                 tolerance,
             };

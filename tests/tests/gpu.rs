@@ -2,8 +2,6 @@
 //! against the CPU reference. Without an adapter these tests skip, unless
 //! `SHAPE_REQUIRE_GPU=1` (CI) makes them fail.
 
-use std::collections::HashMap;
-
 use backend_cpu::CpuBackend;
 use backend_wgpu::{LoopBudget, WgpuBackend, WgpuError, WgpuOptions};
 use proptest::prelude::*;
@@ -11,7 +9,9 @@ use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
 use shape_solver::{Graph, RunError};
-use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
+use shape_tests::differential::{
+    assert_backends_agree, compare_backends, ProgramRunner, Tolerance,
+};
 use shape_tests::gpu::{wgpu_or_skip, wgpu_with, SharedWgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, Program};
@@ -101,22 +101,17 @@ fn mlp(batch: u64, d_in: u64, hidden: u64) -> Program {
     let y = g.compose(w2, h).unwrap();
     let s = g.einsum("b|->o=>b|->", &[y]).unwrap();
     let solved = g.solve().unwrap();
-    let mut data = HashMap::new();
+    let mut data = Vec::new();
     for name in ["x", "w1", "b1", "w2"] {
         let t = g
             .tensor_ids()
             .find(|&t| g.name(t).unwrap() == name)
             .unwrap();
         let n = solved.shape(t).unwrap().num_elems().unwrap() as usize;
-        let values = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
-        data.insert(name.to_string(), values);
+        let values: Vec<f32> = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
+        data.push((name, values));
     }
-    Program {
-        results: vec![h, y, s],
-        graph: g,
-        data,
-        slice: 0,
-    }
+    Program::with_named_data(g, vec![h, y, s], data).unwrap()
 }
 
 #[test]
@@ -255,14 +250,12 @@ fn a_launch_past_the_device_grid_limit_runs_on_a_two_dimensional_grid() {
     let b = g.input("b", "1").unwrap();
     let c = g.add(a, b).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        (
-            "a".to_string(),
-            (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>(),
-        ),
-        ("b".to_string(), vec![0.5]),
-    ]);
-    let out = solved.run(&mut gpu, &data, &[c], 0).unwrap();
+    let data = [
+        ("a", (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>()),
+        ("b", vec![0.5]),
+    ];
+    let p = Program::with_named_data(g, vec![c], data).unwrap();
+    let out = gpu.run_solved(&solved, &p).unwrap();
     let v = &out[&c];
     assert_eq!(v.len(), n as usize);
     for i in [0usize, 1, 4_194_239, 4_194_240, 4_194_304, n as usize - 1] {
@@ -279,16 +272,11 @@ fn long_reductions_agree_with_the_reference() {
     let m = g.input("m", "3,20000").unwrap();
     let rows = g.einsum("ij=>i", &[m]).unwrap();
     let total = g.einsum("ij=>", &[m]).unwrap();
-    let data = HashMap::from([(
-        "m".to_string(),
+    let data = [(
+        "m",
         (0..60_000).map(|i| ((i % 7) as f32 - 3.0) / 16.0).collect(),
-    )]);
-    let p = Program {
-        graph: g,
-        data,
-        results: vec![rows, total],
-        slice: 0,
-    };
+    )];
+    let p = Program::with_named_data(g, vec![rows, total], data).unwrap();
     assert_backends_agree(
         &p,
         &mut [&mut CpuBackend::reference(), &mut gpu],
@@ -298,25 +286,17 @@ fn long_reductions_agree_with_the_reference() {
 
 fn sum_rows() -> (Kernel, Launch) {
     (
-        Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Reduction],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Add,
-        },
-        Launch {
-            sizes: vec![2, 3],
-            result: Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: 2,
-            },
-            operands: vec![Layout {
-                offset: 0,
-                strides: vec![3, 1],
-                len: 6,
-            }],
-        },
+        Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            1,
+            Expr::Load(0),
+            Accumulate::Add,
+        ),
+        Launch::new(
+            vec![2, 3],
+            Layout::new(0, vec![1, 0], 2),
+            vec![Layout::new(0, vec![3, 1], 6)],
+        ),
     )
 }
 
@@ -387,10 +367,10 @@ fn bad_launches_are_typed_errors_not_device_errors() {
     assert!(
         matches!(
             e,
-            WgpuError::WriteConflict {
+            WgpuError::Launch(LaunchError::WriteConflict {
                 iterator: 0,
                 size: 2
-            }
+            })
         ),
         "{e}"
     );
@@ -429,16 +409,17 @@ fn buffers_past_the_device_limit_fail_with_the_limit_named() {
     let b = g.input("b", &side.to_string()).unwrap();
     let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        ("a".to_string(), vec![1.0; side as usize]),
-        ("b".to_string(), vec![1.0; side as usize]),
-    ]);
-    match solved.run(&mut gpu, &data, &[outer], 0) {
+    let data = [
+        ("a", vec![1.0; side as usize]),
+        ("b", vec![1.0; side as usize]),
+    ];
+    let p = Program::with_named_data(g, vec![outer], data).unwrap();
+    match solved.run(&mut gpu, p.inputs, &[outer], &p.options) {
         Err(RunError::Backend {
-            op: Some(0),
+            op: Some(op),
             source: WgpuError::BufferTooLarge { .. },
             ..
-        }) => {}
+        }) if op.id == 0 => {}
         other => panic!("expected BufferTooLarge in op #0, got {other:?}"),
     }
 }
@@ -481,38 +462,23 @@ fn special_values_follow_the_cpu_reference() {
         Expr::Select(x(), y(), Box::new(Expr::Const(7.0))),
     ];
     // Every pair of values: x varies along iterator 0, y along iterator 1.
-    let launch = Launch {
-        sizes: vec![n, n],
-        result: Layout {
-            offset: 0,
-            strides: vec![n, 1],
-            len: n * n,
-        },
-        operands: vec![
-            Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: n,
-            },
-            Layout {
-                offset: 0,
-                strides: vec![0, 1],
-                len: n,
-            },
-        ],
-    };
+    let launch = Launch::new(
+        vec![n, n],
+        Layout::new(0, vec![n, 1], n * n),
+        vec![Layout::new(0, vec![1, 0], n), Layout::new(0, vec![0, 1], n)],
+    );
     // WGSL lets drivers assume no NaN or infinity occurs; software
     // adapters (llvmpipe, as in CI) keep IEEE semantics and are held to
     // the CPU everywhere, hardware ones only where all values are finite.
     let strict = gpu.adapter_info().device_type == backend_wgpu::wgpu::DeviceType::Cpu;
     let mut cpu = CpuBackend::reference();
     for body in bodies {
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Parallel],
-            operands: 2,
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel, IterKind::Parallel],
+            2,
             body,
-            accumulate: Accumulate::Assign,
-        };
+            Accumulate::Assign,
+        );
         let mut expected = cpu.alloc((n * n) as usize).unwrap();
         cpu.execute(
             &kernel,
@@ -557,22 +523,9 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
         let body = (1..operands).fold(Expr::Load(0), |sum, o| {
             Expr::Binary(BinaryOp::Add, Box::new(sum), Box::new(Expr::Load(o)))
         });
-        let one = Layout {
-            offset: 0,
-            strides: vec![1],
-            len: 1,
-        };
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel],
-            operands,
-            body,
-            accumulate: Accumulate::Assign,
-        };
-        let launch = Launch {
-            sizes: vec![1],
-            result: one.clone(),
-            operands: vec![one; operands],
-        };
+        let one = Layout::new(0, vec![1], 1);
+        let kernel = Kernel::new(vec![IterKind::Parallel], operands, body, Accumulate::Assign);
+        let launch = Launch::new(vec![1], one.clone(), vec![one; operands]);
         let buffers: Vec<_> = (0..operands).map(|_| gpu.upload(&[1.0]).unwrap()).collect();
         let refs: Vec<_> = buffers.iter().collect();
         let mut out = gpu.alloc(1).unwrap();
@@ -586,21 +539,13 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
     // binding (2 words per iterator for a kernel without operands).
     let block_limit = limits.max_uniform_buffer_binding_size.min(1 << 20);
     let n = (block_limit / 8 + 8) as usize;
-    let kernel = Kernel {
-        iterators: vec![IterKind::Parallel; n],
-        operands: 0,
-        body: Expr::Const(1.0),
-        accumulate: Accumulate::Assign,
-    };
-    let launch = Launch {
-        sizes: vec![1; n],
-        result: Layout {
-            offset: 0,
-            strides: vec![0; n],
-            len: 1,
-        },
-        operands: vec![],
-    };
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel; n],
+        0,
+        Expr::Const(1.0),
+        Accumulate::Assign,
+    );
+    let launch = Launch::new(vec![1; n], Layout::new(0, vec![0; n], 1), vec![]);
     let mut out = gpu.alloc(1).unwrap();
     let e = gpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
     assert!(
@@ -619,12 +564,13 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
 // counting every loop: each case below printed a wrong value before
 // reductions were split across invocations and passes.
 
-/// Runs `einsum(spec)` over `inputs` (name, spec, values) on `gpu` and
-/// returns the result.
-fn einsum_on<B: Backend>(backend: &mut B, spec: &str, inputs: &[(&str, &str, Vec<f32>)]) -> Vec<f32>
-where
-    B::Error: std::fmt::Debug,
-{
+/// Runs `einsum(spec)` over `inputs` (name, spec, values) on `backend`
+/// and returns the result.
+fn einsum_on(
+    backend: &mut dyn ProgramRunner,
+    spec: &str,
+    inputs: &[(&str, &str, Vec<f32>)],
+) -> Vec<f32> {
     let mut g = Graph::new();
     let ids: Vec<_> = inputs
         .iter()
@@ -632,11 +578,11 @@ where
         .collect();
     let out = g.einsum(spec, &ids).unwrap();
     let solved = g.solve().unwrap();
-    let data: HashMap<String, Vec<f32>> = inputs
+    let data = inputs
         .iter()
-        .map(|(name, _, values)| (name.to_string(), values.clone()))
-        .collect();
-    solved.run(backend, &data, &[out], 0).unwrap()[&out].clone()
+        .map(|(name, _, values)| (*name, values.clone()));
+    let p = Program::with_named_data(g, vec![out], data).unwrap();
+    backend.run_solved(&solved, &p).unwrap()[&out].clone()
 }
 
 #[test]
@@ -715,25 +661,12 @@ where
     B::Error: std::fmt::Debug,
 {
     let n = values.len() as u64;
-    let kernel = Kernel {
-        iterators: vec![IterKind::Reduction],
-        operands: 1,
-        body: Expr::Load(0),
-        accumulate,
-    };
-    let launch = Launch {
-        sizes: vec![n],
-        result: Layout {
-            offset: 0,
-            strides: vec![0],
-            len: 1,
-        },
-        operands: vec![Layout {
-            offset: 0,
-            strides: vec![1],
-            len: n,
-        }],
-    };
+    let kernel = Kernel::new(vec![IterKind::Reduction], 1, Expr::Load(0), accumulate);
+    let launch = Launch::new(
+        vec![n],
+        Layout::new(0, vec![0], 1),
+        vec![Layout::new(0, vec![1], n)],
+    );
     let input = backend.upload(values).unwrap();
     let mut out = backend.alloc(1).unwrap();
     backend
@@ -830,25 +763,12 @@ impl BoundaryCase {
         let mut result_strides = vec![0; sizes.len()];
         result_strides[at] = 1;
         (
-            Kernel {
-                iterators,
-                operands: 1,
-                body: Expr::Load(0),
-                accumulate: self.accumulate,
-            },
-            Launch {
+            Kernel::new(iterators, 1, Expr::Load(0), self.accumulate),
+            Launch::new(
                 sizes,
-                result: Layout {
-                    offset: 0,
-                    strides: result_strides,
-                    len: self.outputs,
-                },
-                operands: vec![Layout {
-                    offset: 0,
-                    strides,
-                    len: step,
-                }],
-            },
+                Layout::new(0, result_strides, self.outputs),
+                vec![Layout::new(0, strides, step)],
+            ),
         )
     }
 
@@ -984,29 +904,21 @@ proptest! {
 /// summed by a plain row sum: the doubling keeps the first pass's kernel
 /// apart from the next passes'.)
 fn row_sums(gpu: &mut WgpuBackend, rows: u64, len: u64) {
-    let kernel = Kernel {
-        iterators: vec![IterKind::Parallel, IterKind::Reduction],
-        operands: 1,
-        body: Expr::Binary(
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Reduction],
+        1,
+        Expr::Binary(
             shape_core::kernel::BinaryOp::Mul,
             Box::new(Expr::Load(0)),
             Box::new(Expr::Const(2.0)),
         ),
-        accumulate: Accumulate::Add,
-    };
-    let launch = Launch {
-        sizes: vec![rows, len],
-        result: Layout {
-            offset: 0,
-            strides: vec![1, 0],
-            len: rows,
-        },
-        operands: vec![Layout {
-            offset: 0,
-            strides: vec![len, 1],
-            len: rows * len,
-        }],
-    };
+        Accumulate::Add,
+    );
+    let launch = Launch::new(
+        vec![rows, len],
+        Layout::new(0, vec![1, 0], rows),
+        vec![Layout::new(0, vec![len, 1], rows * len)],
+    );
     let values: Vec<f32> = (0..rows * len)
         .map(|i| (i % 11) as f32 / 4.0 - 1.0)
         .collect();
