@@ -4,15 +4,11 @@
 //! pass on the GPU (wgpu) backend, or on the CPU where no GPU adapter
 //! exists (saying so), and prints softmax rows with their sums.
 //!
-//! `cargo run -p shape-solver --example attention`
+//! `cargo run --example attention`
 //! (the text version: `cargo run -p shapec -- run examples/attention.shape`)
 
-use std::collections::HashMap;
-
-use backend_cpu::CpuBackend;
-use backend_wgpu::WgpuBackend;
-use shape_core::Backend;
-use shape_solver::{Graph, GraphError, SolvedGraph, TensorId};
+use shape_examples::{inputs, output, run_on_gpu_or_cpu};
+use shape_solver::{Graph, HostTensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();
@@ -46,33 +42,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  {name:>4}: {}", solved.shape(t)?);
     }
 
-    let mut data = HashMap::new();
-    for t in [x, wq, wk, wv, wo] {
-        data.insert(g.name(t)?.to_string(), values(&solved, t)?);
-    }
-    data.insert("half".to_string(), vec![0.5]);
-    let (backend, out) = match WgpuBackend::new() {
-        Ok(mut gpu) => (gpu.name(), solved.run(&mut gpu, &data, &[attn, y], 0)?),
-        Err(e) => {
-            println!("\nNo GPU adapter, so this runs on the CPU backend: {e}");
-            let mut cpu = CpuBackend::coalesced();
-            (cpu.name(), solved.run(&mut cpu, &data, &[attn, y], 0)?)
-        }
-    };
+    let mut data = inputs(&solved, &[x, wq, wk, wv, wo])?;
+    data.insert(half, HostTensor::new(vec![1], vec![0.5])?);
+    let (backend, out) = run_on_gpu_or_cpu(&solved, data, &[attn, y])?;
     println!("\nForward pass on {backend}:");
-    for (i, row) in out[&attn].chunks(5).take(2).enumerate() {
+    for (i, row) in output(&out, attn)?.chunks(5).take(2).enumerate() {
         let sum: f32 = row.iter().sum();
         println!("  attn row {i}: {row:.3?} (sums to {sum:.4})");
     }
-    println!("  y[0, 0, ..] = {:.3?}", &out[&y][..8]);
+    println!("  y[0, 0, ..] = {:.3?}", &output(&out, y)?[..8]);
     Ok(())
-}
-
-/// Small deterministic values for a tensor, from its name and size.
-fn values(solved: &SolvedGraph, t: TensorId) -> Result<Vec<f32>, GraphError> {
-    let n = solved.shape(t)?.num_elems().unwrap_or(0) as usize;
-    let seed = solved.graph().name(t)?.len() + t.index();
-    Ok((0..n)
-        .map(|i| (((i * 7 + seed * 3) % 11) as f32 - 5.0) / 10.0)
-        .collect())
 }

@@ -6,12 +6,10 @@
 //!
 //! `cargo run --example mlp`
 
-use std::collections::HashMap;
-
 use backend_cpu::CpuBackend;
-use backend_wgpu::WgpuBackend;
-use shape_core::{Backend, RowKind};
-use shape_solver::{Graph, GraphError, TensorId};
+use shape_core::RowKind;
+use shape_examples::{inputs, output, run_on_gpu_or_cpu};
+use shape_solver::{Graph, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();
@@ -58,37 +56,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // A forward pass with deterministic data.
-    let mut data = HashMap::new();
-    for t in [x, w1, b1, w2, b2, w3] {
-        data.insert(g.name(t)?.to_string(), values(&solved, t)?);
-    }
-    let mut cpu = CpuBackend::reference();
-    let reference = solved.run(&mut cpu, &data, &[y], 0)?;
-    let (backend, out) = match WgpuBackend::new() {
-        Ok(mut gpu) => (gpu.name(), solved.run(&mut gpu, &data, &[y], 0)?),
-        Err(e) => {
-            println!("\nNo GPU adapter, so the forward pass runs on the CPU backend: {e}");
-            (cpu.name(), reference.clone())
-        }
-    };
+    let data = inputs(&solved, &[x, w1, b1, w2, b2, w3])?;
+    let reference = solved.run(
+        &mut CpuBackend::reference(),
+        data.clone(),
+        &[y],
+        &RunOptions::default(),
+    )?;
+    let (backend, out) = run_on_gpu_or_cpu(&solved, data, &[y])?;
     println!("\nForward pass on {backend}: y ({}) =", solved.shape(y)?);
-    for row in out[&y].chunks(3) {
+    for row in output(&out, y)?.chunks(3) {
         println!("  {row:?}");
     }
-    let largest = out[&y]
+    let largest = output(&out, y)?
         .iter()
-        .zip(&reference[&y])
+        .zip(output(&reference, y)?)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
     println!("Largest difference from the CPU reference: {largest:e}");
     Ok(())
-}
-
-/// Small deterministic values for a tensor, from its name and size.
-fn values(solved: &shape_solver::SolvedGraph, t: TensorId) -> Result<Vec<f32>, GraphError> {
-    let n = solved.shape(t)?.num_elems().unwrap_or(0) as usize;
-    let seed = solved.graph().name(t)?.len();
-    Ok((0..n)
-        .map(|i| (((i * 7 + seed * 3) % 11) as f32 - 5.0) / 10.0)
-        .collect())
 }

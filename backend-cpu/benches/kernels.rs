@@ -15,8 +15,11 @@ const N: usize = 4096;
 
 fn kernel_of(g: &Graph, t: shape_solver::TensorId) -> (Kernel, Launch) {
     let s = g.solve().expect("well-shaped");
-    s.kernel(g.producer(t).expect("a result"), 0)
-        .expect("lowerable")
+    let mut lowered = s
+        .lower(g.producer(t).expect("a result"), &Default::default())
+        .expect("lowerable");
+    let step = lowered.steps.remove(0);
+    (step.kernel, step.launch)
 }
 
 fn bench(c: &mut Criterion) {

@@ -17,6 +17,11 @@ fn map1_op(op: UnaryOp, out: &mut [f32], o: usize, os: usize, a: (&[f32], usize,
         UnaryOp::Log => map1(out, o, os, a, n, f32::ln),
         UnaryOp::Sqrt => map1(out, o, os, a, n, f32::sqrt),
         UnaryOp::Relu => map1(out, o, os, a, n, |x| x.max(0.0)),
+        // A function without a specialised loop: the reference evaluation.
+        op => {
+            let body = Expr::Unary(op, Box::new(Expr::Load(0)));
+            map1(out, o, os, a, n, |x| body.eval(&[x]))
+        }
     }
 }
 
@@ -37,6 +42,10 @@ fn map2_op(
         BinaryOp::Div => map2(out, o, os, a, b, n, |x, y| x / y),
         BinaryOp::Max => map2(out, o, os, a, b, n, f32::max),
         BinaryOp::Min => map2(out, o, os, a, b, n, f32::min),
+        op => {
+            let body = Expr::Binary(op, Box::new(Expr::Load(0)), Box::new(Expr::Load(1)));
+            map2(out, o, os, a, b, n, |x, y| body.eval(&[x, y]))
+        }
     }
 }
 

@@ -15,17 +15,17 @@
 //! use shape_core::Backend;
 //!
 //! // out[i] = sum_j a[i, j]: a 2x3 matrix summed over its rows' elements.
-//! let kernel = Kernel {
-//!     iterators: vec![IterKind::Parallel, IterKind::Reduction],
-//!     operands: 1,
-//!     body: Expr::Load(0),
-//!     accumulate: Accumulate::Add,
-//! };
-//! let launch = Launch {
-//!     sizes: vec![2, 3],
-//!     result: Layout { offset: 0, strides: vec![1, 0], len: 2 },
-//!     operands: vec![Layout { offset: 0, strides: vec![3, 1], len: 6 }],
-//! };
+//! let kernel = Kernel::new(
+//!     vec![IterKind::Parallel, IterKind::Reduction],
+//!     1,
+//!     Expr::Load(0),
+//!     Accumulate::Add,
+//! );
+//! let launch = Launch::new(
+//!     vec![2, 3],
+//!     Layout::new(0, vec![1, 0], 2),
+//!     vec![Layout::new(0, vec![3, 1], 6)],
+//! );
 //! let mut cpu = CpuBackend::new();
 //! let a = cpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
 //! let mut out = cpu.alloc(2).unwrap();
@@ -39,13 +39,15 @@ use shape_core::kernel::{IterKind, Kernel, Launch, LaunchError};
 use shape_core::Backend;
 
 /// A failure of the CPU backend.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
 pub enum CpuError {
     /// The launch does not fit the kernel or its buffers, or addresses
     /// outside a buffer.
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    /// A buffer larger than the backend allows, or than memory can hold.
+    /// A buffer larger than the backend allows.
     #[error("a buffer of {elements} f32 elements ({bytes} bytes) exceeds the CPU backend's limit of {limit} bytes per buffer")]
     BufferTooLarge {
         /// Elements asked for.
@@ -55,6 +57,27 @@ pub enum CpuError {
         /// The limit.
         limit: u64,
     },
+    /// A buffer within the limit that memory cannot hold.
+    #[error(
+        "out of memory: a buffer of {elements} f32 elements ({bytes} bytes) could not be allocated"
+    )]
+    OutOfMemory {
+        /// Elements asked for.
+        elements: usize,
+        /// Their size in bytes.
+        bytes: u128,
+    },
+}
+
+impl CpuError {
+    /// A stable, machine-readable name for the error's kind: the
+    /// variant's name in snake case, or the launch error's own kind.
+    pub fn kind(&self) -> &'static str {
+        if let CpuError::Launch(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
 }
 
 mod fast;
@@ -113,18 +136,26 @@ impl CpuBackend {
         self
     }
 
-    fn buffer(&self, len: usize) -> Result<Vec<f32>, CpuError> {
+    fn check_limit(&self, len: usize) -> Result<(), CpuError> {
         let bytes = len as u128 * std::mem::size_of::<f32>() as u128;
-        let too_large = || CpuError::BufferTooLarge {
-            elements: len,
-            bytes,
-            limit: self.max_buffer_bytes,
-        };
         if bytes > self.max_buffer_bytes as u128 {
-            return Err(too_large());
+            return Err(CpuError::BufferTooLarge {
+                elements: len,
+                bytes,
+                limit: self.max_buffer_bytes,
+            });
         }
+        Ok(())
+    }
+
+    fn buffer(&self, len: usize) -> Result<Vec<f32>, CpuError> {
+        self.check_limit(len)?;
         let mut v = Vec::new();
-        v.try_reserve_exact(len).map_err(|_| too_large())?;
+        v.try_reserve_exact(len)
+            .map_err(|_| CpuError::OutOfMemory {
+                elements: len,
+                bytes: len as u128 * std::mem::size_of::<f32>() as u128,
+            })?;
         Ok(v)
     }
 
@@ -174,7 +205,23 @@ impl Backend for CpuBackend {
     }
 
     fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, CpuError> {
-        Ok(buffer.clone())
+        let mut v = self.buffer(buffer.len())?;
+        v.extend_from_slice(buffer);
+        Ok(v)
+    }
+
+    fn len(&self, buffer: &Vec<f32>) -> u64 {
+        buffer.len() as u64
+    }
+
+    fn upload_owned(&mut self, data: Vec<f32>) -> Result<Vec<f32>, CpuError> {
+        // The data is kept, not copied: only the limit applies.
+        self.check_limit(data.len())?;
+        Ok(data)
+    }
+
+    fn take(&mut self, buffer: Vec<f32>) -> Result<Vec<f32>, CpuError> {
+        Ok(buffer)
     }
 
     fn execute(
@@ -230,23 +277,30 @@ mod tests {
     use shape_core::kernel::{Accumulate, Expr, Layout};
 
     #[test]
+    fn a_failed_allocation_is_out_of_memory_not_over_the_limit() {
+        // More than isize::MAX bytes: no allocator can give it, whatever
+        // the limit says.
+        let mut cpu = CpuBackend::new().with_max_buffer_bytes(u64::MAX);
+        let e = cpu.alloc(usize::MAX / 4).unwrap_err();
+        assert!(matches!(e, CpuError::OutOfMemory { .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("out of memory: a buffer of "),
+            "{e}"
+        );
+        let e = CpuBackend::new().alloc(3 << 30).unwrap_err();
+        assert!(matches!(e, CpuError::BufferTooLarge { .. }), "{e}");
+    }
+
+    #[test]
     fn buffers_that_do_not_match_the_launch_are_typed_errors() {
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Assign,
-        };
-        let layout = Layout {
-            offset: 0,
-            strides: vec![1],
-            len: 3,
-        };
-        let launch = Launch {
-            sizes: vec![3],
-            result: layout.clone(),
-            operands: vec![layout],
-        };
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel],
+            1,
+            Expr::Load(0),
+            Accumulate::Assign,
+        );
+        let layout = Layout::new(0, vec![1], 3);
+        let launch = Launch::new(vec![3], layout.clone(), vec![layout]);
         let mut cpu = CpuBackend::new();
         let mut out = vec![0.0; 3];
         let e = cpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
@@ -269,10 +323,7 @@ mod tests {
             .unwrap();
         assert_eq!(out, vec![1.0, 2.0, 3.0]);
         // A body that reads an operand the kernel does not declare.
-        let reads_missing = Kernel {
-            body: Expr::Load(1),
-            ..kernel.clone()
-        };
+        let reads_missing = kernel.clone().with_body(Expr::Load(1));
         let e = cpu
             .execute(&reads_missing, &launch, &mut out, &[&vec![1.0; 3]])
             .unwrap_err();

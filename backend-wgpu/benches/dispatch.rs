@@ -39,36 +39,25 @@ fn add_kernel(constant: Option<f32>) -> Kernel {
         Box::new(Expr::Load(0)),
         Box::new(Expr::Load(1)),
     );
-    Kernel {
-        iterators: vec![IterKind::Parallel, IterKind::Parallel],
-        operands: 2,
-        body: match constant {
+    Kernel::new(
+        vec![IterKind::Parallel, IterKind::Parallel],
+        2,
+        match constant {
             Some(c) => Expr::Binary(BinaryOp::Mul, Box::new(sum), Box::new(Expr::Const(c))),
             None => sum,
         },
-        accumulate: Accumulate::Assign,
-    }
+        Accumulate::Assign,
+    )
 }
 
 /// The launch of `out[i, j] = a[i, j] + b[j]` on a `rows` x `cols` matrix.
 fn add_launch(rows: u64, cols: u64) -> Launch {
-    let matrix = Layout {
-        offset: 0,
-        strides: vec![cols, 1],
-        len: rows * cols,
-    };
-    Launch {
-        sizes: vec![rows, cols],
-        result: matrix.clone(),
-        operands: vec![
-            matrix,
-            Layout {
-                offset: 0,
-                strides: vec![0, 1],
-                len: cols,
-            },
-        ],
-    }
+    let matrix = Layout::new(0, vec![cols, 1], rows * cols);
+    Launch::new(
+        vec![rows, cols],
+        matrix.clone(),
+        vec![matrix, Layout::new(0, vec![0, 1], cols)],
+    )
 }
 
 /// Times `iters` one-element launches with a warm cache. `record_only`:

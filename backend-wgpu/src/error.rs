@@ -3,7 +3,12 @@
 use shape_core::kernel::LaunchError;
 
 /// A failure of the wgpu backend.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`WgpuError::kind`] names each kind for programs: the variant's name in
+/// snake case, or the launch error's own kind.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
 pub enum WgpuError {
     /// No adapter could be found or opened.
     #[error("no GPU adapter: {reason}. Install a driver (on Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives the software adapter llvmpipe), or use the CPU backend")]
@@ -71,13 +76,12 @@ pub enum WgpuError {
         /// The kernel's operands.
         operands: usize,
     },
-    /// Parallel iterations that would write the same result element.
-    #[error("parallel iterator {iterator} (size {size}) can write result elements that other parallel points also write: the result would depend on scheduling")]
-    WriteConflict {
-        /// The iterator.
-        iterator: usize,
-        /// Its size.
-        size: u64,
+    /// A kernel body with an expression this backend does not know how to
+    /// compile (a kind added to the kernel IR after it was written).
+    #[error("the wgpu backend cannot compile the kernel body `{body}`")]
+    UnsupportedBody {
+        /// The body, printed.
+        body: String,
     },
     /// wgpu reported an error (validation, out of memory, internal).
     #[error("wgpu reported an error on adapter {adapter} {during}: {message}")]
@@ -108,4 +112,14 @@ pub enum WgpuError {
     /// The buffer belongs to another backend instance.
     #[error("the buffer was made by another wgpu backend (device) than the one asked to use it")]
     ForeignBuffer,
+}
+
+impl WgpuError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        if let WgpuError::Launch(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
 }

@@ -4,20 +4,25 @@
 //! Two launches get the same key exactly when they generate the same WGSL:
 //! iterator kinds, operand count, accumulation, the scalar body (with
 //! constants compared by their bits, so `-0.0`, `0.0` and NaNs stay apart
-//! and the key can be `Eq`) and the stride classes. Building it allocates one small vector and
-//! formats nothing, which keeps a cache hit cheap.
+//! and the key can be `Eq`), the stride classes and the schedule. Building
+//! it allocates one small vector and formats nothing, which keeps a cache
+//! hit cheap.
 
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel};
 
-use crate::wgsl::{StrideClass, StrideClasses};
+use crate::wgsl::{Schedule, StrideClass, StrideClasses};
 
 /// A kernel's structure, hashable.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct KernelKey(Vec<u32>);
 
 impl KernelKey {
-    pub(crate) fn of(kernel: &Kernel, classes: &StrideClasses) -> KernelKey {
+    pub(crate) fn of(kernel: &Kernel, classes: &StrideClasses, schedule: Schedule) -> KernelKey {
         let mut words = Vec::with_capacity(8 + kernel.iterators.len());
+        words.push(match schedule.effective(kernel) {
+            Schedule::PerElement => 0,
+            Schedule::WorkgroupReduction => 1,
+        });
         words.push(kernel.iterators.len() as u32);
         words.extend(kernel.iterators.iter().map(|k| match k {
             IterKind::Parallel => 0,
@@ -75,5 +80,7 @@ fn encode(e: &Expr, out: &mut Vec<u32>) {
             encode(a, out);
             encode(b, out);
         }
+        // Refused before any pipeline is looked up (`wgsl::supports`).
+        _ => out.push(u32::MAX),
     }
 }

@@ -1,14 +1,22 @@
 //! The wgpu compute backend.
 //!
 //! Kernels of the kernel IR become WGSL compute shaders ([`wgsl`]), one per
-//! kernel structure and launch classes (zero or unit strides, zero
-//! offsets, row-major tensors: see [`wgsl::StrideClasses`]), compiled once
-//! and kept in a pipeline cache: running the same program at other sizes
-//! compiles nothing new, because sizes, strides and offsets travel in a
-//! uniform parameter block. Dispatches are recorded into one compute pass
-//! and submitted in batches (at the latest when a buffer is read back);
-//! the parameter block is bound at a dynamic offset, so launches over the
-//! same buffers reuse one bind group.
+//! kernel structure, launch classes (zero or unit strides, zero
+//! offsets, row-major tensors: see [`wgsl::StrideClasses`]) and schedule,
+//! compiled once and kept in a pipeline cache: running the same program at
+//! other sizes compiles nothing new, because sizes, strides and offsets
+//! travel in a uniform parameter block.
+//!
+//! No invocation runs more than [`LoopBudget`] loop iterations (Mesa's
+//! software adapters silently stop a loop after 65,535): a reduction
+//! longer than that, or long compared with its number of outputs, runs
+//! as workgroup reductions in one or more passes ([`reduction`]), in an
+//! order fixed by the kernel and the sizes.
+//!
+//! Dispatches are recorded into one compute pass and submitted in batches
+//! (at the latest when a buffer is read back); the parameter block is
+//! bound at a dynamic offset, so launches over the same buffers reuse one
+//! bind group.
 //!
 //! Everything the device could reject about a launch (buffer lengths and
 //! limits, bindings, parameter block size, 32-bit addressing, writes that
@@ -25,17 +33,17 @@
 //!
 //! let mut gpu = WgpuBackend::new()?;          // fails cleanly without an adapter
 //! println!("running on {}", gpu.name());
-//! let kernel = Kernel {
-//!     iterators: vec![IterKind::Parallel, IterKind::Reduction],
-//!     operands: 1,
-//!     body: Expr::Load(0),
-//!     accumulate: Accumulate::Add,
-//! };
-//! let launch = Launch {
-//!     sizes: vec![2, 3],
-//!     result: Layout { offset: 0, strides: vec![1, 0], len: 2 },
-//!     operands: vec![Layout { offset: 0, strides: vec![3, 1], len: 6 }],
-//! };
+//! let kernel = Kernel::new(
+//!     vec![IterKind::Parallel, IterKind::Reduction],
+//!     1,
+//!     Expr::Load(0),
+//!     Accumulate::Add,
+//! );
+//! let launch = Launch::new(
+//!     vec![2, 3],
+//!     Layout::new(0, vec![1, 0], 2),
+//!     vec![Layout::new(0, vec![3, 1], 6)],
+//! );
 //! let a = gpu.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
 //! let mut out = gpu.alloc(2)?;
 //! gpu.execute(&kernel, &launch, &mut out, &[&a])?;
@@ -48,6 +56,7 @@
 pub mod adapter;
 mod error;
 mod key;
+pub mod reduction;
 pub mod wgsl;
 
 use std::collections::HashMap;
@@ -55,16 +64,18 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shape_core::kernel::{IterKind, Kernel, Launch};
+use shape_core::kernel::{Kernel, Launch};
 use shape_core::Backend;
 
 pub use adapter::AdapterRequest;
 pub use error::WgpuError;
 use key::KernelKey;
+pub use reduction::LoopBudget;
+use reduction::Plan;
 /// The wgpu version this backend is built on, for [`WgpuBackend::device`]
 /// and [`WgpuBackend::adapter_info`].
 pub use wgpu;
-use wgsl::{ParamLayout, WORKGROUP_SIZE};
+use wgsl::{ParamLayout, Schedule, WORKGROUP_SIZE};
 
 /// Options of a [`WgpuBackend`]; the defaults suit normal use.
 #[derive(Clone, Debug)]
@@ -78,6 +89,19 @@ pub struct WgpuOptions {
     /// Recorded work keeps the buffers it uses alive until it is
     /// submitted, so this also bounds how long freed buffers linger.
     pub max_pending_dispatches: usize,
+    /// The most loop iterations an invocation of a generated kernel runs,
+    /// all loops counted: reductions longer than this are split across
+    /// invocations and passes (see [`reduction`]). Tests lower it to run
+    /// the multi-pass path on small sizes.
+    pub loop_budget: LoopBudget,
+    /// Reductions of at least this many points per result element, with
+    /// fewer result elements than that, run as workgroup reductions even
+    /// when they fit the loop budget (one invocation per element would
+    /// leave most of a GPU idle). `u64::MAX` keeps every reduction within
+    /// the budget on one invocation per element, as before workgroup
+    /// reductions existed (for comparisons); reductions past the budget
+    /// are split whatever this says.
+    pub workgroup_reduction_threshold: u64,
 }
 
 impl Default for WgpuOptions {
@@ -86,6 +110,8 @@ impl Default for WgpuOptions {
             adapter: AdapterRequest::default(),
             max_workgroups_per_dimension: None,
             max_pending_dispatches: 256,
+            loop_budget: LoopBudget::DEFAULT,
+            workgroup_reduction_threshold: reduction::DEFAULT_WORKGROUP_REDUCTION_THRESHOLD,
         }
     }
 }
@@ -93,11 +119,14 @@ impl Default for WgpuOptions {
 /// Pipeline cache counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Launches whose kernel structure and classes had been compiled
-    /// before.
+    /// Passes whose kernel structure, classes and schedule had been
+    /// compiled before (a launch is one pass, or several when its
+    /// reduction is split).
     pub hits: u64,
-    /// Launches that compiled a new pipeline.
+    /// Passes that compiled a new pipeline.
     pub misses: u64,
+    /// Passes run as workgroup reductions (see [`reduction`]).
+    pub workgroup_passes: u64,
     /// Dispatches recorded (a launch larger than one grid takes several).
     pub dispatches: u64,
     /// Dispatches that reused the bind group of an earlier launch over
@@ -107,6 +136,20 @@ pub struct CacheStats {
     pub two_dimensional_dispatches: u64,
     /// Submissions to the device.
     pub submissions: u64,
+}
+
+/// A buffer bound to a dispatch: the wgpu handle and the id that bind
+/// groups are cached by.
+#[derive(Clone)]
+struct Bound {
+    buffer: wgpu::Buffer,
+    id: u64,
+}
+
+/// A scratch buffer for partial results, kept between launches.
+struct Scratch {
+    bound: Bound,
+    len: u64,
 }
 
 /// A buffer of `f32` on the device.
@@ -133,6 +176,13 @@ impl WgpuBuffer {
     /// least 4 bytes, even when it holds no element).
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.buffer
+    }
+
+    fn bound(&self) -> Bound {
+        Bound {
+            buffer: self.buffer.clone(),
+            id: self.id,
+        }
     }
 }
 
@@ -220,6 +270,9 @@ pub struct WgpuBackend {
     stats: CacheStats,
     recording: Recording,
     arena: ParamArena,
+    /// Two buffers of partials, which successive passes of a split
+    /// reduction write and read in turn.
+    scratch: [Option<Scratch>; 2],
     reported: Arc<Mutex<Reported>>,
 }
 
@@ -300,6 +353,7 @@ impl WgpuBackend {
             stats: CacheStats::default(),
             recording: Recording::default(),
             arena,
+            scratch: [None, None],
             reported,
         };
         backend.check(|| "opening the device".to_string())?;
@@ -428,19 +482,21 @@ impl WgpuBackend {
         self.check(|| "waiting for the device".to_string())
     }
 
-    /// The cache key of `kernel`, compiling its pipeline on a miss.
+    /// The cache key of `kernel` run with `schedule`, compiling its
+    /// pipeline on a miss.
     fn cached_pipeline(
         &mut self,
         kernel: &Kernel,
         launch: &Launch,
+        schedule: Schedule,
     ) -> Result<KernelKey, WgpuError> {
         let classes = wgsl::StrideClasses::of(kernel, launch);
-        let key = KernelKey::of(kernel, &classes);
+        let key = KernelKey::of(kernel, &classes, schedule);
         if self.pipelines.contains_key(&key) {
             self.stats.hits += 1;
         } else {
             self.stats.misses += 1;
-            let pipeline = self.compile(kernel, &classes)?;
+            let pipeline = self.compile(kernel, &classes, schedule)?;
             self.pipelines.insert(key.clone(), pipeline);
         }
         Ok(key)
@@ -450,15 +506,16 @@ impl WgpuBackend {
         &self,
         kernel: &Kernel,
         classes: &wgsl::StrideClasses,
+        schedule: Schedule,
     ) -> Result<Pipeline, WgpuError> {
-        let source = wgsl::generate_for(kernel, classes);
+        let source = wgsl::generate_scheduled(kernel, classes, schedule);
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: None,
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             });
-        let params = ParamLayout::of(kernel);
+        let params = ParamLayout::scheduled(kernel, schedule);
         let buffer =
             |binding: u32, ty: wgpu::BufferBindingType, min: u64| wgpu::BindGroupLayoutEntry {
                 binding,
@@ -543,19 +600,7 @@ impl WgpuBackend {
                 adapter: self.adapter_name(),
             });
         }
-        let block = ParamLayout::of(kernel).bytes() as u64;
-        let block_limit = self
-            .limits
-            .max_uniform_buffer_binding_size
-            .min(ARENA_BYTES as u64);
-        if block > block_limit {
-            return Err(WgpuError::ParamsTooLarge {
-                bytes: block,
-                limit: block_limit,
-                iterators: kernel.iterators.len(),
-                operands: kernel.operands,
-            });
-        }
+        self.check_params_size(kernel, &ParamLayout::of(kernel))?;
         // Shaders address elements with 32-bit indices.
         for layout in std::iter::once(&launch.result).chain(&launch.operands) {
             if layout.len > 1 << 32 {
@@ -572,8 +617,223 @@ impl WgpuBackend {
         {
             return Err(WgpuError::ForeignBuffer);
         }
-        if let Some((iterator, size)) = overlapping_writes(kernel, launch) {
-            return Err(WgpuError::WriteConflict { iterator, size });
+        if !wgsl::supports(&kernel.body) {
+            return Err(WgpuError::UnsupportedBody {
+                body: kernel.body.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a parameter block larger than a uniform binding may be.
+    fn check_params_size(&self, kernel: &Kernel, layout: &ParamLayout) -> Result<(), WgpuError> {
+        let block = layout.bytes() as u64;
+        let block_limit = self
+            .limits
+            .max_uniform_buffer_binding_size
+            .min(ARENA_BYTES as u64);
+        if block > block_limit {
+            return Err(WgpuError::ParamsTooLarge {
+                bytes: block,
+                limit: block_limit,
+                iterators: kernel.iterators.len(),
+                operands: kernel.operands,
+            });
+        }
+        Ok(())
+    }
+
+    /// Scratch buffer `slot` with room for `len` partials, grown (to a
+    /// power of two, within the device's limit) when it is too small.
+    fn scratch(&mut self, slot: usize, len: u64) -> Result<Bound, WgpuError> {
+        if let Some(s) = &self.scratch[slot] {
+            if s.len >= len {
+                return Ok(s.bound.clone());
+            }
+        }
+        let most = self.max_buffer_bytes() / 4;
+        let len = len
+            .checked_next_power_of_two()
+            .unwrap_or(len)
+            .min(most)
+            .max(len);
+        let elements = usize::try_from(len).map_err(|_| WgpuError::IndexRange {
+            what: "partials of a split reduction",
+            value: len,
+            limit: usize::MAX as u64,
+        })?;
+        let buffer = self.new_buffer(elements, false)?;
+        self.check(|| "allocating a buffer for the partials of a reduction".to_string())?;
+        let bound = Bound {
+            buffer,
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+        };
+        self.scratch[slot] = Some(Scratch {
+            bound: bound.clone(),
+            len,
+        });
+        Ok(bound)
+    }
+
+    /// Runs `kernel` over `launch` as its reduction plans say: one pass,
+    /// or a workgroup reduction into partials and further passes over
+    /// them, the last one writing `result`.
+    fn run_passes(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        result: Bound,
+        operands: Vec<Bound>,
+        outputs: u64,
+    ) -> Result<(), WgpuError> {
+        let (mut kernel, mut launch) = (kernel.clone(), launch.clone());
+        let mut inputs = operands;
+        for pass in 0.. {
+            let plan = reduction::plan(
+                &kernel,
+                &launch,
+                self.options.loop_budget,
+                self.options.workgroup_reduction_threshold,
+            )?;
+            let Plan::Workgroup { groups, chunk } = plan else {
+                return self.dispatch(
+                    &kernel,
+                    &launch,
+                    &result,
+                    &inputs,
+                    Schedule::PerElement,
+                    outputs,
+                    None,
+                );
+            };
+            self.stats.workgroup_passes += 1;
+            let workgroups = outputs * groups as u64;
+            let target = if groups == 1 {
+                result.clone()
+            } else {
+                self.scratch(pass % 2, workgroups)?
+            };
+            self.dispatch(
+                &kernel,
+                &launch,
+                &target,
+                &inputs,
+                Schedule::WorkgroupReduction,
+                workgroups,
+                Some((groups, chunk)),
+            )?;
+            if groups == 1 {
+                break;
+            }
+            launch = reduction::partials_launch(&kernel, &launch, groups);
+            kernel = reduction::partials_kernel(&kernel);
+            inputs = vec![target];
+        }
+        Ok(())
+    }
+
+    /// Records one pass: `units` parallel points (per element) or
+    /// workgroups (a workgroup reduction, split as `split` says: workgroups
+    /// per output and points per invocation), on as many dispatches as the
+    /// device's grid needs.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        out: &Bound,
+        inputs: &[Bound],
+        schedule: Schedule,
+        units: u64,
+        split: Option<(u32, u32)>,
+    ) -> Result<(), WgpuError> {
+        self.check_params_size(kernel, &ParamLayout::scheduled(kernel, schedule))?;
+        let key = self.cached_pipeline(kernel, launch, schedule)?;
+        let params = self.pipelines[&key].params;
+        let mut words =
+            params
+                .pack(launch, units)
+                .map_err(|(what, value)| WgpuError::IndexRange {
+                    what,
+                    value,
+                    limit: u32::MAX as u64,
+                })?;
+        let units_per_group = match (params.reduction_words(), split) {
+            (Some((groups_word, chunk_word)), Some((groups, chunk))) => {
+                words[groups_word] = groups;
+                words[chunk_word] = chunk;
+                1
+            }
+            _ => WORKGROUP_SIZE as u64,
+        };
+        let max_groups = self
+            .options
+            .max_workgroups_per_dimension
+            .unwrap_or(u32::MAX)
+            .min(self.limits.max_compute_workgroups_per_dimension)
+            .max(1) as u64;
+        let groups_needed = units.div_ceil(units_per_group);
+        // One dispatch covers at most max_groups^2 workgroups on a 2-D
+        // grid; larger launches are split, each part told its first point
+        // (workgroup).
+        let mut done_groups = 0u64;
+        while done_groups < groups_needed {
+            let groups = (groups_needed - done_groups).min(max_groups.saturating_mul(max_groups));
+            let (x, y) = if groups <= max_groups {
+                (groups, 1)
+            } else {
+                (max_groups, groups.div_ceil(max_groups))
+            };
+            words[params.base()] = (done_groups * units_per_group) as u32;
+            let offset = self.stage_params(&words)?;
+            let pipeline = &self.pipelines[&key];
+            let bind_key: Vec<u64> = [pipeline.index, out.id]
+                .into_iter()
+                .chain(inputs.iter().map(|b| b.id))
+                .collect();
+            let recording = &mut self.recording;
+            if recording.bind_groups.contains_key(&bind_key) {
+                self.stats.bind_group_reuses += 1;
+            } else {
+                let mut entries = vec![
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &self.arena.buffer,
+                            offset: 0,
+                            size: NonZeroU64::new(params.bytes() as u64),
+                        }),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: out.buffer.as_entire_binding(),
+                    },
+                ];
+                for (o, b) in inputs.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: 2 + o as u32,
+                        resource: b.buffer.as_entire_binding(),
+                    });
+                }
+                let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &pipeline.bind_layout,
+                    entries: &entries,
+                });
+                recording.bind_groups.insert(bind_key.clone(), bind_group);
+            }
+            let bind_group = recording.bind_groups[&bind_key].clone();
+            let pass = recording.pass(&self.device);
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &bind_group, &[offset as u32]);
+            pass.dispatch_workgroups(x as u32, y as u32, 1);
+            self.stats.dispatches += 1;
+            self.stats.two_dimensional_dispatches += u64::from(y > 1);
+            recording.dispatches += 1;
+            done_groups += x * y;
+            if recording.dispatches >= self.options.max_pending_dispatches {
+                self.flush()?;
+            }
         }
         Ok(())
     }
@@ -593,40 +853,9 @@ impl WgpuBackend {
     }
 }
 
-/// The number of points of the parallel iterators.
-fn parallel_points(kernel: &Kernel, launch: &Launch) -> u128 {
-    kernel
-        .iterators
-        .iter()
-        .zip(&launch.sizes)
-        .filter(|(k, _)| **k == IterKind::Parallel)
-        .map(|(_, &s)| s as u128)
-        .product()
-}
-
 /// The largest launch the shaders index: at most 2^31 points, so that
 /// `base + invocation` never wraps in 32 bits.
 const MAX_POINTS: u128 = 1 << 31;
-
-/// A parallel iterator that may write a result element that another
-/// point also writes, with its size; `None` when every parallel point
-/// writes its own element. Sufficient test: sorted by result stride, each
-/// iterator's stride exceeds the largest offset the smaller ones reach.
-fn overlapping_writes(kernel: &Kernel, launch: &Launch) -> Option<(usize, u64)> {
-    let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
-        .filter(|&k| kernel.iterators[k] == IterKind::Parallel && launch.sizes[k] > 1)
-        .map(|k| (launch.result.strides[k], launch.sizes[k], k))
-        .collect();
-    parallel.sort_unstable();
-    let mut reach = 0u128;
-    for (stride, size, k) in parallel {
-        if stride as u128 <= reach {
-            return Some((k, size));
-        }
-        reach += stride as u128 * (size as u128 - 1);
-    }
-    None
-}
 
 impl Backend for WgpuBackend {
     type Buffer = WgpuBuffer;
@@ -634,6 +863,10 @@ impl Backend for WgpuBackend {
 
     fn name(&self) -> String {
         format!("wgpu: {}", self.adapter_name())
+    }
+
+    fn len(&self, buffer: &WgpuBuffer) -> u64 {
+        buffer.len
     }
 
     fn alloc(&mut self, len: usize) -> Result<WgpuBuffer, WgpuError> {
@@ -729,7 +962,7 @@ impl Backend for WgpuBackend {
         if launch.sizes.contains(&0) {
             return Ok(());
         }
-        let points = parallel_points(kernel, launch);
+        let (points, _) = reduction::point_counts(kernel, launch);
         if points > MAX_POINTS {
             return Err(WgpuError::IndexRange {
                 what: "parallel point count",
@@ -737,85 +970,8 @@ impl Backend for WgpuBackend {
                 limit: MAX_POINTS as u64,
             });
         }
-        let points = points as u64;
-        let max_groups = self
-            .options
-            .max_workgroups_per_dimension
-            .unwrap_or(u32::MAX)
-            .min(self.limits.max_compute_workgroups_per_dimension)
-            .max(1) as u64;
-        let groups_needed = points.div_ceil(WORKGROUP_SIZE as u64);
-        let key = self.cached_pipeline(kernel, launch)?;
-        let params = self.pipelines[&key].params;
-        let mut words =
-            params
-                .pack(launch, points)
-                .map_err(|(what, value)| WgpuError::IndexRange {
-                    what,
-                    value,
-                    limit: u32::MAX as u64,
-                })?;
-        // One dispatch covers at most max_groups^2 workgroups on a 2-D
-        // grid; larger launches are split, each part told its first point.
-        let mut done_groups = 0u64;
-        while done_groups < groups_needed {
-            let groups = (groups_needed - done_groups).min(max_groups.saturating_mul(max_groups));
-            let (x, y) = if groups <= max_groups {
-                (groups, 1)
-            } else {
-                (max_groups, groups.div_ceil(max_groups))
-            };
-            words[params.base()] = (done_groups * WORKGROUP_SIZE as u64) as u32;
-            let offset = self.stage_params(&words)?;
-            let pipeline = &self.pipelines[&key];
-            let bind_key: Vec<u64> = [pipeline.index, result.id]
-                .into_iter()
-                .chain(operands.iter().map(|b| b.id))
-                .collect();
-            let recording = &mut self.recording;
-            if recording.bind_groups.contains_key(&bind_key) {
-                self.stats.bind_group_reuses += 1;
-            } else {
-                let mut entries = vec![
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: &self.arena.buffer,
-                            offset: 0,
-                            size: NonZeroU64::new(params.bytes() as u64),
-                        }),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: result.buffer.as_entire_binding(),
-                    },
-                ];
-                for (o, b) in operands.iter().enumerate() {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: 2 + o as u32,
-                        resource: b.buffer.as_entire_binding(),
-                    });
-                }
-                let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.bind_layout,
-                    entries: &entries,
-                });
-                recording.bind_groups.insert(bind_key.clone(), bind_group);
-            }
-            let bind_group = recording.bind_groups[&bind_key].clone();
-            let pass = recording.pass(&self.device);
-            pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, &bind_group, &[offset as u32]);
-            pass.dispatch_workgroups(x as u32, y as u32, 1);
-            self.stats.dispatches += 1;
-            self.stats.two_dimensional_dispatches += u64::from(y > 1);
-            recording.dispatches += 1;
-            done_groups += x * y;
-            if recording.dispatches >= self.options.max_pending_dispatches {
-                self.flush()?;
-            }
-        }
+        let inputs = operands.iter().map(|b| b.bound()).collect();
+        self.run_passes(kernel, launch, result.bound(), inputs, points as u64)?;
         self.check(|| format!("running the kernel `{kernel}`"))
     }
 }

@@ -1,17 +1,32 @@
 //! WGSL code generation from the kernel IR.
 //!
 //! One shader is generated per kernel *structure* (iterator kinds, operand
-//! count, scalar body, accumulation) and *stride classes* (which strides
-//! are zero, one, or anything else); every size, stride and offset is read
-//! from a uniform buffer at run time, so a shader compiled once serves
-//! every launch of the same structure whose zero and unit strides sit in
-//! the same places, which running a program at other sizes keeps.
+//! count, scalar body, accumulation), *stride classes* (which strides
+//! are zero, one, or anything else) and [`Schedule`]; every size, stride
+//! and offset is read from a uniform buffer at run time, so a shader
+//! compiled once serves every launch of the same structure whose zero and
+//! unit strides sit in the same places, which running a program at other
+//! sizes keeps.
 //!
-//! Each invocation owns one point of the parallel iterators, and so one
-//! result element: it runs the reduction iterators itself, in the same
-//! order as the CPU reference, and writes its element once. No two
-//! invocations write the same element and none reads what another writes,
-//! so the kernel needs neither atomics nor barriers.
+//! Two schedules (chosen per launch by [`crate::reduction::plan`]):
+//!
+//! - [`Schedule::PerElement`]: each invocation owns one point of the
+//!   parallel iterators, and so one result element: it walks the
+//!   reduction points itself in one loop, in the same order as the CPU
+//!   reference, and writes its element once. No two invocations write the
+//!   same element and none reads what another writes, so the kernel needs
+//!   neither atomics nor barriers.
+//! - [`Schedule::WorkgroupReduction`]: a workgroup of
+//!   [`REDUCTION_WORKGROUP_SIZE`] invocations reduces one span of one
+//!   output's reduction points, combines its invocations' values in
+//!   workgroup memory and writes one value: the result element, or a
+//!   partial for the next pass.
+//!
+//! Every loop of a generated shader is counted against the launch's
+//! [`crate::LoopBudget`]: the reduction points are walked by one loop with
+//! an odometer over the reduction iterators (one back-edge per point, not
+//! one per loop level), the workgroup tree is unrolled, and kernels
+//! without reduction iterators have no loop at all.
 
 use std::fmt::Write;
 
@@ -19,30 +34,77 @@ use shape_core::kernel::{
     Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
 };
 
-/// Invocations per workgroup, along x.
+pub use crate::reduction::REDUCTION_WORKGROUP_SIZE;
+
+/// Invocations per workgroup, along x, of [`Schedule::PerElement`].
 pub const WORKGROUP_SIZE: u32 = 64;
+
+/// Values combined per lane and level of a workgroup reduction's tree:
+/// 256 lanes take two levels (256 to 16 to 1), so two barriers. On
+/// llvmpipe each barrier switches between the workgroup's 32 SIMD
+/// coroutines; a binary tree's eight barriers cost more than its fewer
+/// combinations save.
+pub const TREE_FAN_IN: u32 = 16;
+
+/// How a shader divides a launch among invocations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// One invocation per parallel point (result element), which reduces
+    /// all of its points; workgroups of [`WORKGROUP_SIZE`].
+    #[default]
+    PerElement,
+    /// One workgroup of [`REDUCTION_WORKGROUP_SIZE`] per span of an
+    /// output's reduction points, combined in workgroup memory. Only for
+    /// kernels that reduce: with no reduction iterator, or with
+    /// [`Accumulate::Assign`] (which keeps the last point's value), a
+    /// kernel always runs per element (see [`Schedule::effective`]).
+    WorkgroupReduction,
+}
+
+impl Schedule {
+    /// The schedule `kernel` actually runs with when `self` is asked for.
+    pub fn effective(self, kernel: &Kernel) -> Schedule {
+        let reduces = kernel.iterators.contains(&IterKind::Reduction)
+            && kernel.accumulate != Accumulate::Assign;
+        if reduces {
+            self
+        } else {
+            Schedule::PerElement
+        }
+    }
+}
 
 /// Where each launch parameter sits in the uniform parameter block, as
 /// 32-bit words: the generated shader and [`ParamLayout::pack`] agree on it.
 ///
-/// The block holds, in order: the number of parallel points, the first
-/// point this dispatch computes (a launch larger than one dispatch's grid
-/// is split into several), the size of each iterator, then for the result
-/// and each operand its offset and one stride per iterator.
+/// The block holds, in order: the number of parallel points (of
+/// workgroups, for a workgroup reduction), the first point (workgroup)
+/// this dispatch computes (a launch larger than one dispatch's grid is
+/// split into several), the size of each iterator, then for the result
+/// and each operand its offset and one stride per iterator; a workgroup
+/// reduction adds its workgroups per output and its points per invocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamLayout {
     /// Iterators of the kernel.
     pub iterators: usize,
     /// Operands of the kernel.
     pub operands: usize,
+    /// The shader's schedule.
+    pub schedule: Schedule,
 }
 
 impl ParamLayout {
-    /// The layout for `kernel`.
+    /// The layout for `kernel` run per element.
     pub fn of(kernel: &Kernel) -> ParamLayout {
+        ParamLayout::scheduled(kernel, Schedule::PerElement)
+    }
+
+    /// The layout for `kernel` run with `schedule`.
+    pub fn scheduled(kernel: &Kernel, schedule: Schedule) -> ParamLayout {
         ParamLayout {
             iterators: kernel.iterators.len(),
             operands: kernel.operands,
+            schedule: schedule.effective(kernel),
         }
     }
 
@@ -76,9 +138,21 @@ impl ParamLayout {
         self.offset(t) + 1 + k
     }
 
+    /// The words of a workgroup reduction's workgroups per output and
+    /// points per invocation; `None` for other schedules.
+    pub fn reduction_words(&self) -> Option<(usize, usize)> {
+        let end = self.offset(1 + self.operands);
+        (self.schedule == Schedule::WorkgroupReduction).then_some((end, end + 1))
+    }
+
     /// The number of meaningful words.
     pub fn words(&self) -> usize {
         self.offset(1 + self.operands)
+            + if self.reduction_words().is_some() {
+                2
+            } else {
+                0
+            }
     }
 
     /// The number of `vec4<u32>` the block is declared with (at least one).
@@ -93,9 +167,10 @@ impl ParamLayout {
 
     /// Packs a launch into the block's words, or names the first value
     /// that does not fit in 32 bits (or a launch of another shape than the
-    /// layout's). `total` is the number of parallel points; the base point
-    /// is left 0. Strides along size-1 iterators are never used, so they
-    /// pack as 0 whatever their value.
+    /// layout's). `total` is the number of parallel points (workgroups);
+    /// the base point and a workgroup reduction's words are left 0.
+    /// Strides along size-1 iterators are never used, so they pack as 0
+    /// whatever their value.
     pub fn pack(&self, launch: &Launch, total: u64) -> Result<Vec<u32>, (&'static str, u64)> {
         let arity = |what: &'static str, found: usize, expected: usize| {
             if found == expected {
@@ -168,6 +243,9 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 UnaryOp::Log => "log",
                 UnaryOp::Sqrt => "sqrt",
                 UnaryOp::Relu => "relu",
+                // Refused before generation (`supports`); a name that no
+                // shader defines makes any other use fail to compile.
+                _ => "unsupported_function",
             };
             out.push_str(f);
             out.push('(');
@@ -181,6 +259,7 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 BinaryOp::Mul => Some(" * "),
                 BinaryOp::Div => Some(" / "),
                 BinaryOp::Max | BinaryOp::Min => None,
+                _ => Some(" unsupported_operator "),
             };
             match infix {
                 Some(sym) => {
@@ -211,6 +290,7 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
                 CompareOp::Le => " <= ",
                 CompareOp::Eq => " == ",
                 CompareOp::Ne => " == ",
+                _ => " unsupported_comparison ",
             };
             // Ne as the negation of an ordered ==: WGSL's != compiles to an
             // ordered comparison on Vulkan, false when an operand is NaN,
@@ -235,6 +315,42 @@ fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
             expr(c, consts, out);
             out.push_str(" == 0.0)");
         }
+        _ => out.push_str("unsupported_expression()"),
+    }
+}
+
+/// Whether every part of `body` has a WGSL translation; kernels with a
+/// part that has none are refused with a typed error before generation.
+pub fn supports(body: &Expr) -> bool {
+    match body {
+        Expr::Load(_) | Expr::Const(_) => true,
+        Expr::Unary(op, a) => {
+            matches!(
+                op,
+                UnaryOp::Neg | UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Relu
+            ) && supports(a)
+        }
+        Expr::Binary(op, a, b) => {
+            matches!(
+                op,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Max
+                    | BinaryOp::Min
+            ) && supports(a)
+                && supports(b)
+        }
+        Expr::Compare(op, a, b) => {
+            matches!(
+                op,
+                CompareOp::Lt | CompareOp::Le | CompareOp::Eq | CompareOp::Ne
+            ) && supports(a)
+                && supports(b)
+        }
+        Expr::Select(c, a, b) => supports(c) && supports(a) && supports(b),
+        _ => false,
     }
 }
 
@@ -348,24 +464,36 @@ impl StrideClasses {
     }
 }
 
-/// The WGSL compute shader for `kernel`, for any launch.
+/// The WGSL compute shader for `kernel` run per element, for any launch.
 pub fn generate(kernel: &Kernel) -> String {
     generate_for(kernel, &StrideClasses::general(kernel))
 }
 
+/// The per-element WGSL compute shader for launches of `kernel` whose
+/// strides have the classes `classes`: [`generate_scheduled`] with
+/// [`Schedule::PerElement`].
+pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
+    generate_scheduled(kernel, classes, Schedule::PerElement)
+}
+
 /// The WGSL compute shader for launches of `kernel` whose strides have
-/// the classes `classes`.
+/// the classes `classes`, run with `schedule` (or the schedule
+/// [`Schedule::effective`] gives).
 ///
 /// Bindings (group 0): 0 the parameter block (uniform), 1 the result
-/// (read-write storage), `2 + n` operand `n` (read-only storage). The
-/// entry point is `main`, dispatched on a 2-D grid of workgroups of
-/// [`WORKGROUP_SIZE`]; invocation `x + y * (groups_x * WORKGROUP_SIZE)`
+/// (read-write storage; a workgroup reduction's partials buffer when it
+/// writes partials), `2 + n` operand `n` (read-only storage). The entry
+/// point is `main`, dispatched on a 2-D grid of workgroups.
+///
+/// Per element, invocation `x + y * (groups_x * WORKGROUP_SIZE)`
 /// computes the parallel point `base` plus that linear index, counted
-/// row-major over the parallel iterators.
-pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
-    let layout = ParamLayout::of(kernel);
-    let n = kernel.iterators.len();
-    let tensors = 1 + kernel.operands;
+/// row-major over the parallel iterators. For a workgroup reduction,
+/// workgroup `g = base + x + y * groups_x` computes span `g % G` of
+/// output `g / G`, where `G` is the number of workgroups per output, and
+/// writes the result element when `G` is 1, else partial `g`.
+pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Schedule) -> String {
+    let schedule = schedule.effective(kernel);
+    let layout = ParamLayout::scheduled(kernel, schedule);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -382,81 +510,57 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
         );
     }
     s.push_str(PRELUDE);
-    let _ = writeln!(
-        s,
-        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
-         \x20   let point = {} + gid.x + gid.y * groups.x * {WORKGROUP_SIZE}u;\n\
-         \x20   if (point >= {}) {{ return; }}",
-        param(layout.base()),
-        param(layout.total())
-    );
-    // Parallel iterators from the linear index, innermost fastest.
-    let parallel: Vec<usize> = (0..n)
-        .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
-        .collect();
-    let reduction: Vec<usize> = (0..n)
-        .filter(|&k| kernel.iterators[k] == IterKind::Reduction)
-        .collect();
-    if !parallel.is_empty() {
-        s.push_str("    var rest = point;\n");
-    }
-    for (pos, &k) in parallel.iter().enumerate().rev() {
-        if pos == 0 {
-            let _ = writeln!(s, "    let i{k} = rest;");
-        } else {
-            // One division per iterator: the remainder from the quotient
-            // (software adapters have no vector integer division).
-            let size = param(layout.size(k));
-            let _ = writeln!(
-                s,
-                "    let q{k} = rest / {size};\n    let i{k} = rest - q{k} * {size};\n    rest = q{k};"
-            );
-        }
-    }
-    // Each tensor's offset at this parallel point.
-    let offset_sum = |t: usize, iters: &[usize]| -> String {
-        let mut text = String::new();
-        for &k in iters {
-            let _ = match classes.stride(t, k) {
-                StrideClass::Zero => Ok(()),
-                StrideClass::One => write!(text, " + i{k}"),
-                StrideClass::General => write!(text, " + {} * i{k}", param(layout.stride(t, k))),
-            };
-        }
-        text
+    let point_of_workgroup = match (schedule, layout.reduction_words()) {
+        (Schedule::WorkgroupReduction, Some((groups_word, _))) => Some(groups_word),
+        _ => None,
     };
-    for t in 0..tensors {
-        let name = if t == 0 {
-            "out".to_string()
-        } else {
-            format!("in{}", t - 1)
-        };
+    if let Some(groups_word) = point_of_workgroup {
         let _ = writeln!(
             s,
-            "    let base_{name} = {}{};",
-            match classes.offset(t) {
-                StrideClass::Zero => "0u".to_string(),
-                _ => param(layout.offset(t)),
-            },
-            if classes.contiguous.get(t) == Some(&true) {
-                " + point".to_string()
-            } else {
-                offset_sum(t, &parallel)
-            }
+            "var<workgroup> lanes: array<f32, {REDUCTION_WORKGROUP_SIZE}>;\n\n\
+             @compute @workgroup_size({REDUCTION_WORKGROUP_SIZE})\n\
+             fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lane: u32) {{\n\
+             \x20   let group = {} + wid.x + wid.y * groups.x;\n\
+             \x20   if (group >= {}) {{ return; }}\n\
+             \x20   let per_output = {};\n\
+             \x20   let point = group / per_output;\n\
+             \x20   let part = group - point * per_output;",
+            param(layout.base()),
+            param(layout.total()),
+            param(groups_word)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
+             fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
+             \x20   let point = {} + gid.x + gid.y * groups.x * {WORKGROUP_SIZE}u;\n\
+             \x20   if (point >= {}) {{ return; }}",
+            param(layout.base()),
+            param(layout.total())
         );
     }
-    let used = kernel.body.operands_used().min(kernel.operands);
+    let gen = Generator {
+        kernel,
+        classes,
+        layout,
+    };
+    let parallel = gen.iterators(IterKind::Parallel);
+    let reduction = gen.iterators(IterKind::Reduction);
+    gen.decode(&mut s, "point", &parallel, "", "i", "let");
+    gen.bases(&mut s, &parallel);
     let mut body = String::new();
     let mut consts = Vec::new();
     expr(&kernel.body, &mut consts, &mut body);
     for (n, c) in consts.iter().enumerate() {
         let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
     }
-    if reduction.is_empty() && kernel.accumulate == Accumulate::Assign {
-        for o in 0..used {
-            let _ = writeln!(s, "    let v{o} = in{o}[base_in{o}];");
+    if kernel.accumulate == Accumulate::Assign {
+        // The last point's value is the result: no loop.
+        for &k in &reduction {
+            let _ = writeln!(s, "    let i{k} = {} - 1u;", param(layout.size(k)));
         }
+        gen.loads(&mut s, "    ", &reduction);
         let _ = writeln!(s, "    result[base_out] = {body};\n}}");
         return s;
     }
@@ -467,34 +571,232 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
         "    var acc = {};",
         f32_literal(kernel.accumulate.identity())
     );
-    let mut indent = String::from("    ");
-    for &k in &reduction {
-        let _ = writeln!(
-            s,
-            "{indent}for (var i{k} = 0u; i{k} < {}; i{k} = i{k} + 1u) {{",
-            param(layout.size(k))
-        );
-        indent.push_str("    ");
-    }
-    for o in 0..used {
-        let _ = writeln!(
-            s,
-            "{indent}let v{o} = in{o}[base_in{o}{}];",
-            offset_sum(o + 1, &reduction)
-        );
-    }
-    let combined = match kernel.accumulate {
-        Accumulate::Assign => body,
-        Accumulate::Add => format!("acc + {body}"),
-        Accumulate::Mul => format!("acc * {body}"),
-        Accumulate::Max => format!("fmax(acc, {body})"),
-        Accumulate::Min => format!("fmin(acc, {body})"),
+    let step = match point_of_workgroup {
+        None => {
+            gen.walk(&mut s, &reduction, &body, None);
+            s.push_str("    result[base_out] = acc;\n}\n");
+            return s;
+        }
+        Some(_) => REDUCTION_WORKGROUP_SIZE,
     };
-    let _ = writeln!(s, "{indent}acc = {combined};");
-    for _ in &reduction {
-        indent.truncate(indent.len() - 4);
-        let _ = writeln!(s, "{indent}}}");
+    // This invocation's points of the span: lane, lane + step, ...
+    let (_, chunk_word) = layout.reduction_words().expect("a workgroup reduction");
+    let _ = writeln!(
+        s,
+        "    let points = {};\n\
+         \x20   let span = {} * {step}u;\n\
+         \x20   let begin = part * span;\n\
+         \x20   let end = begin + min(points - begin, span);\n\
+         \x20   var count = 0u;\n\
+         \x20   if (begin + lane < end) {{ count = (end - begin - lane - 1u) / {step}u + 1u; }}",
+        gen.point_count(&reduction),
+        param(chunk_word)
+    );
+    gen.walk(&mut s, &reduction, &body, Some(step));
+    // A fixed tree of fan-in TREE_FAN_IN: at each level, lane t < width
+    // folds lanes t + width, t + 2 * width, ... into its own, in order.
+    let _ = writeln!(s, "    lanes[lane] = acc;\n    workgroupBarrier();");
+    let mut width = REDUCTION_WORKGROUP_SIZE;
+    while width > 1 {
+        let fan_in = TREE_FAN_IN.min(width);
+        width /= fan_in;
+        let mut folded = "lanes[lane]".to_string();
+        for k in 1..fan_in {
+            folded = combine(
+                kernel.accumulate,
+                &folded,
+                &format!("lanes[lane + {}u]", k * width),
+            );
+        }
+        let _ = writeln!(s, "    if (lane < {width}u) {{ lanes[lane] = {folded}; }}");
+        if width > 1 {
+            s.push_str("    workgroupBarrier();\n");
+        }
     }
-    s.push_str("    result[base_out] = acc;\n}\n");
+    s.push_str(
+        "    if (lane == 0u) {\n\
+         \x20       if (per_output == 1u) { result[base_out] = lanes[0]; } else { result[group] = lanes[0]; }\n\
+         \x20   }\n}\n",
+    );
     s
+}
+
+/// `acc` combined with `x` by `accumulate`, as WGSL.
+fn combine(accumulate: Accumulate, acc: &str, x: &str) -> String {
+    match accumulate {
+        Accumulate::Assign => x.to_string(),
+        Accumulate::Add => format!("{acc} + {x}"),
+        Accumulate::Mul => format!("{acc} * {x}"),
+        Accumulate::Max => format!("fmax({acc}, {x})"),
+        Accumulate::Min => format!("fmin({acc}, {x})"),
+    }
+}
+
+/// What the pieces of a shader need to know.
+struct Generator<'a> {
+    kernel: &'a Kernel,
+    classes: &'a StrideClasses,
+    layout: ParamLayout,
+}
+
+impl Generator<'_> {
+    fn iterators(&self, kind: IterKind) -> Vec<usize> {
+        (0..self.kernel.iterators.len())
+            .filter(|&k| self.kernel.iterators[k] == kind)
+            .collect()
+    }
+
+    /// Declares `{name}{k}` for each iterator of `iters`, the digits of
+    /// the linear index `value` counted row-major over them (innermost
+    /// fastest). The outermost digit is not wrapped: it may exceed its
+    /// size when `value` is past the last point. `tag` keeps the
+    /// temporaries of several decodings apart.
+    fn decode(
+        &self,
+        s: &mut String,
+        value: &str,
+        iters: &[usize],
+        tag: &str,
+        name: &str,
+        decl: &str,
+    ) {
+        if iters.is_empty() {
+            return;
+        }
+        let (rest, q) = (format!("rest{tag}"), format!("q{tag}"));
+        let _ = writeln!(s, "    var {rest} = {value};");
+        for (pos, &k) in iters.iter().enumerate().rev() {
+            if pos == 0 {
+                let _ = writeln!(s, "    {decl} {name}{k} = {rest};");
+            } else {
+                // One division per iterator: the remainder from the quotient
+                // (software adapters have no vector integer division).
+                let size = param(self.layout.size(k));
+                let _ = writeln!(
+                    s,
+                    "    let {q}{k} = {rest} / {size};\n    {decl} {name}{k} = {rest} - {q}{k} * {size};\n    {rest} = {q}{k};"
+                );
+            }
+        }
+    }
+
+    /// The sum of the strides times the iterators of `iters` for tensor
+    /// `t`, as WGSL terms each starting with ` + `.
+    fn offset_sum(&self, t: usize, iters: &[usize]) -> String {
+        let mut text = String::new();
+        for &k in iters {
+            let _ = match self.classes.stride(t, k) {
+                StrideClass::Zero => Ok(()),
+                StrideClass::One => write!(text, " + i{k}"),
+                StrideClass::General => {
+                    write!(text, " + {} * i{k}", param(self.layout.stride(t, k)))
+                }
+            };
+        }
+        text
+    }
+
+    /// Declares `base_out` and `base_in{n}`: each tensor's element at this
+    /// parallel point with every reduction iterator at 0.
+    fn bases(&self, s: &mut String, parallel: &[usize]) {
+        for t in 0..1 + self.kernel.operands {
+            let name = if t == 0 {
+                "out".to_string()
+            } else {
+                format!("in{}", t - 1)
+            };
+            let _ = writeln!(
+                s,
+                "    let base_{name} = {}{};",
+                match self.classes.offset(t) {
+                    StrideClass::Zero => "0u".to_string(),
+                    _ => param(self.layout.offset(t)),
+                },
+                if self.classes.contiguous.get(t) == Some(&true) {
+                    " + point".to_string()
+                } else {
+                    self.offset_sum(t, parallel)
+                }
+            );
+        }
+    }
+
+    /// Declares `v{n}` for each operand the body reads, at the current
+    /// reduction point.
+    fn loads(&self, s: &mut String, indent: &str, reduction: &[usize]) {
+        let used = self.kernel.body.operands_used().min(self.kernel.operands);
+        for o in 0..used {
+            let _ = writeln!(
+                s,
+                "{indent}let v{o} = in{o}[base_in{o}{}];",
+                self.offset_sum(o + 1, reduction)
+            );
+        }
+    }
+
+    /// The number of reduction points, as WGSL (the planner keeps it below
+    /// 2^32).
+    fn point_count(&self, reduction: &[usize]) -> String {
+        if reduction.is_empty() {
+            return "1u".to_string();
+        }
+        reduction
+            .iter()
+            .map(|&k| param(self.layout.size(k)))
+            .collect::<Vec<_>>()
+            .join(" * ")
+    }
+
+    /// Accumulates `body` into `acc` over reduction points with ONE loop:
+    /// an odometer over the reduction iterators advances by one point per
+    /// iteration, so each point costs one back-edge of Mesa's budget
+    /// however many iterators there are. `step` `None`: every point from
+    /// the first; `Some(n)`: `count` points from `begin + lane`, `n` apart.
+    fn walk(&self, s: &mut String, reduction: &[usize], body: &str, step: Option<u32>) {
+        let acc = combine(self.kernel.accumulate, "acc", body);
+        if reduction.is_empty() {
+            self.loads(s, "    ", reduction);
+            let _ = writeln!(s, "    acc = {acc};");
+            return;
+        }
+        let count = match step {
+            None => {
+                for &k in reduction {
+                    let _ = writeln!(s, "    var i{k} = 0u;");
+                }
+                self.point_count(reduction)
+            }
+            Some(n) => {
+                self.decode(s, "begin + lane", reduction, "_r", "i", "var");
+                // The step's digits.
+                self.decode(s, &format!("{n}u"), reduction, "_w", "w", "let");
+                "count".to_string()
+            }
+        };
+        let _ = writeln!(s, "    for (var j = 0u; j < {count}; j = j + 1u) {{");
+        self.loads(s, "        ", reduction);
+        let _ = writeln!(s, "        acc = {acc};");
+        // Add the step with carries, innermost first; each digit stays
+        // below its size, so one subtraction wraps it. The outermost digit
+        // is not wrapped.
+        let mut carry = String::new();
+        for (pos, &k) in reduction.iter().enumerate().rev() {
+            let digit = match step {
+                Some(_) => format!(" + w{k}"),
+                None if pos + 1 == reduction.len() => " + 1u".to_string(),
+                None => String::new(),
+            };
+            if pos == 0 {
+                let _ = writeln!(s, "        i{k} = i{k}{digit}{carry};");
+            } else {
+                let size = param(self.layout.size(k));
+                let _ = writeln!(
+                    s,
+                    "        let t{k} = i{k}{digit}{carry};\n        let c{k} = t{k} >= {size};\n        i{k} = select(t{k}, t{k} - {size}, c{k});"
+                );
+                carry = format!(" + select(0u, 1u, c{k})");
+            }
+        }
+        s.push_str("    }\n");
+    }
 }

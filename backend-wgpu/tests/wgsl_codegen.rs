@@ -3,7 +3,8 @@
 //! parameter block packs launches where the shader reads them.
 
 use backend_wgpu::wgsl::{
-    f32_literal, generate, generate_for, ParamLayout, StrideClass, StrideClasses,
+    f32_literal, generate, generate_for, generate_scheduled, ParamLayout, Schedule, StrideClass,
+    StrideClasses,
 };
 use proptest::prelude::*;
 use shape_core::kernel::{
@@ -21,6 +22,18 @@ fn validate(source: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The loops of a shader: Mesa's per-invocation budget counts every
+/// back-edge, so a generated shader has at most one loop, whose length the
+/// planner bounds (see `backend_wgpu::reduction`).
+fn loops(source: &str) -> usize {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .flat_map(|code| code.split(|c: char| !c.is_alphanumeric() && c != '_'))
+        .filter(|word| matches!(*word, "for" | "loop" | "while"))
+        .count()
+}
+
 fn load(i: usize) -> Box<Expr> {
     Box::new(Expr::Load(i))
 }
@@ -30,37 +43,37 @@ fn representative() -> Vec<(&'static str, Kernel)> {
     vec![
         (
             "broadcast add over two parallel iterators",
-            Kernel {
-                iterators: vec![P, P],
-                operands: 2,
-                body: Expr::Binary(BinaryOp::Add, load(0), load(1)),
-                accumulate: Accumulate::Assign,
-            },
+            Kernel::new(
+                vec![P, P],
+                2,
+                Expr::Binary(BinaryOp::Add, load(0), load(1)),
+                Accumulate::Assign,
+            ),
         ),
         (
             "matrix product: sum of products over one reduction",
-            Kernel {
-                iterators: vec![P, P, R],
-                operands: 2,
-                body: Expr::Binary(BinaryOp::Mul, load(0), load(1)),
-                accumulate: Accumulate::Add,
-            },
+            Kernel::new(
+                vec![P, P, R],
+                2,
+                Expr::Binary(BinaryOp::Mul, load(0), load(1)),
+                Accumulate::Add,
+            ),
         ),
         (
             "max over two reductions around a parallel iterator",
-            Kernel {
-                iterators: vec![R, P, R],
-                operands: 1,
-                body: Expr::Unary(UnaryOp::Exp, load(0)),
-                accumulate: Accumulate::Max,
-            },
+            Kernel::new(
+                vec![R, P, R],
+                1,
+                Expr::Unary(UnaryOp::Exp, load(0)),
+                Accumulate::Max,
+            ),
         ),
         (
             "relu, a comparison and a select with constants",
-            Kernel {
-                iterators: vec![P],
-                operands: 1,
-                body: Expr::Select(
+            Kernel::new(
+                vec![P],
+                1,
+                Expr::Select(
                     Box::new(Expr::Compare(
                         CompareOp::Lt,
                         load(0),
@@ -69,17 +82,12 @@ fn representative() -> Vec<(&'static str, Kernel)> {
                     Box::new(Expr::Unary(UnaryOp::Relu, load(0))),
                     Box::new(Expr::Const(f32::INFINITY)),
                 ),
-                accumulate: Accumulate::Assign,
-            },
+                Accumulate::Assign,
+            ),
         ),
         (
             "a scalar fill: no iterators, no operands",
-            Kernel {
-                iterators: vec![],
-                operands: 0,
-                body: Expr::Const(1.5e-7),
-                accumulate: Accumulate::Assign,
-            },
+            Kernel::new(vec![], 0, Expr::Const(1.5e-7), Accumulate::Assign),
         ),
     ]
 }
@@ -90,23 +98,12 @@ fn representative_shaders_validate_and_match_their_snapshots() {
     // The broadcast add specialized for a row-major matrix plus a row
     // vector: unit and zero strides need no multiply.
     let add = representative().remove(0).1;
-    let matrix = Layout {
-        offset: 0,
-        strides: vec![8, 1],
-        len: 32,
-    };
-    let launch = Launch {
-        sizes: vec![4, 8],
-        result: matrix.clone(),
-        operands: vec![
-            matrix,
-            Layout {
-                offset: 0,
-                strides: vec![0, 1],
-                len: 8,
-            },
-        ],
-    };
+    let matrix = Layout::new(0, vec![8, 1], 32);
+    let launch = Launch::new(
+        vec![4, 8],
+        matrix.clone(),
+        vec![matrix, Layout::new(0, vec![0, 1], 8)],
+    );
     let specialized = generate_for(&add, &StrideClasses::of(&add, &launch));
     validate(&specialized).unwrap();
     all.push_str(&format!(
@@ -118,6 +115,24 @@ fn representative_shaders_validate_and_match_their_snapshots() {
             panic!("{what}: {e}\n{source}");
         }
         all.push_str(&format!("// ===== {what}\n{source}\n"));
+    }
+    // Workgroup reductions: one reduction iterator (a row sum), and two
+    // around a parallel one (the odometer carries between them).
+    for (what, kernel) in representative() {
+        if Schedule::WorkgroupReduction.effective(&kernel) != Schedule::WorkgroupReduction {
+            continue;
+        }
+        let source = generate_scheduled(
+            &kernel,
+            &StrideClasses::general(&kernel),
+            Schedule::WorkgroupReduction,
+        );
+        if let Err(e) = validate(&source) {
+            panic!("{what}, workgroup reduction: {e}\n{source}");
+        }
+        all.push_str(&format!(
+            "// ===== {what}, as a workgroup reduction\n{source}\n"
+        ));
     }
     insta::assert_snapshot!(all);
 }
@@ -140,35 +155,28 @@ fn literals_are_exact_for_every_class_of_value() {
 
 #[test]
 fn the_parameter_block_holds_the_launch_where_the_shader_reads_it() {
-    let kernel = Kernel {
-        iterators: vec![IterKind::Parallel, IterKind::Reduction],
-        operands: 1,
-        body: Expr::Load(0),
-        accumulate: Accumulate::Add,
-    };
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Reduction],
+        1,
+        Expr::Load(0),
+        Accumulate::Add,
+    );
     let layout = ParamLayout::of(&kernel);
     // total, base, 2 sizes, result (offset + 2 strides), operand (same).
     assert_eq!(layout.words(), 2 + 2 + 3 + 3);
     assert_eq!(layout.vec4s(), 3);
     assert_eq!(layout.bytes(), 48);
-    let launch = Launch {
-        sizes: vec![2, 3],
-        result: Layout {
-            offset: 7,
-            strides: vec![1, 0],
-            len: 9,
-        },
-        operands: vec![Layout {
-            offset: 0,
-            strides: vec![3, 1],
-            len: 6,
-        }],
-    };
+    let launch = Launch::new(
+        vec![2, 3],
+        Layout::new(7, vec![1, 0], 9),
+        vec![Layout::new(0, vec![3, 1], 6)],
+    );
     let words = layout.pack(&launch, 2).unwrap();
     assert_eq!(words, vec![2, 0, 2, 3, 7, 1, 0, 0, 3, 1, 0, 0]);
-    let too_big = Launch {
-        sizes: vec![1 << 33, 1],
-        ..launch
+    let too_big = {
+        let mut x = launch;
+        x.sizes = vec![1 << 33, 1];
+        x
     };
     assert_eq!(layout.pack(&too_big, 2), Err(("iterator size", 1 << 33)));
 }
@@ -240,11 +248,13 @@ fn kernels() -> impl Strategy<Value = Kernel> {
         ],
     )
         .prop_flat_map(|(iterators, operands, accumulate)| {
-            exprs(operands).prop_map(move |body| Kernel {
-                iterators: iterators.clone(),
-                operands: operands.max(body.operands_used()),
-                body,
-                accumulate,
+            exprs(operands).prop_map(move |body| {
+                Kernel::new(
+                    iterators.clone(),
+                    operands.max(body.operands_used()),
+                    body,
+                    accumulate,
+                )
             })
         })
 }
@@ -264,6 +274,12 @@ proptest! {
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }
+        prop_assert!(loops(&source) <= 1, "{}", source);
+        let source = generate_scheduled(&kernel, &StrideClasses::general(&kernel), Schedule::WorkgroupReduction);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+        prop_assert!(loops(&source) <= 1, "{}", source);
         // The same kernel specialized on arbitrary stride classes.
         let classes = StrideClasses {
             contiguous: (0..=kernel.operands).map(|t| (seed >> ((t + 30) % 60)) & 1 == 1).collect(),
@@ -283,6 +299,10 @@ proptest! {
                 .collect(),
         };
         let source = generate_for(&kernel, &classes);
+        if let Err(e) = validate(&source) {
+            prop_assert!(false, "{}\n{}", e, source);
+        }
+        let source = generate_scheduled(&kernel, &classes, Schedule::WorkgroupReduction);
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }

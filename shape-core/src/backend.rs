@@ -1,12 +1,13 @@
 //! The interface every compute backend implements.
 
-use crate::kernel::{Kernel, Launch};
+use crate::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 
 /// A compute backend: buffers of `f32` and kernel execution.
 ///
 /// Implementations: `backend-cpu` (the reference executor, and the oracle
 /// every other backend is checked against) and `backend-wgpu` (GPUs through
-/// wgpu).
+/// wgpu). A third-party backend checks itself against the reference with
+/// `shape-tests`' conformance suite (one macro call).
 pub trait Backend {
     /// A buffer on the backend's device.
     type Buffer;
@@ -25,10 +26,43 @@ pub trait Backend {
     /// The contents of a buffer.
     fn download(&mut self, buffer: &Self::Buffer) -> Result<Vec<f32>, Self::Error>;
 
+    /// The number of elements of a buffer.
+    fn len(&self, buffer: &Self::Buffer) -> u64;
+
+    /// A buffer holding `data`, which the backend may keep instead of
+    /// copying (the CPU backend does, so a run holds one copy of its
+    /// inputs, not two).
+    fn upload_owned(&mut self, data: Vec<f32>) -> Result<Self::Buffer, Self::Error> {
+        self.upload(&data)
+    }
+
+    /// The contents of a buffer that is no longer needed; the backend may
+    /// hand over its storage instead of copying it.
+    fn take(&mut self, buffer: Self::Buffer) -> Result<Vec<f32>, Self::Error> {
+        self.download(&buffer)
+    }
+
+    /// Sets every element of `buffer` to `value` (a reused buffer that a
+    /// kernel will not overwrite entirely is cleared first). The default
+    /// runs a one-iterator kernel through [`Backend::execute`].
+    fn fill(&mut self, buffer: &mut Self::Buffer, value: f32) -> Result<(), Self::Error> {
+        let len = self.len(buffer);
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel],
+            0,
+            Expr::Const(value),
+            Accumulate::Assign,
+        );
+        let launch = Launch::new(vec![len], Layout::new(0, vec![1], len), vec![]);
+        self.execute(&kernel, &launch, buffer, &[])
+    }
+
     /// Runs `kernel` with the sizes and layouts of `launch`, reading
     /// `operands` and writing `result`. A kernel with reduction iterators
     /// overwrites the result elements it addresses (it does not add to what
-    /// was there before).
+    /// was there before). Every implementation first runs
+    /// [`Launch::check_buffers`], so that all backends refuse the same
+    /// launches.
     fn execute(
         &mut self,
         kernel: &Kernel,

@@ -64,11 +64,7 @@ pub fn coalesce(kernel: &Kernel, launch: &Launch) -> (Kernel, Launch) {
         }
     }
     let mut strides = strides.into_iter();
-    let layout = |l: &Layout, s: Vec<u64>| Layout {
-        offset: l.offset,
-        strides: s,
-        len: l.len,
-    };
+    let layout = |l: &Layout, s: Vec<u64>| Layout::new(l.offset, s, l.len);
     let result = layout(&launch.result, strides.next().unwrap_or_default());
     let operands = launch
         .operands
@@ -76,17 +72,15 @@ pub fn coalesce(kernel: &Kernel, launch: &Launch) -> (Kernel, Launch) {
         .zip(strides)
         .map(|(l, s)| layout(l, s))
         .collect();
+    let mut coalesced = Launch::new(sizes, result, operands);
+    coalesced.races = launch.races;
     (
-        Kernel {
+        Kernel::new(
             iterators,
-            operands: kernel.operands,
-            body: kernel.body.clone(),
-            accumulate: kernel.accumulate,
-        },
-        Launch {
-            sizes,
-            result,
-            operands,
-        },
+            kernel.operands,
+            kernel.body.clone(),
+            kernel.accumulate,
+        ),
+        coalesced,
     )
 }

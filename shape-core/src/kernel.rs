@@ -61,7 +61,11 @@ impl Accumulate {
 }
 
 /// A unary scalar function.
+///
+/// `#[non_exhaustive]`: new functions are additions; a backend that meets
+/// one it does not know refuses the kernel with a typed error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum UnaryOp {
     /// `-x`
     Neg,
@@ -75,8 +79,9 @@ pub enum UnaryOp {
     Relu,
 }
 
-/// A binary scalar function.
+/// A binary scalar function (`#[non_exhaustive]`, as [`UnaryOp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BinaryOp {
     /// `a + b`
     Add,
@@ -92,8 +97,10 @@ pub enum BinaryOp {
     Min,
 }
 
-/// A comparison, giving 1.0 when it holds and 0.0 otherwise.
+/// A comparison, giving 1.0 when it holds and 0.0 otherwise
+/// (`#[non_exhaustive]`, as [`UnaryOp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CompareOp {
     /// `a < b`
     Lt,
@@ -106,7 +113,12 @@ pub enum CompareOp {
 }
 
 /// The scalar computation at one point of the loop nest.
+///
+/// `#[non_exhaustive]`: kinds still to come (a size passed as a launch
+/// value, an opaque user function) are additions. A backend refuses a body
+/// it cannot run with a typed error rather than running something else.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Expr {
     /// The element of operand `n` at this point.
     Load(usize),
@@ -204,7 +216,11 @@ impl fmt::Display for Expr {
 }
 
 /// A kernel: the structure of a loop nest, without sizes.
+///
+/// `#[non_exhaustive]`: build one with [`Kernel::new`], so that fields
+/// still to come (such as launch values) are additions.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Kernel {
     /// The loop iterators, outermost first.
     pub iterators: Vec<IterKind>,
@@ -214,6 +230,36 @@ pub struct Kernel {
     pub body: Expr,
     /// How values combine into a result element.
     pub accumulate: Accumulate,
+}
+
+impl Kernel {
+    /// A kernel over `iterators` reading `operands` tensors, computing
+    /// `body` at each point and combining values by `accumulate`.
+    pub fn new(
+        iterators: Vec<IterKind>,
+        operands: usize,
+        body: Expr,
+        accumulate: Accumulate,
+    ) -> Kernel {
+        Kernel {
+            iterators,
+            operands,
+            body,
+            accumulate,
+        }
+    }
+
+    /// This kernel with another body.
+    pub fn with_body(mut self, body: Expr) -> Kernel {
+        self.body = body;
+        self
+    }
+
+    /// This kernel with another accumulation.
+    pub fn with_accumulate(mut self, accumulate: Accumulate) -> Kernel {
+        self.accumulate = accumulate;
+        self
+    }
 }
 
 impl fmt::Display for Kernel {
@@ -245,7 +291,10 @@ impl fmt::Display for Kernel {
 
 /// Where a tensor's elements are: `offset + sum(strides[k] * i_k)`, in
 /// elements, one stride per iterator of the kernel.
+///
+/// `#[non_exhaustive]`: build one with [`Layout::new`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Layout {
     /// The element at iterator values all zero.
     pub offset: u64,
@@ -256,8 +305,37 @@ pub struct Layout {
     pub len: u64,
 }
 
+impl Layout {
+    /// A layout of a buffer of `len` elements.
+    pub fn new(offset: u64, strides: Vec<u64>, len: u64) -> Layout {
+        Layout {
+            offset,
+            strides,
+            len,
+        }
+    }
+}
+
+/// Whether several points of a launch may write the same result element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Races {
+    /// Every point of the parallel iterators writes its own element;
+    /// a layout where two could write the same one is refused
+    /// ([`LaunchError::WriteConflict`]). The default.
+    #[default]
+    Refused,
+    /// The caller accepts that several points write one element and that
+    /// any one of their values may remain (slangpy's fixed-shape output
+    /// written by every call). Results are then backend-dependent, and
+    /// differential tests do not compare them.
+    Allowed,
+}
+
 /// The run-time parameters of one kernel execution.
+///
+/// `#[non_exhaustive]`: build one with [`Launch::new`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Launch {
     /// The size of each iterator.
     pub sizes: Vec<u64>,
@@ -265,10 +343,14 @@ pub struct Launch {
     pub result: Layout,
     /// Each operand's layout.
     pub operands: Vec<Layout>,
+    /// Whether racing writes to the result are accepted.
+    pub races: Races,
 }
 
 /// A kernel and launch that do not fit together.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
 pub enum LaunchError {
     /// The launch has a different number of iterators or operands.
     #[error("the launch has {found} {what} but the kernel has {expected}")]
@@ -306,6 +388,15 @@ pub enum LaunchError {
         /// Buffers given.
         found: usize,
     },
+    /// Two points of the parallel iterators would write the same result
+    /// element, and the launch did not allow it ([`Races::Allowed`]).
+    #[error("parallel iterator {iterator} (size {size}) would write result elements that other points also write; give the result a layout with a distinct element per point, or allow the race explicitly")]
+    WriteConflict {
+        /// The iterator.
+        iterator: usize,
+        /// Its size.
+        size: u64,
+    },
     /// A buffer whose length differs from the one its layout declares.
     #[error("{tensor} has {found} elements but its layout says {expected}")]
     BufferLength {
@@ -318,12 +409,73 @@ pub enum LaunchError {
     },
 }
 
+impl LaunchError {
+    /// A stable, machine-readable name for the error's kind: the
+    /// variant's name in snake case.
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
+}
+
 /// `result` or `operand N`, for messages.
 fn tensor_name(operand: Option<usize>) -> String {
     operand.map_or("result".to_string(), |i| format!("operand {i}"))
 }
 
 impl Launch {
+    /// A launch over iterators of `sizes`, writing through `result` and
+    /// reading through `operands`; racing writes are refused.
+    pub fn new(sizes: Vec<u64>, result: Layout, operands: Vec<Layout>) -> Launch {
+        Launch {
+            sizes,
+            result,
+            operands,
+            races: Races::Refused,
+        }
+    }
+
+    /// This launch with racing writes to its result allowed.
+    pub fn allowing_races(mut self) -> Launch {
+        self.races = Races::Allowed;
+        self
+    }
+
+    /// The number of points of the parallel iterators (the result elements
+    /// written), saturating.
+    pub fn parallel_points(&self, kernel: &Kernel) -> u128 {
+        kernel
+            .iterators
+            .iter()
+            .zip(&self.sizes)
+            .filter(|(k, _)| **k == IterKind::Parallel)
+            .fold(1u128, |acc, (_, &s)| acc.saturating_mul(s as u128))
+    }
+
+    /// A parallel iterator along which two points may write the same
+    /// result element, with its size; `None` when every point writes its
+    /// own element. A sufficient test: with the iterators sorted by result
+    /// stride, each stride must exceed the largest offset the smaller ones
+    /// reach.
+    pub fn overlapping_writes(&self, kernel: &Kernel) -> Option<(usize, u64)> {
+        let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
+            .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
+            .filter_map(|k| {
+                let size = *self.sizes.get(k)?;
+                let stride = *self.result.strides.get(k)?;
+                (size > 1).then_some((stride, size, k))
+            })
+            .collect();
+        parallel.sort_unstable();
+        let mut reach = 0u128;
+        for (stride, size, k) in parallel {
+            if stride as u128 <= reach {
+                return Some((k, size));
+            }
+            reach += stride as u128 * (size as u128 - 1);
+        }
+        None
+    }
+
     /// [`Launch::check`], and that the buffers a backend was given match:
     /// one per operand, each as long as its layout says. Every backend
     /// runs this before a kernel.
@@ -359,8 +511,10 @@ impl Launch {
         Ok(())
     }
 
-    /// Checks that the launch fits the kernel and that every access stays
-    /// inside its buffer.
+    /// Checks that the launch fits the kernel, that every access stays
+    /// inside its buffer, and that no two points write one result element
+    /// unless the launch allows it. Every backend runs this, so the CPU
+    /// reference refuses exactly what other backends refuse.
     pub fn check(&self, kernel: &Kernel) -> Result<(), LaunchError> {
         let n = kernel.iterators.len();
         let arity = |what, expected, found| {
@@ -403,6 +557,11 @@ impl Launch {
                     last,
                     len: l.len,
                 });
+            }
+        }
+        if self.races == Races::Refused {
+            if let Some((iterator, size)) = self.overlapping_writes(kernel) {
+                return Err(LaunchError::WriteConflict { iterator, size });
             }
         }
         Ok(())

@@ -1,19 +1,20 @@
 //! The graph API: tensors, operations, solving, reading shapes back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
-use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec, SpecError};
-use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar, Shape, SolvedShape};
+use shape_core::spec::{ShapeSpec, SpecError};
+use shape_core::{Row, RowKind, Shape, SolvedShape};
 
-use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::finalize::{Provenance, Solution};
-use crate::ops::{OpContext, OpKind};
-use crate::origin::{OpRef, Origin, TensorRef, Why};
+use crate::operation::{ConstraintCx, Operation};
+use crate::ops::{self, terminal};
+use crate::origin::{OpRef, Origin, TensorRef};
+use crate::registry::{BuildArgs, Registry};
 use crate::solver::Solver;
 
 /// A tensor in a [`Graph`].
@@ -61,7 +62,7 @@ struct Tensor {
 /// An operation node.
 #[derive(Clone, Debug)]
 struct OpNode {
-    kind: OpKind,
+    op: Arc<dyn Operation>,
     operands: Operands,
     result: TensorId,
 }
@@ -100,8 +101,94 @@ impl Operands {
     }
 }
 
+/// What a malformed spec was for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpecContext {
+    /// The declared shape of a tensor.
+    Declared {
+        /// The tensor's name.
+        tensor: Arc<str>,
+    },
+    /// A shape required of a tensor.
+    Required {
+        /// The tensor's name.
+        tensor: Arc<str>,
+    },
+    /// The spec argument of a call (`einsum`, `permute`, ...).
+    Call {
+        /// The function.
+        function: Arc<str>,
+        /// The spec text.
+        spec: Arc<str>,
+    },
+}
+
+impl fmt::Display for SpecContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecContext::Declared { tensor } => write!(f, "the declared shape of `{tensor}`"),
+            SpecContext::Required { tensor } => write!(f, "the required shape of `{tensor}`"),
+            SpecContext::Call { function, spec } => write!(f, "{function} \"{spec}\""),
+        }
+    }
+}
+
+/// Why a constant's declared shape cannot hold its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConstantProblem {
+    /// No values at all.
+    Empty,
+    /// The batch or input row has a row variable.
+    RowVariable,
+    /// The batch or input row has a size that is not a number.
+    UnknownSize,
+    /// The batch and input rows hold more elements than 128 bits count.
+    TooManyElements,
+    /// The values do not fill whole output rows.
+    Indivisible {
+        /// The number of values.
+        elements: u64,
+        /// The elements the batch and input rows hold.
+        per_row: u128,
+    },
+}
+
+impl ConstantProblem {
+    fn describe(&self, spec: &str) -> String {
+        match self {
+            ConstantProblem::Empty => "a constant needs at least one element".into(),
+            ConstantProblem::RowVariable => format!("the batch and input rows of \"{spec}\" must not have row variables when the element count is given"),
+            ConstantProblem::UnknownSize => format!("the batch and input rows of \"{spec}\" must be fixed sizes when the element count is given"),
+            ConstantProblem::TooManyElements => format!("the batch and input rows of \"{spec}\" hold more elements than fit in 128 bits"),
+            ConstantProblem::Indivisible { elements, per_row } => format!("{elements} elements do not fill whole rows of the {per_row} elements that the batch and input rows of \"{spec}\" hold"),
+        }
+    }
+}
+
+fn names(ts: &[Arc<str>]) -> String {
+    if ts.is_empty() {
+        "none".to_string()
+    } else {
+        ts.iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Operations of one name, by spec text.
+type BySpec = HashMap<Arc<str>, Arc<dyn Operation>>;
+
+/// An operation with its operands and result.
+pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId);
+
 /// A failure of a graph call.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// [`GraphError::kind`] names each kind of failure for programs (shapec's
+/// `--json` prints it): the variant's name in snake case, or the
+/// [`ShapeError`]'s own kind.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum GraphError {
     /// The shapes do not fit together.
@@ -111,17 +198,43 @@ pub enum GraphError {
     #[error("in {context}: {source}")]
     Spec {
         /// What the spec was for.
-        context: String,
+        context: SpecContext,
         /// The parse error.
         source: Box<SpecError>,
     },
-    /// An operation that cannot be lowered to a kernel.
-    #[error("cannot build a kernel for {op}: {what}")]
-    Unsupported {
-        /// The operation.
-        op: String,
-        /// Why not.
-        what: String,
+    /// A call of a function the graph's registry does not have.
+    #[error("unknown function `{name}`; the functions are {}", known.join(", "))]
+    UnknownFunction {
+        /// The name called.
+        name: String,
+        /// The names there are.
+        known: Vec<String>,
+    },
+    /// A function that takes a spec string was called without one.
+    #[error("`{function}` takes a spec string before its tensors")]
+    SpecExpected {
+        /// The function.
+        function: String,
+    },
+    /// A function that takes no spec string was given one.
+    #[error("`{function}` takes tensors only, no spec string")]
+    SpecUnexpected {
+        /// The function.
+        function: String,
+    },
+    /// A function registered under a name that is taken.
+    #[error("a function called `{name}` is already registered")]
+    DuplicateFunction {
+        /// The name.
+        name: String,
+    },
+    /// A permute given a spec of more than one operand.
+    #[error("permute takes a spec of one operand, but \"{spec}\" has {operands}; use einsum")]
+    PermuteSpec {
+        /// The spec.
+        spec: String,
+        /// Its operands.
+        operands: usize,
     },
     /// An operation id that this graph did not create.
     #[error("unknown operation id {0}: it was not created by this graph")]
@@ -130,24 +243,28 @@ pub enum GraphError {
     #[error("unknown tensor id {0}: it was not created by this graph")]
     UnknownTensor(usize),
     /// An operation given the wrong number of operands.
-    #[error("{op} takes {expected} operand(s) but was given {found}: {}", if given.is_empty() { "none".to_string() } else { given.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ") })]
+    #[error(
+        "{op} takes {expected} operand(s) but was given {found}: {}",
+        names(given)
+    )]
     Arity {
         /// The operation.
-        op: String,
+        op: Arc<str>,
         /// Operands it takes.
         expected: usize,
         /// Operands given.
         found: usize,
         /// The names of the tensors given (unknown ids are left out).
-        given: Vec<String>,
+        given: Vec<Arc<str>>,
     },
     /// An axis index past the end of a solved row.
     #[error(
-        "`{tensor}` has no {kind} axis {axis}: its {kind} row has length {len} (axes count from 0)"
+        "`{}` has no {kind} axis {axis}: its {kind} row has length {len} (axes count from 0)",
+        tensor.name
     )]
     NoSuchAxis {
-        /// The tensor's name.
-        tensor: String,
+        /// The tensor.
+        tensor: TensorRef,
         /// The row.
         kind: RowKind,
         /// The axis asked for.
@@ -156,13 +273,56 @@ pub enum GraphError {
         len: usize,
     },
     /// A constant whose element count does not fit its declared shape.
-    #[error("constant `{name}`: {message}")]
+    #[error("constant `{name}`: {}", problem.describe(spec))]
     Constant {
         /// The constant's name.
-        name: String,
-        /// What is wrong.
-        message: String,
+        name: Arc<str>,
+        /// Its declared spec.
+        spec: Arc<str>,
+        /// What does not fit.
+        problem: ConstantProblem,
     },
+    /// A batch slice asked for an index its batch axis does not have.
+    #[error("{op} takes batch index {index}, but the batch axis it slices has size {size}")]
+    SliceOutOfRange {
+        /// The batch slice.
+        op: Arc<OpRef>,
+        /// The index asked for.
+        index: u64,
+        /// The size of the sliced axis.
+        size: u64,
+    },
+}
+
+impl GraphError {
+    /// A stable, machine-readable name for the error's kind: the variant's
+    /// name in snake case, defined with the variant, or the shape error's
+    /// own kind.
+    pub fn kind(&self) -> &'static str {
+        if let GraphError::Shape(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
+
+    /// The operation the error is about, if it names one.
+    pub fn op(&self) -> Option<&OpRef> {
+        match self {
+            GraphError::Shape(e) => e.context().and_then(Origin::op),
+            GraphError::SliceOutOfRange { op, .. } => Some(op),
+            GraphError::Spec { .. }
+            | GraphError::UnknownFunction { .. }
+            | GraphError::SpecExpected { .. }
+            | GraphError::SpecUnexpected { .. }
+            | GraphError::DuplicateFunction { .. }
+            | GraphError::PermuteSpec { .. }
+            | GraphError::UnknownOp(_)
+            | GraphError::UnknownTensor(_)
+            | GraphError::Arity { .. }
+            | GraphError::NoSuchAxis { .. }
+            | GraphError::Constant { .. } => None,
+        }
+    }
 }
 
 /// A tensor program under construction: tensors, operations and the
@@ -189,40 +349,67 @@ pub enum GraphError {
 /// assert_eq!(s.shape(w1).unwrap().to_string(), "|784->64");
 /// assert_eq!(s.shape(w2).unwrap().to_string(), "|64->10");
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Graph {
     solver: Solver,
     tensors: Vector<Tensor>,
     ops: Vector<OpNode>,
-    /// Einsum specs parsed so far, by their text.
-    einsums: HashMap<Arc<str>, Arc<crate::ops::EinsumOp>>,
+    registry: Arc<Registry>,
+    /// Operations built by name so far, by name and spec text ("" for
+    /// none): a spec used many times is parsed once, and a function's
+    /// applications share one instance.
+    built: HashMap<Arc<str>, BySpec>,
     /// Declared shape specs parsed so far, by their text (which origins
     /// share rather than copy).
     specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
-    /// Names of pointwise functions used so far, shared by their uses.
-    functions: std::collections::HashSet<Arc<str>>,
+    /// Operation names in messages, shared by their uses.
+    op_names: HashSet<Arc<str>>,
+}
+
+impl Default for Graph {
+    fn default() -> Self {
+        Graph::with_registry(Registry::builtin())
+    }
 }
 
 impl Graph {
-    /// An empty graph.
+    /// An empty graph whose calls by name see the built-in operations.
     pub fn new() -> Graph {
         Graph::default()
+    }
+
+    /// An empty graph whose calls by name see `registry`.
+    pub fn with_registry(registry: Arc<Registry>) -> Graph {
+        Graph {
+            solver: Solver::default(),
+            tensors: Vector::new(),
+            ops: Vector::new(),
+            registry,
+            built: HashMap::new(),
+            specs: HashMap::new(),
+            op_names: HashSet::new(),
+        }
+    }
+
+    /// The operations callable by name.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     fn tensor(&self, t: TensorId) -> Result<&Tensor, GraphError> {
         self.tensors.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
     }
 
-    fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
+    pub(crate) fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
         Ok(TensorRef {
             id: t.0,
             name: self.tensor(t)?.name.clone(),
         })
     }
 
-    fn names_of(&self, ts: &[TensorId]) -> Vec<String> {
+    fn names_of(&self, ts: &[TensorId]) -> Vec<Arc<str>> {
         ts.iter()
-            .filter_map(|&t| self.tensors.get(t.0).map(|x| x.name.to_string()))
+            .filter_map(|&t| self.tensors.get(t.0).map(|x| x.name.clone()))
             .collect()
     }
 
@@ -259,16 +446,37 @@ impl Graph {
         }
     }
 
-    /// All operation ids, in creation order (which is a topological order).
+    /// All operation ids, in creation order (a topological order: an
+    /// operation reads only tensors that exist when it is applied).
     pub fn op_ids(&self) -> impl Iterator<Item = OpId> {
         (0..self.ops.len()).map(OpId)
     }
 
-    /// An operation's kind, operands and result.
-    pub fn op(&self, op: OpId) -> Option<(&OpKind, &[TensorId], TensorId)> {
+    /// An operation, its operands and its result.
+    pub fn op(&self, op: OpId) -> Option<(&dyn Operation, &[TensorId], TensorId)> {
         self.ops
             .get(op.0)
-            .map(|o| (&o.kind, o.operands.as_slice(), o.result))
+            .map(|o| (&*o.op, o.operands.as_slice(), o.result))
+    }
+
+    pub(crate) fn op_node(&self, op: OpId) -> Option<OpParts<'_>> {
+        self.ops
+            .get(op.0)
+            .map(|o| (&o.op, o.operands.as_slice(), o.result))
+    }
+
+    /// The operation as messages name it.
+    pub(crate) fn op_ref(&self, op: OpId) -> Result<Arc<OpRef>, GraphError> {
+        let (operation, operands, result) = self.op(op).ok_or(GraphError::UnknownOp(op.0))?;
+        Ok(Arc::new(OpRef {
+            id: op.0,
+            name: Arc::from(operation.name()),
+            operands: operands
+                .iter()
+                .map(|&t| self.tensor_ref(t))
+                .collect::<Result<_, _>>()?,
+            result: self.tensor_ref(result)?,
+        }))
     }
 
     /// The solver state (for direct constraints or inspection).
@@ -292,23 +500,19 @@ impl Graph {
         Ok(&self.tensor(t)?.shape)
     }
 
-    fn push_tensor(&mut self, name: &str, kind: TensorKind, shape: Shape) -> TensorId {
-        self.push_tensor_named(Arc::from(name), kind, shape)
-    }
-
-    fn push_tensor_named(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
+    fn push_tensor(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
         let id = TensorId(self.tensors.len());
         self.tensors.push_back(Tensor { name, kind, shape });
         id
     }
 
-    /// A function's name, allocated once per distinct name.
-    fn function_name(&mut self, name: &str) -> Arc<str> {
-        if let Some(n) = self.functions.get(name) {
+    /// An operation name, allocated once per distinct name.
+    fn op_name(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.op_names.get(name) {
             return n.clone();
         }
         let n: Arc<str> = Arc::from(name);
-        self.functions.insert(n.clone());
+        self.op_names.insert(n.clone());
         n
     }
 
@@ -316,7 +520,7 @@ impl Graph {
     fn declared_spec(
         &mut self,
         text: &str,
-        context: impl FnOnce() -> String,
+        context: impl FnOnce() -> SpecContext,
     ) -> Result<(Arc<str>, Arc<ShapeSpec>), GraphError> {
         if let Some((k, v)) = self.specs.get_key_value(text) {
             return Ok((k.clone(), v.clone()));
@@ -327,7 +531,10 @@ impl Graph {
         Ok((key, spec))
     }
 
-    fn parse_spec(text: &str, context: impl FnOnce() -> String) -> Result<ShapeSpec, GraphError> {
+    fn parse_spec(
+        text: &str,
+        context: impl FnOnce() -> SpecContext,
+    ) -> Result<ShapeSpec, GraphError> {
         ShapeSpec::parse(text).map_err(|source| GraphError::Spec {
             context: context(),
             source: Box::new(source),
@@ -351,7 +558,7 @@ impl Graph {
             input: Row::open(self.solver.fresh_row(), vec![]),
             output: Row::open(self.solver.fresh_row(), vec![]),
         };
-        Ok(self.push_tensor(name, TensorKind::Parameter, shape))
+        Ok(self.push_tensor(Arc::from(name), TensorKind::Parameter, shape))
     }
 
     /// Declares a parameter with a (partial) shape in the spec notation.
@@ -376,8 +583,9 @@ impl Graph {
         num_elems: u64,
     ) -> Result<TensorId, GraphError> {
         let n = NonZeroU64::new(num_elems).ok_or_else(|| GraphError::Constant {
-            name: name.to_string(),
-            message: "a constant needs at least one element".into(),
+            name: Arc::from(name),
+            spec: Arc::from(spec),
+            problem: ConstantProblem::Empty,
         })?;
         self.declare(name, spec, TensorKind::Constant, Some(n))
     }
@@ -389,160 +597,68 @@ impl Graph {
         kind: TensorKind,
         num_elems: Option<NonZeroU64>,
     ) -> Result<TensorId, GraphError> {
-        let (spec_arc, spec) =
-            self.declared_spec(spec_text, || format!("the declared shape of `{name}`"))?;
+        let (spec_arc, spec) = self.declared_spec(spec_text, || SpecContext::Declared {
+            tensor: Arc::from(name),
+        })?;
         let per_output = match num_elems {
-            Some(n) => Some((n, Self::elements_per_output(name, spec_text, &spec, n)?)),
+            Some(n) => Some((n, terminal::elements_per_output(name, &spec_arc, &spec, n)?)),
             None => None,
         };
-        let id = TensorId(self.tensors.len());
         let tref = TensorRef {
-            id: id.0,
+            id: self.tensors.len(),
             name: Arc::from(name),
         };
         let shape = self.solver.transaction(|solver| {
-            let mut names = SpecNames::default();
-            let mut constraints = Vec::new();
-            let mut rows = Vec::new();
-            for kind in RowKind::ALL {
-                let origin = Origin::Declared {
-                    tensor: tref.clone(),
-                    kind,
-                    spec: spec_arc.clone(),
-                };
-                let why = Why::of(solver.add_origin(origin));
-                rows.push(match spec.row(kind) {
-                    Some(r) => row_from_spec(solver, r, &mut names, why, &mut constraints),
-                    None => Row::empty(),
-                });
-            }
-            let [batch, input, output]: [Row; 3] = rows.try_into().expect("three rows");
-            // The count is one constraint with its own origin; it is not
-            // attached to the tensor's row, which would repeat it on every use.
-            if let Some((n, per_output)) = per_output {
-                let why = Why::of(solver.add_origin(Origin::ElementCount {
-                    tensor: tref.clone(),
-                    spec: spec_arc.clone(),
-                    num_elems: n.get(),
-                }));
-                constraints.push(Constraint::TotalElems {
-                    row: output.clone(),
-                    total: per_output,
-                    why,
-                });
-            }
-            solver.add_all(constraints)?;
-            Ok::<_, GraphError>(Shape {
-                batch,
-                input,
-                output,
-            })
+            terminal::declared_shape(solver, &tref, &spec_arc, &spec, per_output)
         })?;
-        Ok(self.push_tensor_named(tref.name, kind, shape))
-    }
-
-    /// For a constant: how many elements the output row holds, given that
-    /// the batch and input rows must be fixed sizes.
-    fn elements_per_output(
-        name: &str,
-        spec_text: &str,
-        spec: &ShapeSpec,
-        n: NonZeroU64,
-    ) -> Result<NonZeroU64, GraphError> {
-        let fail = |message: String| GraphError::Constant {
-            name: name.into(),
-            message,
-        };
-        let mut others: u128 = 1;
-        for kind in [RowKind::Batch, RowKind::Input] {
-            let Some(r) = spec.row(kind) else { continue };
-            if r.row_var.is_some() {
-                return Err(fail(format!(
-                    "the batch and input rows of \"{spec_text}\" must not have row variables when the element count is given"
-                )));
-            }
-            for a in &r.axes {
-                match &a.kind {
-                    AxisKind::Size(n) | AxisKind::LabeledSize(_, n) => {
-                        others = others.checked_mul(n.get() as u128).ok_or_else(|| {
-                            fail(format!("the batch and input rows of \"{spec_text}\" hold more elements than fit in 128 bits"))
-                        })?
-                    }
-                    _ => {
-                        return Err(fail(format!(
-                            "the batch and input rows of \"{spec_text}\" must be fixed sizes when the element count is given"
-                        )))
-                    }
-                }
-            }
-        }
-        let total = n.get() as u128;
-        if !total.is_multiple_of(others) {
-            return Err(fail(format!(
-                "{total} elements do not fill whole rows of the {others} elements that the batch and input rows of \"{spec_text}\" hold"
-            )));
-        }
-        Ok(NonZeroU64::new((total / others) as u64).expect("a non-zero quotient"))
+        Ok(self.push_tensor(tref.name, kind, shape))
     }
 
     /// Requires a tensor to have the shape given in the spec notation; rows
     /// the spec leaves out are not constrained.
     pub fn require(&mut self, t: TensorId, spec_text: &str) -> Result<(), GraphError> {
         let tref = self.tensor_ref(t)?;
-        let spec = Self::parse_spec(spec_text, || {
-            format!("the required shape of `{}`", tref.name)
+        let spec = Self::parse_spec(spec_text, || SpecContext::Required {
+            tensor: tref.name.clone(),
         })?;
         let shape = self.tensor(t)?.shape.clone();
         self.solver.transaction(|solver| {
-            let mut names = SpecNames::default();
-            let mut constraints = Vec::new();
-            for kind in RowKind::ALL {
-                if let Some(r) = spec.row(kind) {
-                    let origin = Origin::Required {
-                        tensor: tref.clone(),
-                        kind,
-                        spec: Arc::from(spec_text),
-                    };
-                    let why = Why::of(solver.add_origin(origin));
-                    let row = row_from_spec(solver, r, &mut names, why, &mut constraints);
-                    constraints.push(Constraint::RowEq {
-                        a: shape.row(kind).clone(),
-                        b: row,
-                        why,
-                    });
-                }
-            }
-            solver.add_all(constraints)
+            terminal::required_shape(solver, &tref, spec_text, &spec, &shape)
         })?;
         Ok(())
     }
 
     /// Applies an operation; the result is named `t<id>`.
-    pub fn apply(&mut self, kind: OpKind, operands: &[TensorId]) -> Result<TensorId, GraphError> {
+    pub fn apply(
+        &mut self,
+        op: Arc<dyn Operation>,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
         let name = numbered_name(b't', self.tensors.len());
-        self.apply_arc(name, kind, operands)
+        self.apply_arc(name, op, operands)
     }
 
     /// Applies an operation and names its result.
     pub fn apply_named(
         &mut self,
         name: &str,
-        kind: OpKind,
+        op: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
-        self.apply_arc(Arc::from(name), kind, operands)
+        self.apply_arc(Arc::from(name), op, operands)
     }
 
     fn apply_arc(
         &mut self,
         result_name: Arc<str>,
-        kind: OpKind,
+        operation: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
-        if operands.len() != kind.arity() {
+        let op_name = self.op_name(operation.name());
+        if operands.len() != operation.arity() {
             return Err(GraphError::Arity {
-                op: kind.name().to_string(),
-                expected: kind.arity(),
+                op: op_name,
+                expected: operation.arity(),
                 found: operands.len(),
                 given: self.names_of(operands),
             });
@@ -555,7 +671,7 @@ impl Graph {
         let result = TensorId(self.tensors.len());
         let op = Arc::new(OpRef {
             id: op_id.0,
-            name: kind.name(),
+            name: op_name,
             operands: operand_refs,
             result: TensorRef {
                 id: result.0,
@@ -584,10 +700,10 @@ impl Graph {
                     .collect();
                 &spilled
             };
-            let mut ctx = OpContext { solver, op, shapes };
+            let mut cx = ConstraintCx { solver, op, shapes };
             // Queued straight onto the solver (no list in between), then
             // simplified: what `add_all` does inside this transaction.
-            ctx.push_constraints(&kind);
+            operation.constrain(&mut cx);
             solver.run()?;
             Ok::<_, ShapeError>(result_shape)
         })?;
@@ -597,23 +713,94 @@ impl Graph {
             shape: result_shape,
         });
         self.ops.push_back(OpNode {
-            kind,
+            op: operation,
             operands: Operands::new(operands),
             result,
         });
         Ok(result)
     }
 
-    /// A pointwise unary function, such as `relu` or `exp`.
-    pub fn unary(&mut self, name: &str, a: TensorId) -> Result<TensorId, GraphError> {
-        let name = self.function_name(name);
-        self.apply(OpKind::Unary(name), &[a])
+    /// The operation `name` of the registry, built from `spec` (for
+    /// operations that take one), or found built already.
+    fn built(
+        &mut self,
+        name: &str,
+        spec: Option<&str>,
+        operands: usize,
+    ) -> Result<Arc<dyn Operation>, GraphError> {
+        let key = spec.unwrap_or("");
+        if let Some(op) = self.built.get(name).and_then(|m| m.get(key)) {
+            return Ok(op.clone());
+        }
+        let entry = self.registry.lookup(name)?;
+        match (entry.takes_spec(), spec) {
+            (true, None) => {
+                return Err(GraphError::SpecExpected {
+                    function: name.to_string(),
+                })
+            }
+            (false, Some(_)) => {
+                return Err(GraphError::SpecUnexpected {
+                    function: name.to_string(),
+                })
+            }
+            _ => {}
+        }
+        let op = entry.build(&BuildArgs {
+            name,
+            spec,
+            operands,
+        })?;
+        self.built
+            .entry(Arc::from(name))
+            .or_default()
+            .insert(Arc::from(key), op.clone());
+        Ok(op)
     }
 
-    /// A pointwise binary function, such as `add` or `mul`.
+    /// Calls the operation `name` of the graph's registry: with a spec
+    /// string first for operations that take one (`einsum`, `permute`).
+    /// An unknown name is an error here, when the graph is built.
+    ///
+    /// ```
+    /// use shape_solver::{Graph, GraphError};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "2,3")?;
+    /// let y = g.call("permute", Some("ij=>ji"), &[x])?;
+    /// assert_eq!(g.solve()?.shape(y)?.to_string(), "|->3, 2");
+    /// assert_eq!(g.call("gelu", None, &[x]).unwrap_err().kind(), "unknown_function");
+    /// # Ok::<(), GraphError>(())
+    /// ```
+    pub fn call(
+        &mut self,
+        name: &str,
+        spec: Option<&str>,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
+        let op = self.built(name, spec, operands.len())?;
+        self.apply(op, operands)
+    }
+
+    /// [`Graph::call`], naming the result.
+    pub fn call_named(
+        &mut self,
+        result: &str,
+        name: &str,
+        spec: Option<&str>,
+        operands: &[TensorId],
+    ) -> Result<TensorId, GraphError> {
+        let op = self.built(name, spec, operands.len())?;
+        self.apply_named(result, op, operands)
+    }
+
+    /// A pointwise unary function of the registry, such as `relu` or `exp`.
+    pub fn unary(&mut self, name: &str, a: TensorId) -> Result<TensorId, GraphError> {
+        self.call(name, None, &[a])
+    }
+
+    /// A pointwise binary function of the registry, such as `add` or `mul`.
     pub fn binary(&mut self, name: &str, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
-        let name = self.function_name(name);
-        self.apply(OpKind::Binary(name), &[a, b])
+        self.call(name, None, &[a, b])
     }
 
     /// Pointwise addition with broadcasting.
@@ -628,59 +815,30 @@ impl Graph {
 
     /// `a * b` with `b`'s outputs feeding `a`'s inputs (matrix product).
     pub fn compose(&mut self, a: TensorId, b: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Compose, &[a, b])
+        self.apply(Arc::new(ops::Compose), &[a, b])
     }
 
     /// Swaps input and output axes.
     pub fn transpose(&mut self, a: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::Transpose, &[a])
+        self.apply(Arc::new(ops::Transpose), &[a])
     }
 
     /// Drops the leftmost batch axis.
     pub fn batch_slice(&mut self, a: TensorId) -> Result<TensorId, GraphError> {
-        self.apply(OpKind::BatchSlice, &[a])
-    }
-
-    /// Parses an einsum spec, or finds it parsed already.
-    fn einsum_op(
-        &mut self,
-        spec: &str,
-        what: &str,
-    ) -> Result<Arc<crate::ops::EinsumOp>, GraphError> {
-        if let Some(op) = self.einsums.get(spec) {
-            return Ok(op.clone());
-        }
-        let parsed = EinsumSpec::parse(spec).map_err(|source| GraphError::Spec {
-            context: format!("{what} \"{spec}\""),
-            source: Box::new(source),
-        })?;
-        let op = Arc::new(crate::ops::EinsumOp::new(parsed));
-        self.einsums.insert(Arc::from(spec), op.clone());
-        Ok(op)
+        self.apply(Arc::new(ops::BatchSlice), &[a])
     }
 
     /// An einsum such as `"ij;jk=>ik"` over the given operands.
     pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
-        let op = self.einsum_op(spec, "einsum")?;
-        self.apply(OpKind::Einsum(op), operands)
+        let op = self.built("einsum", Some(spec), operands.len())?;
+        self.apply(op, operands)
     }
 
     /// A permutation (or reduction) of one operand: a unary einsum such as
     /// `"ij=>ji"`.
     pub fn permute(&mut self, spec: &str, a: TensorId) -> Result<TensorId, GraphError> {
-        let op = self.einsum_op(spec, "permute")?;
-        if op.spec().operands.len() != 1 {
-            return Err(GraphError::Arity {
-                op: format!(
-                    "permute \"{spec}\" (a spec with {} operands)",
-                    op.spec().operands.len()
-                ),
-                expected: op.spec().operands.len(),
-                found: 1,
-                given: self.names_of(&[a]),
-            });
-        }
-        self.apply(OpKind::Einsum(op), &[a])
+        let op = self.built("permute", Some(spec), 1)?;
+        self.apply(op, &[a])
     }
 
     /// Closes every open variable and returns every tensor's solved shape.
@@ -715,62 +873,6 @@ fn numbered_name(prefix: u8, n: usize) -> Arc<str> {
     i -= 1;
     buf[i] = prefix;
     Arc::from(std::str::from_utf8(&buf[i..]).expect("an ASCII prefix and digits"))
-}
-
-/// Builds a row of fresh variables for a spec row; fixed sizes become
-/// equations recorded in `constraints`, so every tensor axis is a
-/// variable whose solution remembers where its size came from.
-fn row_from_spec(
-    solver: &mut Solver,
-    r: &RowSpec,
-    names: &mut SpecNames,
-    why: Why,
-    constraints: &mut Vec<Constraint>,
-) -> Row {
-    let n = r.axes.len();
-    let mut dims = Vec::with_capacity(n);
-    for (i, a) in r.axes.iter().enumerate() {
-        let known = match &a.kind {
-            AxisKind::Label(l) => {
-                let v = *names
-                    .dims
-                    .entry(l.clone())
-                    .or_insert_with(|| solver.fresh_dim());
-                dims.push(Dim::Var(v));
-                continue;
-            }
-            AxisKind::Anonymous => {
-                dims.push(Dim::Var(solver.fresh_dim()));
-                continue;
-            }
-            AxisKind::Size(s) => KnownDim::new(*s),
-            AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
-        };
-        let v = solver.fresh_dim();
-        dims.push(Dim::Var(v));
-        constraints.push(Constraint::DimEq {
-            a: Dim::Var(v),
-            b: Dim::Known(known),
-            why: why.at_axis(n - 1 - i),
-        });
-    }
-    match &r.row_var {
-        Some((name, _)) => {
-            let v = *names
-                .rows
-                .entry(name.clone())
-                .or_insert_with(|| solver.fresh_row());
-            Row::open(v, dims)
-        }
-        None => Row::closed(dims),
-    }
-}
-
-/// Variables named in one spec.
-#[derive(Default)]
-struct SpecNames {
-    dims: HashMap<String, shape_core::DimVar>,
-    rows: HashMap<RowVarName, RowVar>,
 }
 
 /// The result of [`Graph::solve`]: every tensor's shape, fully solved.
@@ -836,7 +938,7 @@ impl SolvedGraph {
             .row_dims(self.graph.tensor(t)?.shape.row(kind))?;
         let Some(dim) = dims.get(axis) else {
             return Err(GraphError::NoSuchAxis {
-                tensor: self.graph.name(t)?.to_string(),
+                tensor: self.graph.tensor_ref(t)?,
                 kind,
                 axis,
                 len: dims.len(),

@@ -28,11 +28,14 @@ mod error;
 mod finalize;
 mod graph;
 mod lowering;
-mod ops;
+mod operation;
+pub mod ops;
 mod origin;
-mod program;
 mod projections;
 mod rank_cycle;
+mod registry;
+mod run;
+mod sample;
 mod solver;
 mod store;
 pub mod symbolic;
@@ -40,10 +43,16 @@ pub mod symbolic;
 pub use constraint::Constraint;
 pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError, TotalElemsReason};
 pub use finalize::{Provenance, Solution};
-pub use graph::{Graph, GraphError, OpId, SolvedGraph, TensorId, TensorKind};
-pub use lowering::{BINARY_FUNCTIONS, UNARY_FUNCTIONS};
-pub use ops::{EinsumOp, OpKind};
+pub use graph::{
+    ConstantProblem, Graph, GraphError, OpId, SolvedGraph, SpecContext, TensorId, TensorKind,
+};
+pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
+pub use operation::{ConstraintCx, Operation};
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
-pub use program::{execution_order, RunError};
-pub use projections::{AxisIndex, Projections};
+pub use projections::{AxisIndex, AxisSite, ProjectionBuilder, Projections};
+pub use registry::{BuildArgs, Builder, OpEntry, Operator, Registry, Sampler};
+pub use run::{
+    DataError, HostTensor, Inputs, PlannedOp, RunError, RunOptions, RunOutputs, RunPlan,
+};
+pub use sample::SampleCx;
 pub use solver::{Solver, SolverStats, StepBudget};

@@ -1,48 +1,160 @@
-//! Lowering: an operation with its projections becomes a kernel and a
-//! launch. The kernel depends only on the operation and the structure of
-//! its projections; sizes, strides and offsets go into the launch.
+//! Lowering: an operation with its projections becomes one or more
+//! kernels with their launches. A kernel depends only on the operation and
+//! the structure of its projections; sizes, strides and offsets go into
+//! the launch.
 
-use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp};
+use std::sync::Arc;
+
+use shape_core::kernel::{Accumulate, Expr, Kernel, Launch, Layout};
 use shape_core::SolvedShape;
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
-use crate::ops::OpKind;
-use crate::projections::{AxisIndex, Projections};
+use crate::origin::OpRef;
+use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
+use crate::run::RunOptions;
 use crate::symbolic::{var, Simplifier, Sym, SymExpr};
 
-/// The pointwise functions the kernels know by name.
-pub const UNARY_FUNCTIONS: &[&str] = &["id", "neg", "exp", "log", "sqrt", "relu"];
-/// The pointwise binary functions the kernels know by name.
-pub const BINARY_FUNCTIONS: &[&str] = &["add", "sub", "mul", "div", "max", "min"];
-
-fn unary(name: &str) -> Option<Expr> {
-    let x = Box::new(Expr::Load(0));
-    Some(match name {
-        "id" => Expr::Load(0),
-        "neg" => Expr::Unary(UnaryOp::Neg, x),
-        "exp" => Expr::Unary(UnaryOp::Exp, x),
-        "log" => Expr::Unary(UnaryOp::Log, x),
-        "sqrt" => Expr::Unary(UnaryOp::Sqrt, x),
-        "relu" => Expr::Unary(UnaryOp::Relu, x),
-        _ => return None,
-    })
+/// A buffer one step of a lowered operation reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufferRef {
+    /// The operation's result.
+    Result,
+    /// Operand `n` (from 0).
+    Operand(usize),
+    /// Scratch buffer `n` of [`Lowered::scratch`].
+    Scratch(usize),
 }
 
-fn binary(name: &str) -> Option<Expr> {
-    let op = match name {
-        "add" => BinaryOp::Add,
-        "sub" => BinaryOp::Sub,
-        "mul" => BinaryOp::Mul,
-        "div" => BinaryOp::Div,
-        "max" => BinaryOp::Max,
-        "min" => BinaryOp::Min,
-        _ => return None,
-    };
-    Some(Expr::Binary(
-        op,
-        Box::new(Expr::Load(0)),
-        Box::new(Expr::Load(1)),
-    ))
+/// One kernel execution of a lowered operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Its sizes and layouts.
+    pub launch: Launch,
+    /// The buffer it writes.
+    pub result: BufferRef,
+    /// The buffers it reads, one per kernel operand.
+    pub operands: Vec<BufferRef>,
+}
+
+/// What an operation becomes: scratch buffers and the kernels that run,
+/// in order, to compute its result.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Lowered {
+    /// Lengths (in elements) of the scratch buffers the steps use; they
+    /// start zero-filled and live only while the operation runs.
+    pub scratch: Vec<u64>,
+    /// The kernels, in the order they run.
+    pub steps: Vec<Step>,
+}
+
+impl Lowered {
+    /// One kernel that reads every operand in order and writes the result.
+    pub fn single(kernel: Kernel, launch: Launch) -> Lowered {
+        let operands = (0..kernel.operands).map(BufferRef::Operand).collect();
+        Lowered {
+            scratch: Vec::new(),
+            steps: vec![Step {
+                kernel,
+                launch,
+                result: BufferRef::Result,
+                operands,
+            }],
+        }
+    }
+
+    /// Whether one step writes every element of a result of `len`
+    /// elements, so that a reused buffer need not be cleared first.
+    pub fn covers_result(&self, len: u64) -> bool {
+        self.steps.iter().any(|s| {
+            s.result == BufferRef::Result
+                && s.launch.result.len == len
+                && s.launch.parallel_points(&s.kernel) == len as u128
+                && s.launch.overlapping_writes(&s.kernel).is_none()
+        })
+    }
+
+    /// Whether some step lets several points write one element of the
+    /// result ([`shape_core::Races::Allowed`]): such a result is not
+    /// deterministic, and differential tests skip it.
+    pub fn races(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.result == BufferRef::Result && s.launch.races == shape_core::Races::Allowed)
+    }
+}
+
+/// What an [`Operation::lower`] works with: the solved shapes of the
+/// operation's tensors, its projections and the run's options.
+pub struct LoweringCx<'a> {
+    pub(crate) op: Arc<OpRef>,
+    pub(crate) shapes: Vec<&'a SolvedShape>,
+    pub(crate) projections: Projections,
+    pub(crate) options: &'a RunOptions,
+}
+
+impl LoweringCx<'_> {
+    /// The operation being lowered, as messages name it.
+    pub fn op(&self) -> &OpRef {
+        &self.op
+    }
+
+    /// The operation, shared, for errors.
+    pub fn op_arc(&self) -> Arc<OpRef> {
+        self.op.clone()
+    }
+
+    /// The solved shape of the tensor at `position` (0: the result).
+    pub fn shape(&self, position: usize) -> &SolvedShape {
+        self.shapes[position]
+    }
+
+    /// The operation's projections, from [`Operation::project`].
+    pub fn projections(&self) -> &Projections {
+        &self.projections
+    }
+
+    /// The batch index a batch slice takes in this run.
+    pub fn slice(&self) -> u64 {
+        self.options.slice
+    }
+
+    /// The layout of the tensor at `position`, stored contiguously in
+    /// memory order, seen through the projections.
+    pub fn layout(&self, position: usize) -> Layout {
+        let axes = if position == 0 {
+            &self.projections.result
+        } else {
+            &self.projections.operands[position - 1]
+        };
+        layout(
+            self.shapes[position],
+            axes,
+            self.projections.sizes.len(),
+            self.options.slice,
+        )
+    }
+
+    /// The kernel over the projections' loop nest that computes `body` at
+    /// each point from the operands in order, combining values by
+    /// `reduce` when some iterator is reduced (and assigning otherwise).
+    pub fn single_kernel(&self, body: Expr, reduce: Accumulate) -> Result<Lowered, GraphError> {
+        let p = &self.projections;
+        let accumulate = if p.has_reduction() {
+            reduce
+        } else {
+            Accumulate::Assign
+        };
+        let operands = self.shapes.len() - 1;
+        let kernel = Kernel::new(p.kinds.clone(), operands, body, accumulate);
+        let launch = Launch::new(
+            p.sizes.clone(),
+            self.layout(0),
+            (1..=operands).map(|t| self.layout(t)).collect(),
+        );
+        Ok(Lowered::single(kernel, launch))
+    }
 }
 
 /// The layout of a tensor stored contiguously in memory order, seen
@@ -70,103 +182,76 @@ fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64)
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
         .unwrap_or(u64::MAX);
-    Layout {
-        offset,
-        strides,
-        len,
-    }
+    Layout::new(offset, strides, len)
 }
 
 impl SolvedGraph {
-    /// The kernel and launch that compute one operation, its result and
-    /// operands stored contiguously in memory order (batch, output, input).
-    /// `slice` is the batch index a batch slice takes (ignored otherwise).
-    pub fn kernel(&self, op: OpId, slice: u64) -> Result<(Kernel, Launch), GraphError> {
-        let (kind, operands, result) = self
-            .graph()
-            .op(op)
-            .ok_or(GraphError::UnknownOp(op.index()))?;
-        let p: Projections = self.projections(op)?;
-        let has_reduction = p.kinds.contains(&IterKind::Reduction);
-        let unsupported = |what: String| GraphError::Unsupported {
-            op: kind.name().to_string(),
-            what,
-        };
-        let (body, accumulate) = match kind {
-            OpKind::Unary(name) => (
-                unary(name).ok_or_else(|| {
-                    unsupported(format!(
-                        "no kernel for the function `{name}` (known: {})",
-                        UNARY_FUNCTIONS.join(", ")
-                    ))
-                })?,
-                Accumulate::Assign,
-            ),
-            OpKind::Binary(name) => (
-                binary(name).ok_or_else(|| {
-                    unsupported(format!(
-                        "no kernel for the function `{name}` (known: {})",
-                        BINARY_FUNCTIONS.join(", ")
-                    ))
-                })?,
-                Accumulate::Assign,
-            ),
-            OpKind::Compose | OpKind::Einsum(_) if operands.len() == 2 => (
-                Expr::Binary(
-                    BinaryOp::Mul,
-                    Box::new(Expr::Load(0)),
-                    Box::new(Expr::Load(1)),
-                ),
-                if has_reduction {
-                    Accumulate::Add
-                } else {
-                    Accumulate::Assign
-                },
-            ),
-            OpKind::Einsum(_) => (
-                Expr::Load(0),
-                if has_reduction {
-                    Accumulate::Add
-                } else {
-                    Accumulate::Assign
-                },
-            ),
-            OpKind::Transpose | OpKind::BatchSlice => (Expr::Load(0), Accumulate::Assign),
-            OpKind::Compose => return Err(unsupported("compose needs two operands".into())),
-        };
-        if let OpKind::BatchSlice = kind {
-            let batch = self
-                .shape(operands[0])?
-                .batch
-                .first()
-                .map_or(0, |d| d.size());
-            if slice >= batch {
-                return Err(unsupported(format!(
-                    "slice index {slice} is outside the batch axis of size {batch}"
-                )));
-            }
+    /// The operation, its operands and result, or an error for an id this
+    /// graph did not create.
+    fn op_parts(&self, op: OpId) -> Result<crate::graph::OpParts<'_>, GraphError> {
+        self.graph()
+            .op_node(op)
+            .ok_or(GraphError::UnknownOp(op.index()))
+    }
+
+    /// The projections of one operation.
+    ///
+    /// ```
+    /// use shape_solver::{AxisIndex, Graph};
+    /// use shape_core::IterKind;
+    /// let mut g = Graph::new();
+    /// let a = g.input("a", "2,3").unwrap();
+    /// let b = g.input("b", "3,4").unwrap();
+    /// let c = g.einsum("ij;jk=>ik", &[a, b]).unwrap();
+    /// let s = g.solve().unwrap();
+    /// let p = s.projections(g.producer(c).unwrap()).unwrap();
+    /// assert_eq!(p.sizes, vec![2, 4, 3]);
+    /// assert_eq!(p.kinds, vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction]);
+    /// assert_eq!(p.operands[0], vec![AxisIndex::Iterator(0), AxisIndex::Iterator(2)]);
+    /// ```
+    pub fn projections(&self, op: OpId) -> Result<Projections, GraphError> {
+        let (operation, operands, result) = self.op_parts(op)?;
+        let mut shapes = Vec::with_capacity(operands.len() + 1);
+        shapes.push(self.shape(result)?);
+        for &t in operands {
+            shapes.push(self.shape(t)?);
         }
-        let n = p.sizes.len();
-        let kernel = Kernel {
-            iterators: p.kinds.clone(),
-            operands: operands.len(),
-            body,
-            accumulate,
-        };
-        let launch = Launch {
-            sizes: p.sizes.clone(),
-            result: layout(self.shape(result)?, &p.result, n, slice),
-            operands: operands
-                .iter()
-                .zip(&p.operands)
-                .map(|(&t, axes)| Ok(layout(self.shape(t)?, axes, n, slice)))
-                .collect::<Result<_, GraphError>>()?,
-        };
-        Ok((kernel, launch))
+        let mut builder = ProjectionBuilder::new(shapes);
+        operation.project(&mut builder);
+        Ok(builder.finish())
     }
-}
 
-impl SolvedGraph {
+    /// The kernels that compute one operation in a run with `options`,
+    /// its result and operands stored contiguously in memory order
+    /// (batch, output, input).
+    ///
+    /// ```
+    /// use shape_solver::{Graph, RunOptions};
+    /// let mut g = Graph::new();
+    /// let a = g.input("a", "2,3").unwrap();
+    /// let s = g.permute("ij=>i", a).unwrap();
+    /// let solved = g.solve().unwrap();
+    /// let lowered = solved.lower(g.producer(s).unwrap(), &RunOptions::default()).unwrap();
+    /// assert_eq!(lowered.steps.len(), 1);
+    /// assert_eq!(lowered.steps[0].kernel.to_string(), "for [i0, r1]: out += in0");
+    /// ```
+    pub fn lower(&self, op: OpId, options: &RunOptions) -> Result<Lowered, GraphError> {
+        let (operation, operands, result) = self.op_parts(op)?;
+        let mut shapes = Vec::with_capacity(operands.len() + 1);
+        shapes.push(self.shape(result)?);
+        for &t in operands {
+            shapes.push(self.shape(t)?);
+        }
+        let projections = self.projections(op)?;
+        let cx = LoweringCx {
+            op: self.graph().op_ref(op)?,
+            shapes,
+            projections,
+            options,
+        };
+        operation.lower(&cx)
+    }
+
     /// The flat element index through which `op` addresses each of its
     /// tensors (the result first, then the operands), as a symbolic
     /// expression of the loop iterators `i0, i1, ...` and of each tensor's
@@ -177,10 +262,7 @@ impl SolvedGraph {
     /// This is the size-independent form a code generator emits; the
     /// launch's strides are these expressions evaluated at concrete sizes.
     pub fn index_expressions(&self, op: OpId) -> Result<Vec<SymExpr>, GraphError> {
-        let (_, operands, result) = self
-            .graph()
-            .op(op)
-            .ok_or(GraphError::UnknownOp(op.index()))?;
+        let (_, operands, result) = self.op_parts(op)?;
         let p = self.projections(op)?;
         let mut simplifier = Simplifier::new();
         let tensors = std::iter::once(result).chain(operands.iter().copied());

@@ -39,6 +39,23 @@ pub struct RowSite {
     pub kind: RowKind,
 }
 
+impl RowSite {
+    /// The row `kind` of an operation's result.
+    pub fn result(kind: RowKind) -> RowSite {
+        RowSite { position: 0, kind }
+    }
+
+    /// The row `kind` of an operation's operand `index` (from 0).
+    pub fn operand(index: usize, kind: RowKind) -> RowSite {
+        RowSite {
+            // An operation has far fewer operands than `u32::MAX`: its
+            // operand list is in memory.
+            position: u32::try_from(index + 1).unwrap_or(u32::MAX),
+            kind,
+        }
+    }
+}
+
 /// A [`RowSite`] with its operation, for messages.
 struct SiteIn<'a>(&'a OpRef, RowSite);
 

@@ -1,24 +1,27 @@
-//! Projections: how each operation's loop iterators index its tensors.
+//! Projections: how an operation's loop iterators index its tensors.
 //!
 //! For one operation, every axis of the result and of each operand gets a
-//! slot; the operation's relations (broadcasting, composition, the einsum
-//! spec) join slots into classes. Each class of size above 1 is one loop
-//! iterator; a class with no result axis is a reduction. An operand axis of
-//! size 1 that broadcasts against a larger one is indexed at 0 instead.
+//! slot; the operation ([`crate::Operation::project`]) ties slots together
+//! through a [`ProjectionBuilder`]. Each class of tied slots of size above
+//! 1 is one loop iterator; a class with no result axis is a reduction. An
+//! operand axis of size 1 that broadcasts against a larger one is indexed
+//! at 0 instead.
 //!
 //! The classes are built afresh for every operation from its solved shapes,
 //! never from the solver's variables: two axes that another operation found
 //! equal in size do not share an iterator here unless this operation
 //! relates them (the specification's "contamination" concern).
 
-use shape_core::spec::{AxisKind, RowVarName};
 use shape_core::{IterKind, KnownDim, RowKind, SolvedShape};
 
-use crate::graph::{GraphError, OpId, SolvedGraph};
-use crate::ops::OpKind;
+use crate::origin::RowSite;
 
 /// How one axis of a tensor is indexed by an operation's loop nest.
+///
+/// `#[non_exhaustive]`: affine (convolution) and concatenated indices are
+/// additions still to come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AxisIndex {
     /// By loop iterator `n`.
     Iterator(usize),
@@ -39,6 +42,36 @@ pub struct Projections {
     pub result: Vec<AxisIndex>,
     /// Each operand's axes in memory order.
     pub operands: Vec<Vec<AxisIndex>>,
+}
+
+impl Projections {
+    /// How `index` reads in listings: `i2` for a parallel iterator, `r2`
+    /// for a reduced one, a number for a fixed index, `s` for the
+    /// batch-slice index.
+    pub fn index_text(&self, index: &AxisIndex) -> String {
+        match index {
+            AxisIndex::Iterator(i) => match self.kinds.get(*i) {
+                Some(IterKind::Reduction) => format!("r{i}"),
+                _ => format!("i{i}"),
+            },
+            AxisIndex::Fixed(k) => k.to_string(),
+            AxisIndex::Slice => "s".to_string(),
+        }
+    }
+
+    /// Whether some iterator is reduced.
+    pub fn has_reduction(&self) -> bool {
+        self.kinds.contains(&IterKind::Reduction)
+    }
+}
+
+/// One axis of one row of an operation's tensors, counted from the left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AxisSite {
+    /// The row.
+    pub row: RowSite,
+    /// The axis, from the left (0 is the first).
+    pub axis: usize,
 }
 
 /// Union-find over axis slots.
@@ -63,162 +96,156 @@ impl Classes {
     }
 }
 
-/// The tensors of one operation, their axes numbered as slots.
-struct Slots<'a> {
+/// Ties the axes of one operation's tensors into loop iterators; what an
+/// [`crate::Operation::project`] works with.
+///
+/// Slots that are never tied to a slot of size above 1 and never fixed get
+/// an iterator of their own when their size is above 1 (a result axis that
+/// no operand has), and index 0 when their size is 1.
+pub struct ProjectionBuilder<'a> {
     shapes: Vec<&'a SolvedShape>,
     /// First slot of each tensor.
     base: Vec<usize>,
+    classes: Classes,
+    fixed: Vec<Option<AxisIndex>>,
 }
 
-impl Slots<'_> {
-    /// The slot of axis `j` of row `kind` of tensor `t`, with its size.
-    fn slot(&self, t: usize, kind: RowKind, j: usize) -> (usize, u64) {
-        let s = self.shapes[t];
-        let before = match kind {
-            RowKind::Batch => 0,
-            RowKind::Output => s.batch.len(),
-            RowKind::Input => s.batch.len() + s.output.len(),
-        };
-        (self.base[t] + before + j, s.row(kind)[j].size())
-    }
-
-    fn row(&self, t: usize, kind: RowKind) -> &[KnownDim] {
-        self.shapes[t].row(kind)
-    }
-}
-
-impl SolvedGraph {
-    /// The projections of one operation.
-    ///
-    /// ```
-    /// use shape_solver::{AxisIndex, Graph};
-    /// use shape_core::IterKind;
-    /// let mut g = Graph::new();
-    /// let a = g.input("a", "2,3").unwrap();
-    /// let b = g.input("b", "3,4").unwrap();
-    /// let c = g.einsum("ij;jk=>ik", &[a, b]).unwrap();
-    /// let s = g.solve().unwrap();
-    /// let p = s.projections(g.producer(c).unwrap()).unwrap();
-    /// assert_eq!(p.sizes, vec![2, 4, 3]);
-    /// assert_eq!(p.kinds, vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction]);
-    /// assert_eq!(p.operands[0], vec![AxisIndex::Iterator(0), AxisIndex::Iterator(2)]);
-    /// ```
-    pub fn projections(&self, op: OpId) -> Result<Projections, GraphError> {
-        let (kind, operands, result) = self
-            .graph()
-            .op(op)
-            .ok_or(GraphError::UnknownOp(op.index()))?;
-        let mut shapes = vec![self.shape(result)?];
-        for &t in operands {
-            shapes.push(self.shape(t)?);
-        }
+impl<'a> ProjectionBuilder<'a> {
+    /// A builder for the tensors `shapes` (the result first).
+    pub(crate) fn new(shapes: Vec<&'a SolvedShape>) -> ProjectionBuilder<'a> {
         let mut base = Vec::with_capacity(shapes.len());
         let mut total = 0;
         for s in &shapes {
             base.push(total);
             total += s.batch.len() + s.input.len() + s.output.len();
         }
-        let slots = Slots { shapes, base };
-        let mut classes = Classes {
-            parent: (0..total).collect(),
-        };
-        let mut fixed: Vec<Option<AxisIndex>> = vec![None; total];
+        ProjectionBuilder {
+            shapes,
+            base,
+            classes: Classes {
+                parent: (0..total).collect(),
+            },
+            fixed: vec![None; total],
+        }
+    }
 
-        // `cur >= subr`, aligned at the end.
-        let mut broadcast =
-            |classes: &mut Classes, cur: (usize, RowKind), subr: (usize, RowKind)| {
-                let (lc, ls) = (
-                    slots.row(cur.0, cur.1).len(),
-                    slots.row(subr.0, subr.1).len(),
-                );
-                for i in 0..ls.min(lc) {
-                    let (c, cn) = slots.slot(cur.0, cur.1, lc - 1 - i);
-                    let (s, sn) = slots.slot(subr.0, subr.1, ls - 1 - i);
-                    if sn == 1 && cn != 1 {
-                        fixed[s] = Some(AxisIndex::Fixed(0));
-                    } else {
-                        classes.union(c, s);
-                    }
-                }
+    /// The solved shape of the tensor at `position` (0: the result).
+    pub fn shape(&self, position: usize) -> &SolvedShape {
+        self.shapes[position]
+    }
+
+    /// The number of operands.
+    pub fn operands(&self) -> usize {
+        self.shapes.len() - 1
+    }
+
+    fn row(&self, site: RowSite) -> &[KnownDim] {
+        self.shapes[site.position as usize].row(site.kind)
+    }
+
+    /// The number of axes of a row.
+    pub fn row_len(&self, site: RowSite) -> usize {
+        self.row(site).len()
+    }
+
+    /// The slot of an axis, with its size.
+    fn slot(&self, at: AxisSite) -> (usize, u64) {
+        let t = at.row.position as usize;
+        let s = self.shapes[t];
+        let before = match at.row.kind {
+            RowKind::Batch => 0,
+            RowKind::Output => s.batch.len(),
+            RowKind::Input => s.batch.len() + s.output.len(),
+        };
+        (
+            self.base[t] + before + at.axis,
+            s.row(at.row.kind)[at.axis].size(),
+        )
+    }
+
+    /// The two axes share an iterator.
+    pub fn tie(&mut self, a: AxisSite, b: AxisSite) {
+        let (a, b) = (self.slot(a).0, self.slot(b).0);
+        self.classes.union(a, b);
+    }
+
+    /// The axis is indexed by `index` rather than by an iterator.
+    pub fn fix(&mut self, at: AxisSite, index: AxisIndex) {
+        let slot = self.slot(at).0;
+        self.fixed[slot] = Some(index);
+    }
+
+    /// `cur` broadcasts from `subr`, aligned at their last axes: equal
+    /// sizes share an iterator, and a size-1 axis of `subr` against a
+    /// larger one of `cur` is indexed at 0.
+    pub fn broadcast(&mut self, cur: RowSite, subr: RowSite) {
+        let (lc, ls) = (self.row_len(cur), self.row_len(subr));
+        for i in 0..ls.min(lc) {
+            let c = AxisSite {
+                row: cur,
+                axis: lc - 1 - i,
             };
-        let equal =
-            |classes: &mut Classes, a: (usize, RowKind), b: (usize, RowKind), skip_a: usize| {
-                let (la, lb) = (slots.row(a.0, a.1).len(), slots.row(b.0, b.1).len());
-                for j in 0..lb.min(la.saturating_sub(skip_a)) {
-                    classes.union(
-                        slots.slot(a.0, a.1, j + skip_a).0,
-                        slots.slot(b.0, b.1, j).0,
-                    );
-                }
+            let s = AxisSite {
+                row: subr,
+                axis: ls - 1 - i,
             };
-        match kind {
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compose | OpKind::Transpose => {
-                if let OpKind::Compose = kind {
-                    broadcast(&mut classes, (1, RowKind::Input), (2, RowKind::Output));
-                }
-                for &(rk, operand, ok) in kind.result_bounds() {
-                    broadcast(&mut classes, (0, rk), (operand, ok));
-                }
-            }
-            OpKind::BatchSlice => {
-                if !slots.row(1, RowKind::Batch).is_empty() {
-                    fixed[slots.slot(1, RowKind::Batch, 0).0] = Some(AxisIndex::Slice);
-                }
-                equal(&mut classes, (1, RowKind::Batch), (0, RowKind::Batch), 1);
-                equal(&mut classes, (1, RowKind::Input), (0, RowKind::Input), 0);
-                equal(&mut classes, (1, RowKind::Output), (0, RowKind::Output), 0);
-            }
-            OpKind::Einsum(e) => {
-                let spec = e.spec();
-                let specs = std::iter::once(&spec.result).chain(&spec.operands);
-                let mut keys: Vec<(EinsumKey<'_>, usize)> = Vec::new();
-                for (t, s) in specs.enumerate() {
-                    for kind in RowKind::ALL {
-                        let len = slots.row(t, kind).len();
-                        let (var, axes): (Option<&RowVarName>, &[_]) = match (s.row(kind), kind) {
-                            (Some(r), _) => (r.row_var.as_ref().map(|(n, _)| n), &r.axes),
-                            (None, RowKind::Batch) => (Some(&BATCH), &[]),
-                            (None, _) => (None, &[]),
-                        };
-                        let spread = len.saturating_sub(axes.len());
-                        for j in 0..len {
-                            let key = if j < spread {
-                                var.map(|v| EinsumKey::RowVar(v, j))
-                            } else {
-                                match &axes[j - spread].kind {
-                                    AxisKind::Label(l) => Some(EinsumKey::Label(l)),
-                                    _ => None,
-                                }
-                            };
-                            let Some(key) = key else { continue };
-                            let slot = slots.slot(t, kind, j).0;
-                            match keys.iter().find(|(k, _)| *k == key) {
-                                Some(&(_, first)) => classes.union(first, slot),
-                                None => keys.push((key, slot)),
-                            }
-                        }
-                    }
-                }
+            let (cs, cn) = self.slot(c);
+            let (ss, sn) = self.slot(s);
+            if sn == 1 && cn != 1 {
+                self.fixed[ss] = Some(AxisIndex::Fixed(0));
+            } else {
+                self.classes.union(cs, ss);
             }
         }
+    }
 
-        // One iterator per class of size above 1, in order of first use.
+    /// Axis `skip_a + j` of `a` and axis `j` of `b` share an iterator, for
+    /// every `j` both rows have.
+    pub fn equal_from(&mut self, a: RowSite, skip_a: usize, b: RowSite) {
+        let (la, lb) = (self.row_len(a), self.row_len(b));
+        for j in 0..lb.min(la.saturating_sub(skip_a)) {
+            self.tie(
+                AxisSite {
+                    row: a,
+                    axis: j + skip_a,
+                },
+                AxisSite { row: b, axis: j },
+            );
+        }
+    }
+
+    /// The pointwise rule: every row of the result broadcasts from the same
+    /// row of every operand.
+    pub fn broadcast_all(&mut self) {
+        for kind in RowKind::ALL {
+            for operand in 0..self.operands() {
+                self.broadcast(RowSite::result(kind), RowSite::operand(operand, kind));
+            }
+        }
+    }
+
+    /// One iterator per class of size above 1, in order of first use.
+    pub(crate) fn finish(mut self) -> Projections {
+        let total = self.fixed.len();
         let mut iter_of: Vec<Option<usize>> = vec![None; total];
         let mut sizes = Vec::new();
         let mut has_result = Vec::new();
         let mut index = vec![AxisIndex::Fixed(0); total];
-        let result_slots = slots.base.get(1).copied().unwrap_or(total);
-        for slot in 0..total {
-            if let Some(f) = fixed[slot] {
-                index[slot] = f;
+        let result_slots = self.base.get(1).copied().unwrap_or(total);
+        let mut t = 0;
+        for (slot, fixed) in self.fixed.iter().enumerate() {
+            while t + 1 < self.base.len() && self.base[t + 1] <= slot {
+                t += 1;
+            }
+            if let Some(f) = fixed {
+                index[slot] = *f;
                 continue;
             }
-            let t = slots.base.iter().rposition(|&b| b <= slot).unwrap_or(0);
-            let size = axis_size(&slots, t, slot - slots.base[t]);
+            let size = memory_axis(self.shapes[t], slot - self.base[t]).size();
             if size == 1 {
                 continue;
             }
-            let root = classes.find(slot);
+            let root = self.classes.find(slot);
             let it = *iter_of[root].get_or_insert_with(|| {
                 sizes.push(size);
                 has_result.push(false);
@@ -239,40 +266,30 @@ impl SolvedGraph {
                 }
             })
             .collect();
-        let mut per_tensor = Vec::new();
-        for t in 0..slots.shapes.len() {
-            let end = slots.base.get(t + 1).copied().unwrap_or(total);
-            per_tensor.push(index[slots.base[t]..end].to_vec());
-        }
+        let mut per_tensor: Vec<Vec<AxisIndex>> = (0..self.shapes.len())
+            .map(|t| {
+                let end = self.base.get(t + 1).copied().unwrap_or(total);
+                index[self.base[t]..end].to_vec()
+            })
+            .collect();
         let result = per_tensor.remove(0);
-        Ok(Projections {
+        Projections {
             sizes,
             kinds,
             result,
             operands: per_tensor,
-        })
+        }
     }
 }
 
-static BATCH: RowVarName = RowVarName::OfKind(RowKind::Batch);
-
-/// What lines an einsum axis up with others.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EinsumKey<'a> {
-    Label(&'a str),
-    RowVar(&'a RowVarName, usize),
-}
-
-/// The size of the `j`-th memory-order axis of tensor `t`.
-fn axis_size(slots: &Slots<'_>, t: usize, j: usize) -> u64 {
-    let s = slots.shapes[t];
+/// The `j`-th axis of a shape in memory order (batch, output, input).
+fn memory_axis(s: &SolvedShape, j: usize) -> &KnownDim {
     let (b, o) = (s.batch.len(), s.output.len());
-    let d = if j < b {
+    if j < b {
         &s.batch[j]
     } else if j < b + o {
         &s.output[j - b]
     } else {
         &s.input[j - b - o]
-    };
-    d.size()
+    }
 }

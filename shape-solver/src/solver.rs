@@ -93,9 +93,9 @@ pub struct Solver {
 /// itself).
 ///
 /// Solving takes a few steps per constraint given (each variable is bound
-/// once, and what was recorded on it is retried once): about 9 per
-/// operation of a network of 10,000 operations, where the default allows
-/// some 80 times that. A set of constraints that keeps producing work
+/// once, and what was recorded on it is retried once): 9 per operation of
+/// the benchmark network of 10,000 or 100,000 operations, where the default
+/// allows some 80 times that. A set of constraints that keeps producing work
 /// reaches the limit in time proportional to the problem instead of
 /// running on.
 ///

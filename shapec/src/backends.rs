@@ -28,6 +28,13 @@ pub enum BackendChoice {
 pub trait BackendJob {
     /// What the job returns.
     type Output;
+    /// Checks the job, before it runs, against the largest buffer the
+    /// backend allocates (`backend` names it for messages); an output
+    /// returned here is the job's result, and the job does not run.
+    fn check(&mut self, max_buffer_bytes: u64, backend: &str) -> Option<Self::Output> {
+        let _ = (max_buffer_bytes, backend);
+        None
+    }
     /// Runs the job on `backend`.
     fn run<B: Backend>(&mut self, backend: &mut B) -> Self::Output;
 }
@@ -64,7 +71,20 @@ pub fn run_on_wgpu<J: BackendJob>(
     if hardware_only && info.device_type == backend_wgpu::wgpu::DeviceType::Cpu {
         return Err(WgpuUnavailable::SoftwareOnly(info.name.clone()));
     }
+    let adapter = format!("the wgpu adapter {}", info.name);
+    if let Some(refused) = job.check(gpu.max_buffer_bytes(), &adapter) {
+        return Ok(refused);
+    }
     Ok(job.run(&mut gpu))
+}
+
+/// Runs `job` on the CPU backend, after checking it against the CPU
+/// backend's buffer limit.
+fn run_on_cpu<J: BackendJob>(job: &mut J) -> J::Output {
+    match job.check(backend_cpu::DEFAULT_MAX_BUFFER_BYTES, "the CPU backend") {
+        Some(refused) => refused,
+        None => job.run(&mut cpu()),
+    }
 }
 
 /// Runs `job` on the chosen backend. With `auto`, a missing wgpu backend
@@ -76,13 +96,13 @@ pub fn dispatch<J: BackendJob>(
     notes: &mut dyn Write,
 ) -> Result<J::Output, WgpuUnavailable> {
     match choice {
-        BackendChoice::Cpu => Ok(job.run(&mut cpu())),
+        BackendChoice::Cpu => Ok(run_on_cpu(job)),
         BackendChoice::Wgpu => run_on_wgpu(job, false),
         BackendChoice::Auto => match run_on_wgpu(job, true) {
             Ok(out) => Ok(out),
             Err(why) => {
                 let _ = writeln!(notes, "note: --backend auto: {why}; running on the CPU");
-                Ok(job.run(&mut cpu()))
+                Ok(run_on_cpu(job))
             }
         },
     }

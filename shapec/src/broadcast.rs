@@ -13,19 +13,26 @@
 //! assert!(broadcast(&[vec![2, 3], vec![4]]).is_err());
 //! ```
 
+use std::sync::Arc;
+
+use shape_core::kernel::{Accumulate, BinaryOp, Expr};
 use shape_core::RowKind;
-use shape_solver::{Graph, GraphError, ShapeError};
+use shape_solver::{
+    ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder, ShapeError,
+};
 
 use crate::error::CliError;
 use crate::run::tuple;
+use crate::text::escaped;
 
 /// Reads a shape: sizes separated by commas or spaces, optionally in
 /// parentheses; `""` and `()` are the shape with no axes.
 pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
+    let shown = escaped(text);
     let t = text.trim();
     let inner = match t.strip_prefix('(') {
         Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
-            CliError::Broadcast(format!("shape `{text}`: `(` is not closed by `)`"))
+            CliError::Broadcast(format!("shape `{shown}`: `(` is not closed by `)`"))
         })?,
         None => t,
     };
@@ -34,14 +41,60 @@ pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
         .filter(|s| !s.is_empty())
         .map(|s| match s.parse::<u64>() {
             Ok(0) => Err(CliError::Broadcast(format!(
-                "shape `{text}`: size 0 is not supported (sizes are at least 1)"
+                "shape `{shown}`: size 0 is not supported (sizes are at least 1)"
             ))),
             Ok(n) => Ok(n),
+            Err(_) if s.starts_with('-') && s[1..].chars().all(|c| c.is_ascii_digit()) => {
+                Err(CliError::Broadcast(format!(
+                    "shape `{shown}`: the size `{s}` is negative (sizes are at least 1)"
+                )))
+            }
+            Err(_) if s.chars().all(|c| c.is_ascii_digit()) => Err(CliError::Broadcast(format!(
+                "shape `{shown}`: the size `{s}` does not fit in 64 bits"
+            ))),
             Err(_) => Err(CliError::Broadcast(format!(
-                "shape `{text}`: `{s}` is not a size (write sizes like `5,2,1`, or `()` for no axes)"
+                "shape `{shown}`: `{}` is not a size (write sizes like `5,2,1`, or `()` for no axes)",
+                escaped(s)
             ))),
         })
         .collect()
+}
+
+/// Numpy's broadcasting of two shapes, for `shapec broadcast`: the
+/// pointwise rule with no computation of its own (run, it would give the
+/// larger of the two values).
+#[derive(Debug)]
+struct Broadcast;
+
+impl Operation for Broadcast {
+    fn name(&self) -> &str {
+        "broadcast"
+    }
+
+    fn arity(&self) -> usize {
+        2
+    }
+
+    fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+        cx.broadcast_all();
+    }
+
+    fn project(&self, cx: &mut ProjectionBuilder<'_>) {
+        cx.broadcast_all();
+    }
+
+    fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+        let larger = Expr::Binary(
+            BinaryOp::Max,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Load(1)),
+        );
+        cx.single_kernel(larger, Accumulate::Assign)
+    }
+
+    fn spell(&self, operands: &[&str]) -> String {
+        format!("max({})", operands.join(", "))
+    }
 }
 
 /// The NumPy broadcast of `shapes`, or why they do not broadcast.
@@ -73,7 +126,9 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
         let t = g.input(&name, &spec).map_err(|e| fail(e, i))?;
         acc = Some(match acc {
             None => t,
-            Some(a) => g.binary("broadcast", a, t).map_err(|e| fail(e, i))?,
+            Some(a) => g
+                .apply(Arc::new(Broadcast), &[a, t])
+                .map_err(|e| fail(e, i))?,
         });
     }
     let Some(result) = acc else {
@@ -131,6 +186,16 @@ mod tests {
         assert!(b(&["2,0"]).unwrap_err().contains("size 0 is not supported"));
         assert!(b(&["2,x"]).unwrap_err().contains("`x` is not a size"));
         assert!(b(&["(2,3"]).unwrap_err().contains("not closed"));
+        assert_eq!(
+            b(&["-1,2"]).unwrap_err(),
+            "shape `-1,2`: the size `-1` is negative (sizes are at least 1)"
+        );
+        assert!(b(&["99999999999999999999"])
+            .unwrap_err()
+            .contains("does not fit in 64 bits"));
+        let e = b(&["2\x1b[2J,\x07"]).unwrap_err();
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        assert!(e.contains("\\u{1b}[2J"), "{e}");
         assert!(b(&[]).unwrap_err().contains("at least one shape"));
     }
 }

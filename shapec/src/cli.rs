@@ -1,18 +1,23 @@
 //! The command line: arguments, the subcommands, and what they print.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use shape_solver::SolvedGraph;
+use serde_json::{json, Value};
+use shape_core::SolvedShape;
+use shape_solver::{RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::compile::{compile, Compiled};
-use crate::diagnostics;
 use crate::error::{CliError, ProgramError};
-use crate::run::{gather, tuple, DiffJob, RunJob, Source, Worst};
-use crate::{broadcast, infer, npy, syntax};
+use crate::memory::{self, Budget, Runs};
+use crate::output::{OutDir, ResultFile};
+use crate::run::{gather, tuple, Diff, DiffJob, RunJob, Source, Tolerance, Worst};
+use crate::text::escaped;
+use crate::{broadcast, checks, diagnostics, infer, syntax};
 
 /// Shape inference for tensor programs written as text.
 #[derive(Debug, Parser)]
@@ -45,13 +50,16 @@ pub enum Command {
         /// The program file.
         file: PathBuf,
         /// Also print each operation's projections (loop iterators).
-        #[arg(long, conflicts_with_all = ["json", "dot"])]
+        #[arg(long, conflicts_with = "dot")]
         projections: bool,
-        /// Print {"tensors": {NAME: {"batch": [..], "input": [..], "output": [..]}}}.
+        /// Print JSON (docs/json.md): {"tensors": {NAME: {"batch": [..],
+        /// "input": [..], "output": [..]}}}, with "projections" and
+        /// "explain" when those are asked for.
         #[arg(long, conflicts_with = "dot")]
         json: bool,
-        /// Explain where each size of tensor NAME came from (repeatable).
-        #[arg(long, value_name = "NAME", conflicts_with_all = ["json", "dot"])]
+        /// Explain where each size of tensor NAME came from (repeatable);
+        /// any name `infer` prints, such as `y.1`.
+        #[arg(long, value_name = "NAME", conflicts_with = "dot")]
         explain: Vec<String>,
         /// Print the operation graph with solved shapes as Graphviz DOT.
         #[arg(long)]
@@ -64,7 +72,7 @@ pub enum Command {
         /// Backend, data and seed.
         #[command(flatten)]
         run: RunArgs,
-        /// Write each result NAME to DIR/NAME.npy.
+        /// Write each result NAME to DIR/NAME.npy, all or nothing.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
@@ -76,16 +84,28 @@ pub enum Command {
         /// Backend, data and seed.
         #[command(flatten)]
         run: RunArgs,
+        /// Count the elements where |a - b| > A + R * max(|a|, |b|), and
+        /// exit with status 3 when there are any: `abs=A,rel=R` (either
+        /// part alone).
+        #[arg(long, value_name = "abs=A,rel=R", value_parser = Tolerance::parse)]
+        tolerance: Option<Tolerance>,
     },
     /// Broadcast shapes by NumPy's rules, e.g. `shapec broadcast 5,2,1 2,3`.
     Broadcast {
         /// Shapes: sizes separated by commas, `""` or `()` for no axes.
-        #[arg(required = true)]
+        #[arg(required = true, allow_hyphen_values = true)]
         shapes: Vec<String>,
         /// Print {"shape": [..]} or {"error": {"message": ..}}.
         #[arg(long)]
         json: bool,
     },
+}
+
+impl RunArgs {
+    /// The library's options of the run.
+    fn options(&self) -> RunOptions {
+        RunOptions::default().with_slice(self.slice)
+    }
 }
 
 /// Options shared by `run` and `diff`.
@@ -95,7 +115,8 @@ pub struct RunArgs {
     /// reference CPU path).
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    /// Data for an input or parameter from a .npy file (repeatable).
+    /// Data for an input or parameter from a .npy file (repeatable, once
+    /// per name).
     #[arg(long = "input", value_name = "NAME=PATH", value_parser = parse_input)]
     pub inputs: Vec<(String, PathBuf)>,
     /// Seed of the random values given to inputs and parameters without a
@@ -105,14 +126,27 @@ pub struct RunArgs {
     /// The batch index that `batch_slice` takes.
     #[arg(long, default_value_t = 0)]
     pub slice: u64,
+    /// The memory the command may use (e.g. 2G, 512M, or bytes), instead
+    /// of what the cgroup or the machine has available.
+    #[arg(long, value_name = "SIZE", value_parser = memory::parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Print JSON (docs/json.md) on standard output, errors included.
+    #[arg(long)]
+    pub json: bool,
 }
+
+/// The exit status of `diff` when elements exceed `--tolerance`.
+pub const EXIT_TOLERANCE_EXCEEDED: u8 = 3;
+
+/// The largest program text read, in bytes.
+pub const MAX_PROGRAM_BYTES: u64 = 16 << 20;
 
 fn parse_input(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once('=') {
         Some((name, path)) if !name.is_empty() && !path.is_empty() => {
             Ok((name.to_string(), PathBuf::from(path)))
         }
-        _ => Err(format!("expected NAME=PATH, found `{s}`")),
+        _ => Err(format!("expected NAME=PATH, found `{}`", escaped(s))),
     }
 }
 
@@ -122,10 +156,30 @@ struct Loaded {
     solved: SolvedGraph,
 }
 
+/// Reads a program's text, at most [`MAX_PROGRAM_BYTES`] of it: a longer
+/// file (or an endless one such as `/dev/zero`) is refused after that many
+/// bytes.
 fn read_source(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(|source| CliError::Read {
+    let read_error = |source| CliError::Read {
         path: path.to_path_buf(),
         source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PROGRAM_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_PROGRAM_BYTES {
+        return Err(CliError::ProgramTooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_PROGRAM_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
     })
 }
 
@@ -144,7 +198,7 @@ pub fn main_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let cli = match Cli::try_parse_from(args) {
+    let mut cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = e.exit_code();
@@ -157,6 +211,13 @@ pub fn main_with(
             return code.clamp(0, 255) as u8;
         }
     };
+    if let Command::Broadcast { shapes, json } = &mut cli.command {
+        // Shapes may start with `-` (`-1,2` is refused as a negative size,
+        // not read as an option), so `--json` after them arrives as one.
+        let before = shapes.len();
+        shapes.retain(|s| s != "--json");
+        *json |= shapes.len() < before;
+    }
     let color = match cli.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
@@ -164,10 +225,10 @@ pub fn main_with(
             std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    let json_errors = matches!(
-        cli.command,
-        Command::Infer { json: true, .. } | Command::Broadcast { json: true, .. }
-    );
+    let json_errors = match &cli.command {
+        Command::Infer { json, .. } | Command::Broadcast { json, .. } => *json,
+        Command::Run { run, .. } | Command::Diff { run, .. } => run.json,
+    };
     let file = match &cli.command {
         Command::Infer { file, .. } | Command::Run { file, .. } | Command::Diff { file, .. } => {
             Some(file.clone())
@@ -181,7 +242,7 @@ pub fn main_with(
     };
     let result = execute(&cli.command, source.as_deref(), out, err);
     match result {
-        Ok(()) => 0,
+        Ok(status) => status,
         Err(e) => {
             let name = file.as_ref().map(|p| p.display().to_string());
             report(
@@ -221,12 +282,13 @@ fn report(
     1
 }
 
+/// Runs a command; returns its exit status.
 fn execute(
     command: &Command,
     source: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<(), CliError> {
+) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {
         Command::Broadcast { shapes, json } => {
@@ -240,7 +302,7 @@ fn execute(
             } else {
                 tuple(&result)
             };
-            writeln!(out, "{line}").map_err(stdout_error)
+            writeln!(out, "{line}").map_err(stdout_error)?;
         }
         Command::Infer {
             projections,
@@ -250,105 +312,407 @@ fn execute(
             ..
         } => {
             let Loaded { compiled, solved } = load(text)?;
-            let mut s = if *dot {
-                infer::dot(&compiled, &solved)?
-            } else if *json {
-                format!("{}\n", infer::shapes_json(&compiled, &solved)?)
+            let s = if *json {
+                let mut v = infer::shapes_json(&compiled, &solved)?;
+                if *projections {
+                    v["projections"] = infer::projections_json(&compiled, &solved)?;
+                }
+                if !explain.is_empty() {
+                    let mut all = Vec::new();
+                    for name in explain {
+                        all.extend(infer::explain_json(&compiled, &solved, text, name)?);
+                    }
+                    v["explain"] = Value::Array(all);
+                }
+                format!("{v}\n")
             } else {
-                infer::shapes_text(&compiled, &solved)?
+                let mut s = if *dot {
+                    infer::dot(&compiled, &solved)?
+                } else {
+                    infer::shapes_text(&compiled, &solved)?
+                };
+                if *projections {
+                    s.push_str("\nprojections:\n");
+                    s.push_str(&infer::projections_text(&compiled, &solved)?);
+                }
+                for name in explain {
+                    s.push('\n');
+                    s.push_str(&infer::explain(&compiled, &solved, text, name)?);
+                }
+                s
             };
-            if *projections {
-                s.push_str("\nprojections:\n");
-                s.push_str(&infer::projections_text(&compiled, &solved)?);
-            }
-            for name in explain {
-                s.push('\n');
-                s.push_str(&infer::explain(&compiled, &solved, text, name)?);
-            }
-            write!(out, "{s}").map_err(stdout_error)
+            write!(out, "{s}").map_err(stdout_error)?;
         }
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
-            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
             let outputs = &compiled.results;
+            let out_dir = match dir {
+                Some(d) if !outputs.is_empty() => {
+                    let mut shapes = Vec::with_capacity(outputs.len());
+                    for &t in outputs {
+                        let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
+                        shapes.push((compiled.graph.name(t).unwrap_or("?"), shape.memory_dims()));
+                    }
+                    Some(OutDir::prepare(d, &shapes)?)
+                }
+                _ => None,
+            };
+            let plan = checks::plan(&compiled, &solved, &run.options())?;
+            if run.backend == BackendChoice::Cpu {
+                checks::buffers_fit(
+                    &compiled,
+                    &solved,
+                    backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
+                    "the CPU backend",
+                )?;
+            }
+            enough_memory(&compiled, &solved, &plan, Runs::Once, run.memory_limit)?;
+            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+            // The run takes the data: its memory goes with the run's
+            // buffers, before the results are written.
             let mut job = RunJob {
                 compiled: &compiled,
                 solved: &solved,
-                data: &data.values,
-                outputs,
-                slice: run.slice,
+                plan: &plan,
+                data: Some(data.values),
             };
             let (backend, values) = on_backend(run.backend, &mut job, err)?;
-            let mut s = format!("backend: {backend}\n");
-            for (t, source) in &data.sources {
-                let shape = solved.shape(*t).map_err(|e| compiled.map.locate(e, None))?;
-                let from = match source {
-                    Source::File(path) => path.display().to_string(),
-                    Source::Program => "the program".to_string(),
-                    Source::Random => format!("random values (seed {})", run.seed),
-                };
-                let lhs = infer::describe_tensor(&compiled, *t);
-                s.push_str(&format!("{lhs} : {shape} <- {from}\n"));
-            }
-            for &t in outputs {
-                let name = compiled.graph.name(t).unwrap_or("?");
-                let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
-                let v = values.get(&t).map(Vec::as_slice).unwrap_or(&[]);
-                s.push_str(&format!("{name} : {shape} = {}\n", preview(v)));
-                if let Some(dir) = dir {
-                    let path = dir.join(format!("{name}.npy"));
-                    let bytes = npy::write(&npy::Array {
-                        shape: shape.memory_dims(),
-                        data: v.to_vec(),
-                    });
-                    std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
-                        path: dir.clone(),
-                        source,
-                    })?;
-                    std::fs::write(&path, bytes)
-                        .map_err(|source| CliError::Write { path, source })?;
-                }
-            }
-            if let Some(dir) = dir {
-                let n = outputs.len();
-                s.push_str(&format!("wrote {n} result(s) to {}\n", dir.display()));
-            }
-            write!(out, "{s}").map_err(stdout_error)
-        }
-        Command::Diff { run, .. } => {
-            let Loaded { compiled, solved } = load(text)?;
-            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
-            let outputs = &compiled.results;
-            let mut job = DiffJob(RunJob {
+            let report = RunReport {
                 compiled: &compiled,
                 solved: &solved,
-                data: &data.values,
-                outputs,
-                slice: run.slice,
-            });
-            let d = on_backend(run.backend, &mut job, err)?;
-            let place = |w: &Worst| {
-                let name = compiled.graph.name(w.tensor).unwrap_or("?");
-                let ix: Vec<String> = w.index.iter().map(u64::to_string).collect();
-                format!("{name}[{}]: {} vs {}", ix.join(", "), w.expected, w.found)
+                backend: &backend,
+                sources: &data.sources,
+                seed: run.seed,
+                values: &values,
             };
-            let mut s = format!(
-                "reference: {}\ncompared:  {}\nelements:  {} in {} result(s)\n",
-                d.reference,
-                d.other,
-                d.elements,
-                outputs.len()
-            );
-            for (what, w) in [("absolute", &d.abs), ("relative", &d.rel)] {
-                let at = match w {
-                    Some(w) => format!("{} at {}", w.diff, place(w)),
-                    None => "none (no elements)".to_string(),
-                };
-                s.push_str(&format!("largest {what} difference: {at}\n"));
+            let written = match &out_dir {
+                Some(d) => {
+                    let files = report.files()?;
+                    d.write(&files)?;
+                    Some(d.path())
+                }
+                None => None,
+            };
+            if run.json {
+                report.json(written, out)?;
+            } else {
+                report.text(dir.as_deref(), written.is_some(), out)?;
             }
-            write!(out, "{s}").map_err(stdout_error)
+        }
+        Command::Diff { run, tolerance, .. } => {
+            let Loaded { compiled, solved } = load(text)?;
+            let plan = checks::plan(&compiled, &solved, &run.options())?;
+            // The reference always runs on the CPU.
+            checks::buffers_fit(
+                &compiled,
+                &solved,
+                backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
+                "the CPU backend",
+            )?;
+            enough_memory(&compiled, &solved, &plan, Runs::Compared, run.memory_limit)?;
+            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+            let mut job = DiffJob {
+                job: RunJob {
+                    compiled: &compiled,
+                    solved: &solved,
+                    plan: &plan,
+                    data: Some(data.values),
+                },
+                tolerance: *tolerance,
+            };
+            let d = on_backend(run.backend, &mut job, err)?;
+            if run.json {
+                diff_json(&compiled, &solved, &d, *tolerance, out)?;
+            } else {
+                diff_text(&compiled, &d, *tolerance, out)?;
+            }
+            if tolerance.is_some() && d.exceeding > 0 {
+                return Ok(EXIT_TOLERANCE_EXCEEDED);
+            }
         }
     }
+    Ok(0)
+}
+
+/// Fails when the memory a run needs ([`memory::run_bytes`]) is more than
+/// `--memory-limit`, or else more than the memory available.
+fn enough_memory(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    plan: &RunPlan,
+    runs: Runs,
+    limit: Option<u64>,
+) -> Result<(), CliError> {
+    let needed = memory::run_bytes(solved, plan, runs).map_err(|e| compiled.map.locate(e, None))?;
+    let budget = match limit {
+        Some(bytes) => Some(Budget {
+            bytes,
+            source: "--memory-limit".into(),
+        }),
+        None => memory::available(),
+    };
+    match budget {
+        Some(b) if needed > b.bytes as u128 => Err(CliError::OutOfMemory {
+            what: "this run".into(),
+            needed,
+            budget: Some(b),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What `run` prints and writes.
+struct RunReport<'a> {
+    compiled: &'a Compiled,
+    solved: &'a SolvedGraph,
+    backend: &'a str,
+    sources: &'a [(TensorId, Source)],
+    seed: u64,
+    values: &'a HashMap<TensorId, Vec<f32>>,
+}
+
+impl RunReport<'_> {
+    fn shape(&self, t: TensorId) -> Result<&SolvedShape, CliError> {
+        self.solved
+            .shape(t)
+            .map_err(|e| CliError::Program(self.compiled.map.locate(e, None)))
+    }
+
+    fn name(&self, t: TensorId) -> &str {
+        self.compiled.graph.name(t).unwrap_or("?")
+    }
+
+    fn values(&self, t: TensorId) -> &[f32] {
+        self.values.get(&t).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn files(&self) -> Result<Vec<ResultFile<'_>>, CliError> {
+        self.compiled
+            .results
+            .iter()
+            .map(|&t| {
+                Ok(ResultFile {
+                    name: self.name(t),
+                    shape: self.shape(t)?.memory_dims(),
+                    data: self.values(t),
+                })
+            })
+            .collect()
+    }
+
+    fn text(&self, dir: Option<&Path>, written: bool, out: &mut dyn Write) -> Result<(), CliError> {
+        let mut s = format!("backend: {}\n", self.backend);
+        for (t, source) in self.sources {
+            let from = match source {
+                Source::File(path) => path.display().to_string(),
+                Source::Program => "the program".to_string(),
+                Source::Random => format!("random values (seed {})", self.seed),
+            };
+            let lhs = infer::describe_tensor(self.compiled, *t);
+            s.push_str(&format!("{lhs} : {} <- {from}\n", self.shape(*t)?));
+        }
+        for &t in &self.compiled.results {
+            let (name, shape) = (self.name(t), self.shape(t)?);
+            s.push_str(&format!("{name} : {shape} = {}\n", preview(self.values(t))));
+        }
+        match dir {
+            Some(dir) if written => {
+                let n = self.compiled.results.len();
+                s.push_str(&format!("wrote {n} result(s) to {}\n", dir.display()));
+            }
+            Some(dir) => s.push_str(&format!(
+                "no results to write to {}: the program assigns no tensor\n",
+                dir.display()
+            )),
+            None => {}
+        }
+        write!(out, "{s}").map_err(stdout_error)
+    }
+
+    /// Streams the JSON form: values are written as they are read, never
+    /// gathered into one string.
+    fn json(&self, written: Option<&Path>, out: &mut dyn Write) -> Result<(), CliError> {
+        let mut w = std::io::BufWriter::new(out);
+        let mut data = Vec::new();
+        for (t, source) in self.sources {
+            let source = match source {
+                Source::File(path) => json!({"kind": "file", "path": path.display().to_string()}),
+                Source::Program => json!({"kind": "program"}),
+                Source::Random => json!({"kind": "random", "seed": self.seed}),
+            };
+            let kind = match self.compiled.graph.kind(*t) {
+                Ok(TensorKind::Input) => "input",
+                Ok(TensorKind::Parameter) => "param",
+                _ => "const",
+            };
+            let shape = self.shape(*t)?;
+            data.push(json!({
+                "name": self.name(*t),
+                "kind": kind,
+                "shape": infer::shape_json(shape),
+                "dims": shape.memory_dims(),
+                "source": source,
+            }));
+        }
+        let head = json!({"backend": self.backend, "data": data});
+        let head = head.to_string();
+        // Everything but the closing brace; the results follow.
+        let io = (|| -> std::io::Result<()> {
+            write!(w, "{},\"results\":[", &head[..head.len() - 1])?;
+            for (i, &t) in self.compiled.results.iter().enumerate() {
+                let shape = self.shape(t).map_err(std::io::Error::other)?;
+                let meta = json!({
+                    "name": self.name(t),
+                    "shape": infer::shape_json(shape),
+                    "dims": shape.memory_dims(),
+                })
+                .to_string();
+                let sep = if i == 0 { "" } else { "," };
+                write!(w, "{sep}{},\"values\":[", &meta[..meta.len() - 1])?;
+                for (k, v) in self.values(t).iter().enumerate() {
+                    if k > 0 {
+                        w.write_all(b",")?;
+                    }
+                    write_f32(&mut w, *v)?;
+                }
+                w.write_all(b"]}")?;
+            }
+            let written = match written {
+                Some(dir) => json!({
+                    "dir": dir.display().to_string(),
+                    "files": self.compiled.results.iter().map(|&t| format!("{}.npy", self.name(t))).collect::<Vec<_>>(),
+                }),
+                None => Value::Null,
+            };
+            writeln!(w, "],\"written\":{written}}}")?;
+            w.flush()
+        })();
+        io.map_err(stdout_error)
+    }
+}
+
+/// A value in JSON: finite values as numbers, in their shortest form that
+/// reads back as the same `f32`; NaN and the infinities as the strings
+/// `"nan"`, `"inf"` and `"-inf"`.
+fn write_f32(w: &mut dyn Write, v: f32) -> std::io::Result<()> {
+    if v.is_finite() {
+        write!(w, "{v:?}")
+    } else {
+        write!(w, "{}", f32_json(v))
+    }
+}
+
+/// [`write_f32`] as a [`Value`].
+fn f32_json(v: f32) -> Value {
+    if v.is_nan() {
+        json!("nan")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "inf" } else { "-inf" })
+    } else {
+        format!("{v:?}")
+            .parse::<f64>()
+            .map_or(Value::Null, |x| json!(x))
+    }
+}
+
+/// A difference in JSON: a number, or `"inf"`.
+fn f64_json(v: f64) -> Value {
+    if v.is_finite() {
+        json!(v)
+    } else {
+        json!("inf")
+    }
+}
+
+fn place_json(compiled: &Compiled, w: &Worst) -> Value {
+    json!({
+        "tensor": compiled.graph.name(w.tensor).unwrap_or("?"),
+        "index": w.index,
+        "difference": f64_json(w.diff),
+        "expected": f32_json(w.expected),
+        "found": f32_json(w.found),
+    })
+}
+
+fn place_text(compiled: &Compiled, w: &Worst) -> String {
+    let name = compiled.graph.name(w.tensor).unwrap_or("?");
+    let ix: Vec<String> = w.index.iter().map(u64::to_string).collect();
+    format!("{name}[{}]: {} vs {}", ix.join(", "), w.expected, w.found)
+}
+
+fn diff_text(
+    compiled: &Compiled,
+    d: &Diff,
+    tolerance: Option<Tolerance>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut s = format!(
+        "reference: {}\ncompared:  {}\nelements:  {} in {} result(s)\n",
+        d.reference,
+        d.other,
+        d.elements,
+        compiled.results.len()
+    );
+    for (what, w) in [("absolute", &d.abs), ("relative", &d.rel)] {
+        let at = match w {
+            Some(w) => format!("{} at {}", w.diff, place_text(compiled, w)),
+            None => "none (no elements)".to_string(),
+        };
+        s.push_str(&format!("largest {what} difference: {at}\n"));
+    }
+    if let Some(t) = tolerance {
+        let verdict = match &d.first_exceeding {
+            Some(w) => format!(
+                "{} of {} elements exceed it, the first {}",
+                d.exceeding,
+                d.elements,
+                place_text(compiled, w)
+            ),
+            None => "every element is within it".to_string(),
+        };
+        s.push_str(&format!(
+            "tolerance: abs={}, rel={}: {verdict}\n",
+            t.abs, t.rel
+        ));
+    }
+    write!(out, "{s}").map_err(stdout_error)
+}
+
+fn diff_json(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    d: &Diff,
+    tolerance: Option<Tolerance>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let mut results = Vec::new();
+    for &t in &compiled.results {
+        let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
+        results.push(json!({
+            "name": compiled.graph.name(t).unwrap_or("?"),
+            "shape": infer::shape_json(shape),
+            "dims": shape.memory_dims(),
+        }));
+    }
+    let place = |w: &Option<Worst>| w.as_ref().map_or(Value::Null, |w| place_json(compiled, w));
+    let tolerance = tolerance.map_or(Value::Null, |t| {
+        json!({
+            "abs": t.abs,
+            "rel": t.rel,
+            "exceeding": d.exceeding,
+            "first_exceeding": place(&d.first_exceeding),
+            "passed": d.exceeding == 0,
+        })
+    });
+    let v = json!({
+        "reference": d.reference,
+        "compared": d.other,
+        "elements": d.elements,
+        "results": results,
+        "largest": {"absolute": place(&d.abs), "relative": place(&d.rel)},
+        "tolerance": tolerance,
+    });
+    writeln!(out, "{v}").map_err(stdout_error)
 }
 
 /// Runs a job on the chosen backend; a backend that cannot run and an

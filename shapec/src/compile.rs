@@ -13,31 +13,23 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use shape_core::spec::ShapeSpec;
-use shape_core::{EinsumSpec, SpecError};
-use shape_solver::{
-    GraphError, OpKind, Origin, ShapeError, SolvedGraph, TensorId, BINARY_FUNCTIONS,
-    UNARY_FUNCTIONS,
-};
+use shape_core::SpecError;
+use shape_solver::{GraphError, Operator, Origin, Registry, ShapeError, SolvedGraph, TensorId};
 
 pub use shape_solver::Graph;
 
 use crate::error::{Note, ProgramError};
 use crate::syntax::{Arg, DeclKind, Expr, ExprKind, Ident, Program, Span, SpecText, Statement};
 
-/// Functions that take something other than one or two plain tensors, or
-/// that are not pointwise.
-const STRUCTURAL_FUNCTIONS: &[&str] = &["compose", "transpose", "batch_slice", "einsum", "permute"];
-
-/// Every function a program may call, in the order messages list them.
-pub fn function_names() -> Vec<&'static str> {
-    UNARY_FUNCTIONS
-        .iter()
-        .chain(BINARY_FUNCTIONS)
-        .chain(STRUCTURAL_FUNCTIONS)
-        .copied()
+/// Every function a program may call, in the order messages list them:
+/// the names of the built-in registry, which the parser reads too.
+pub fn function_names() -> Vec<String> {
+    Registry::builtin()
+        .names()
+        .into_iter()
+        .map(str::to_string)
         .collect()
 }
 
@@ -64,6 +56,11 @@ impl SourceMap {
     /// The expression that created operation number `op`.
     pub fn op_span(&self, op: usize) -> Option<Span> {
         self.ops.get(op).cloned()
+    }
+
+    /// Where tensor number `t` is declared or computed.
+    pub fn tensor_span(&self, t: usize) -> Option<Span> {
+        self.tensors.get(t).map(|site| site.span.clone())
     }
 
     /// Where a constraint's origin is written, narrowed to one axis of a
@@ -129,13 +126,28 @@ impl SourceMap {
                     });
                 }
             }
-        } else if let Some(p) = &mut primary {
+        } else {
+            // An error about one operation is placed at it.
+            if let Some(o) = error.op() {
+                op = Some(o.name.to_string());
+                if let Some(span) = self.op_span(o.id) {
+                    primary = Some(Note {
+                        span,
+                        text: String::new(),
+                    });
+                }
+            }
+        }
+        if let (false, Some(p)) = (matches!(error, GraphError::Shape(_)), &mut primary) {
             p.text = match &error {
                 GraphError::Arity { op: name, .. } => {
-                    op = Some(name.clone());
+                    op = Some(name.to_string());
                     "wrong number of operands".into()
                 }
                 GraphError::Constant { .. } => "this constant".into(),
+                GraphError::SliceOutOfRange { index, size, .. } => {
+                    format!("batch index {index} is outside 0..{size}")
+                }
                 _ => String::new(),
             };
         }
@@ -276,7 +288,9 @@ fn spec_error(context: String, error: SpecError, at: &SpecText) -> ProgramError 
 /// errors point into `spec` when given.
 fn graph_error(c: &Compiled, e: GraphError, at: &Span, spec: Option<&SpecText>) -> ProgramError {
     match (e, spec) {
-        (GraphError::Spec { context, source }, Some(spec)) => spec_error(context, *source, spec),
+        (GraphError::Spec { context, source }, Some(spec)) => {
+            spec_error(context.to_string(), *source, spec)
+        }
         (e, _) => c.map.locate(e, Some(at.clone())),
     }
 }
@@ -312,6 +326,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
                 (DeclKind::Param, Some(s), _) => c.graph.parameter_with_spec(&name.text, &s.text),
                 (DeclKind::Param, None, _) => c.graph.parameter(&name.text),
                 (DeclKind::Const, Some(s), Some(v)) => {
+                    crate::checks::constant_fits(&name.text, &s.text, v.values.len(), &v.span)?;
                     c.graph.constant(&name.text, &s.text, v.values.len() as u64)
                 }
                 // The parser gives inputs and constants a spec, and
@@ -373,12 +388,14 @@ fn lookup(c: &Compiled, name: &str, span: &Span) -> Result<TensorId, ProgramErro
         })
 }
 
-/// Applies an operation named after the statement: the root of the
-/// expression gets the statement's name, inner operations `name.1`,
-/// `name.2`, ... in evaluation order.
+/// Calls the function `func` of the graph's registry, naming the result
+/// after the statement: the root of the expression gets the statement's
+/// name, inner operations `name.1`, `name.2`, ... in evaluation order.
+#[allow(clippy::too_many_arguments)]
 fn apply(
     c: &mut Compiled,
-    kind: OpKind,
+    func: &str,
+    spec: Option<&SpecText>,
     operands: &[TensorId],
     span: &Span,
     base: &str,
@@ -393,8 +410,26 @@ fn apply(
     };
     let t = c
         .graph
-        .apply_named(&name, kind, operands)
-        .map_err(|e| graph_error(c, e, span, None))?;
+        .call_named(&name, func, spec.map(|s| s.text.as_str()), operands)
+        .map_err(|e| match (e, spec) {
+            // A spec whose operand count differs from the tensors given.
+            (
+                GraphError::Arity { expected, .. }
+                | GraphError::PermuteSpec {
+                    operands: expected, ..
+                },
+                Some(s),
+            ) => ProgramError::Arguments {
+                func: format!("{func} \"{}\"", s.text),
+                expected: format!("{expected} tensor(s), one per operand of its spec"),
+                given: match operands.len() {
+                    1 => "1 tensor".to_string(),
+                    n => format!("{n} tensors"),
+                },
+                span: span.clone(),
+            },
+            (e, _) => graph_error(c, e, span, spec),
+        })?;
     c.map.ops.push(span.clone());
     c.map.tensors.push(TensorSite {
         span: span.clone(),
@@ -404,6 +439,25 @@ fn apply(
     Ok(t)
 }
 
+/// The function of the registry that `operator` writes.
+fn operator_function(
+    c: &Compiled,
+    operator: Operator,
+    span: &Span,
+) -> Result<String, ProgramError> {
+    let symbol = match operator {
+        Operator::Infix(s) | Operator::Prefix(s) => s,
+    };
+    c.graph
+        .registry()
+        .by_operator(operator)
+        .map(|e| e.name().to_string())
+        .ok_or_else(|| ProgramError::UnknownFunction {
+            name: symbol.to_string(),
+            span: span.clone(),
+        })
+}
+
 fn expression(
     c: &mut Compiled,
     e: &Expr,
@@ -411,13 +465,12 @@ fn expression(
     counter: &mut usize,
     root: bool,
 ) -> Result<TensorId, ProgramError> {
-    let op = |name: &str| OpKind::Unary(Arc::from(name));
     match &e.kind {
         ExprKind::Name(n) => {
             let t = lookup(c, n, &e.span)?;
             if root {
                 // `y = x` gives `x` a second name as a copy.
-                apply(c, op("id"), &[t], &e.span, base, counter, root)
+                apply(c, "id", None, &[t], &e.span, base, counter, root)
             } else {
                 Ok(t)
             }
@@ -434,23 +487,21 @@ fn expression(
             });
             c.constants.insert(t, vec![*v]);
             if root {
-                apply(c, op("id"), &[t], &e.span, base, counter, root)
+                apply(c, "id", None, &[t], &e.span, base, counter, root)
             } else {
                 Ok(t)
             }
         }
         ExprKind::Neg(inner) => {
             let a = expression(c, inner, base, counter, false)?;
-            apply(c, op("neg"), &[a], &e.span, base, counter, root)
+            let f = operator_function(c, Operator::Prefix("-"), &e.span)?;
+            apply(c, &f, None, &[a], &e.span, base, counter, root)
         }
         ExprKind::Binary { op: bin, lhs, rhs } => {
             let a = expression(c, lhs, base, counter, false)?;
             let b = expression(c, rhs, base, counter, false)?;
-            let kind = match bin {
-                crate::syntax::BinOp::Compose => OpKind::Compose,
-                other => OpKind::Binary(Arc::from(other.function())),
-            };
-            apply(c, kind, &[a, b], &e.span, base, counter, root)
+            let f = operator_function(c, Operator::Infix(bin.symbol()), &e.span)?;
+            apply(c, &f, None, &[a, b], &e.span, base, counter, root)
         }
         ExprKind::Call { func, args } => call(c, e, func, args, base, counter, root),
     }
@@ -466,6 +517,8 @@ fn describe_args(args: &[Arg]) -> String {
     }
 }
 
+/// A call `func(args)`: checked against the registry's entry for `func`
+/// (its spec string and tensor count), then applied.
 fn call(
     c: &mut Compiled,
     e: &Expr,
@@ -476,44 +529,25 @@ fn call(
     root: bool,
 ) -> Result<TensorId, ProgramError> {
     let name = func.text.as_str();
-    let takes_spec = matches!(name, "einsum" | "permute");
-    let tensors_taken: &[usize] = if UNARY_FUNCTIONS.contains(&name)
-        || matches!(name, "transpose" | "batch_slice" | "permute")
-    {
-        &[1]
-    } else if BINARY_FUNCTIONS.contains(&name) || name == "compose" {
-        &[2]
-    } else if name == "einsum" {
-        &[1, 2]
-    } else {
+    let Some(entry) = c.graph.registry().get(name) else {
         return Err(ProgramError::UnknownFunction {
             name: name.to_string(),
             span: func.span.clone(),
         });
     };
-    let bad_args = || {
-        let tensors = match tensors_taken {
-            [1] => "1 tensor".to_string(),
-            [2] => "2 tensors".to_string(),
-            _ => "1 or 2 tensors".to_string(),
-        };
-        ProgramError::Arguments {
-            func: name.to_string(),
-            expected: if takes_spec {
-                format!("a spec string, like \"ij;jk=>ik\", then {tensors}")
-            } else {
-                tensors
-            },
-            given: describe_args(args),
-            span: e.span.clone(),
-        }
+    let (takes_spec, tensors) = (entry.takes_spec(), entry.operands());
+    let bad_args = || ProgramError::Arguments {
+        func: name.to_string(),
+        expected: entry.describe_arguments(),
+        given: describe_args(args),
+        span: e.span.clone(),
     };
     let (spec, rest) = match (takes_spec, args.split_first()) {
         (true, Some((Arg::Spec(s), rest))) => (Some(s), rest),
         (true, _) => return Err(bad_args()),
         (false, _) => (None, args),
     };
-    if !tensors_taken.contains(&rest.len()) || rest.iter().any(|a| matches!(a, Arg::Spec(_))) {
+    if !tensors.contains(&rest.len()) || rest.iter().any(|a| matches!(a, Arg::Spec(_))) {
         return Err(bad_args());
     }
     let mut operands = Vec::with_capacity(rest.len());
@@ -522,30 +556,7 @@ fn call(
             operands.push(expression(c, x, base, counter, false)?);
         }
     }
-    let kind = match (name, spec) {
-        (_, Some(s)) => {
-            let parsed = EinsumSpec::parse(&s.text)
-                .map_err(|err| spec_error(format!("{name} \"{}\"", s.text), err, s))?;
-            if parsed.operands.len() != operands.len() {
-                return Err(ProgramError::Arguments {
-                    func: format!("{name} \"{}\"", s.text),
-                    expected: format!(
-                        "{} tensor(s), one per operand of its spec",
-                        parsed.operands.len()
-                    ),
-                    given: describe_args(rest),
-                    span: e.span.clone(),
-                });
-            }
-            OpKind::einsum(parsed)
-        }
-        ("compose", None) => OpKind::Compose,
-        ("transpose", None) => OpKind::Transpose,
-        ("batch_slice", None) => OpKind::BatchSlice,
-        (f, None) if BINARY_FUNCTIONS.contains(&f) => OpKind::Binary(Arc::from(f)),
-        (f, None) => OpKind::Unary(Arc::from(f)),
-    };
-    apply(c, kind, &operands, &e.span, base, counter, root)
+    apply(c, name, spec, &operands, &e.span, base, counter, root)
 }
 
 #[cfg(test)]

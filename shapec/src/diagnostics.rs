@@ -1,7 +1,7 @@
 //! Showing errors: as source excerpts with underlines (codespan-reporting),
 //! or as the stable JSON form `{"error": {"kind", "message", "op", "line"}}`.
 
-use codespan_reporting::diagnostic::{Diagnostic, Label};
+use codespan_reporting::diagnostic::{Diagnostic, Label, LabelStyle};
 use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::{self, termcolor::Ansi, Config};
 use serde_json::{json, Value};
@@ -54,6 +54,13 @@ fn labels(e: &ProgramError) -> Vec<Label<()>> {
             .iter()
             .map(|s| primary(s, "failed here".into()))
             .collect(),
+        ProgramError::SliceOutOfRange { span, size, .. } => span
+            .iter()
+            .map(|s| primary(s, format!("takes an index from 0 to {}", size - 1)))
+            .collect(),
+        ProgramError::ConstantTooLarge { span, values, .. } => {
+            vec![primary(span, format!("{values} values"))]
+        }
     }
 }
 
@@ -89,18 +96,49 @@ pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {
     rendered.unwrap_or_else(|_| format!("error[{}]: {e}\n", e.kind()))
 }
 
-/// The JSON form of an error: `{"error": {"kind", "message", "op", "line"}}`
-/// with `op` and `line` (from 1) `null` when they do not apply.
+/// A span of the program text in JSON: `{"start", "end", "line",
+/// "column"}`: byte offsets (end exclusive), and the line and column of
+/// its start, both from 1, the column counted in characters.
+pub fn span_json(text: &str, span: &crate::syntax::Span) -> Value {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let column = text
+        .get(line_start..start)
+        .map_or(1, |s| s.chars().count() + 1);
+    json!({
+        "start": span.start,
+        "end": span.end,
+        "line": Compiled::line_of(text, start),
+        "column": column,
+    })
+}
+
+/// The JSON form of an error: `{"error": {"kind", "message", "op", "line",
+/// "span", "notes"}}`. `op`, `line` (from 1) and `span` (see [`span_json`])
+/// are `null` when they do not apply; `notes` lists the other places the
+/// error involves (for a conflict, where each conflicting fact came from),
+/// each `{"message", "span"}`.
 pub fn json(e: &CliError, source: Option<&str>) -> Value {
-    let (op, line) = match e {
-        CliError::Program(p) => (
-            p.op().map(str::to_string),
-            match (p.span(), source) {
-                (Some(span), Some(text)) => Some(Compiled::line_of(text, span.start)),
-                _ => None,
-            },
-        ),
-        _ => (None, None),
+    let (op, line, span, notes) = match (e, source) {
+        (CliError::Program(p), Some(text)) => {
+            let mut primary = Value::Null;
+            let mut notes = Vec::new();
+            for label in labels(p) {
+                let span = span_json(text, &label.range);
+                match label.style {
+                    LabelStyle::Primary if primary.is_null() => primary = span,
+                    _ => notes.push(json!({"message": label.message, "span": span})),
+                }
+            }
+            (
+                p.op().map(str::to_string),
+                p.span().map(|s| Compiled::line_of(text, s.start)),
+                primary,
+                notes,
+            )
+        }
+        (CliError::Program(p), None) => (p.op().map(str::to_string), None, Value::Null, vec![]),
+        _ => (None, None, Value::Null, vec![]),
     };
     json!({
         "error": {
@@ -108,6 +146,8 @@ pub fn json(e: &CliError, source: Option<&str>) -> Value {
             "message": e.to_string(),
             "op": op,
             "line": line,
+            "span": span,
+            "notes": notes,
         }
     })
 }

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use shape_solver::{GraphError, ShapeError};
+use shape_solver::GraphError;
 
+use crate::memory::Budget;
 use crate::npy::NpyError;
 use crate::syntax::{Span, SyntaxError};
 
@@ -18,7 +19,11 @@ pub struct Note {
 }
 
 /// An error located in a program's text.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`ProgramError::kind`] is the variant's name in snake case (or the
+/// library error's own kind), written beside the variant where it differs.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ProgramError {
     /// The text does not parse.
     #[error(transparent)]
@@ -85,6 +90,35 @@ pub enum ProgramError {
         /// Where the facts it involves came from.
         notes: Vec<Note>,
     },
+    /// `--slice N` is outside the batch axis that a `batch_slice` takes.
+    #[error("--slice {slice} is outside the batch axis of size {size} that `{result}` slices: the index runs from 0 to {}", size - 1)]
+    SliceOutOfRange {
+        /// The index given.
+        slice: u64,
+        /// The size of the axis sliced (at least 1).
+        size: u64,
+        /// The slice's result, by name.
+        result: String,
+        /// The `batch_slice` expression.
+        span: Option<Span>,
+    },
+    /// A constant whose written sizes multiply to more elements than its
+    /// values hold.
+    #[error("element count mismatch in the {values} elements of `{name}` declared as \"{spec}\": its known sizes multiply to {product}, more than the {values} values written")]
+    #[strum(serialize = "total_elems")]
+    ConstantTooLarge {
+        /// The constant.
+        name: String,
+        /// Its spec.
+        spec: String,
+        /// The number of values written.
+        values: usize,
+        /// The product of the known sizes, exact, or a bound where it
+        /// exceeds 128 bits.
+        product: String,
+        /// The values.
+        span: Span,
+    },
     /// Running the program failed.
     #[error("{message}")]
     Run {
@@ -100,16 +134,10 @@ pub enum ProgramError {
 impl ProgramError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        match self {
-            ProgramError::Syntax(_) => "syntax",
-            ProgramError::UnknownName { .. } => "unknown_name",
-            ProgramError::Redefined { .. } => "redefined",
-            ProgramError::UnknownFunction { .. } => "unknown_function",
-            ProgramError::Arguments { .. } => "arguments",
-            ProgramError::Spec { .. } => "spec",
-            ProgramError::Graph { error, .. } => graph_error_kind(error),
-            ProgramError::Run { .. } => "run",
+        if let ProgramError::Graph { error, .. } = self {
+            return error.kind();
         }
+        self.into()
     }
 
     /// The operation the error is about, if any.
@@ -117,6 +145,7 @@ impl ProgramError {
         match self {
             ProgramError::Graph { op, .. } | ProgramError::Run { op, .. } => op.as_deref(),
             ProgramError::Arguments { func, .. } => Some(func),
+            ProgramError::SliceOutOfRange { .. } => Some("batch_slice"),
             _ => None,
         }
     }
@@ -129,27 +158,22 @@ impl ProgramError {
             | ProgramError::Redefined { span, .. }
             | ProgramError::UnknownFunction { span, .. }
             | ProgramError::Arguments { span, .. }
-            | ProgramError::Spec { span, .. } => Some(span.clone()),
+            | ProgramError::Spec { span, .. }
+            | ProgramError::ConstantTooLarge { span, .. } => Some(span.clone()),
             ProgramError::Graph { primary, .. } => primary.as_ref().map(|n| n.span.clone()),
-            ProgramError::Run { span, .. } => span.clone(),
+            ProgramError::Run { span, .. } | ProgramError::SliceOutOfRange { span, .. } => {
+                span.clone()
+            }
         }
     }
 }
 
-/// The kind name of a graph error: the solver's own for shape errors.
-fn graph_error_kind(e: &GraphError) -> &'static str {
-    match e {
-        GraphError::Shape(s) => ShapeError::kind(s),
-        GraphError::Spec { .. } => "spec",
-        GraphError::Arity { .. } => "arity",
-        GraphError::Constant { .. } => "constant",
-        GraphError::Unsupported { .. } => "unsupported",
-        _ => "graph",
-    }
-}
-
 /// Any failure of a `shapec` command.
-#[derive(Debug, thiserror::Error)]
+///
+/// [`CliError::kind`] is the variant's name in snake case (or the program
+/// error's own kind), written beside the variant where it differs.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum CliError {
     /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
@@ -184,6 +208,30 @@ pub enum CliError {
     /// The chosen backend cannot run here.
     #[error("{0}")]
     Backend(String),
+    /// A command needs more memory than there is.
+    #[error("out of memory: {what} needs {needed} bytes, {}", match budget {
+        Some(b) if b.source == "--memory-limit" => format!("{} available ({})", b.bytes, b.source),
+        Some(b) => format!("{} available ({}; --memory-limit SIZE sets another limit)", b.bytes, b.source),
+        None => "which could not be allocated".to_string(),
+    })]
+    #[strum(serialize = "memory")]
+    OutOfMemory {
+        /// What needs the memory.
+        what: String,
+        /// Bytes needed.
+        needed: u128,
+        /// The memory there is, when known.
+        budget: Option<Budget>,
+    },
+    /// A program text larger than [`crate::cli::MAX_PROGRAM_BYTES`].
+    #[error("{} is larger than the {limit} bytes a program may have", path.display())]
+    #[strum(serialize = "read")]
+    ProgramTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
     /// `shapec broadcast` was given shapes that do not broadcast, or that
     /// it cannot read.
     #[error("{0}")]
@@ -193,14 +241,9 @@ pub enum CliError {
 impl CliError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        match self {
-            CliError::Read { .. } => "read",
-            CliError::Write { .. } => "write",
-            CliError::Program(e) => e.kind(),
-            CliError::Npy { .. } => "npy",
-            CliError::Data(_) => "data",
-            CliError::Backend(_) => "backend",
-            CliError::Broadcast(_) => "broadcast",
+        if let CliError::Program(e) = self {
+            return e.kind();
         }
+        self.into()
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
 use shape_core::{RowKind, SolvedShape};
-use shape_solver::{AxisIndex, OpId, OpKind, Origin, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{AxisIndex, OpId, Origin, SolvedGraph, TensorId, TensorKind};
 
 use crate::compile::Compiled;
 use crate::error::CliError;
@@ -15,25 +15,11 @@ use crate::error::CliError;
 /// `einsum("ij;jk=>ik", a, b)`.
 pub fn describe_op(compiled: &Compiled, op: OpId) -> String {
     let g = &compiled.graph;
-    let Some((kind, operands, _)) = g.op(op) else {
+    let Some((operation, operands, _)) = g.op(op) else {
         return format!("op #{}", op.index());
     };
-    let mut args: Vec<String> = operands
-        .iter()
-        .map(|&t| g.name(t).unwrap_or("?").to_string())
-        .collect();
-    let func = match kind {
-        OpKind::Einsum(e) => {
-            args.insert(0, format!("\"{}\"", e.spec()));
-            if operands.len() == 1 {
-                "permute".to_string()
-            } else {
-                "einsum".to_string()
-            }
-        }
-        other => other.name().to_string(),
-    };
-    format!("{func}({})", args.join(", "))
+    let args: Vec<&str> = operands.iter().map(|&t| g.name(t).unwrap_or("?")).collect();
+    operation.spell(&args)
 }
 
 /// The left-hand side of a tensor's line: `input x`, `y = relu(y.1)`.
@@ -60,11 +46,19 @@ pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, 
         let shape = solved.shape(t).map_err(located(compiled))?;
         lines.push((describe_tensor(compiled, t), shape.to_string()));
     }
-    let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    Ok(lines
-        .into_iter()
-        .map(|(l, s)| format!("{l:<width$} : {s}\n"))
-        .collect())
+    let width = lines
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (l, s) in lines {
+        // Padded by hand: `{:<width$}` panics for widths over 65,535.
+        out.push_str(&l);
+        out.extend(std::iter::repeat_n(' ', width - l.chars().count()));
+        let _ = writeln!(out, " : {s}");
+    }
+    Ok(out)
 }
 
 /// The JSON form of a shape: `{"batch": [..], "input": [..], "output": [..]}`.
@@ -96,62 +90,121 @@ fn at_line(compiled: &Compiled, source: &str, origin: &Origin, axis: Option<u32>
         .unwrap_or_default()
 }
 
+/// Every tensor named `name` as `infer` prints it (statement names, inner
+/// results like `y.1`, constants like `2`), in program order.
+pub fn tensors_named(compiled: &Compiled, name: &str) -> Vec<TensorId> {
+    compiled
+        .graph
+        .tensor_ids()
+        .filter(|&t| compiled.graph.name(t).is_ok_and(|n| n == name))
+        .collect()
+}
+
+fn explained(compiled: &Compiled, name: &str) -> Result<Vec<TensorId>, CliError> {
+    let found = tensors_named(compiled, name);
+    if found.is_empty() {
+        return Err(CliError::Data(format!(
+            "--explain {}: the program names no tensor `{}`",
+            crate::text::escaped(name),
+            crate::text::escaped(name)
+        )));
+    }
+    Ok(found)
+}
+
 /// Why each of a tensor's dims has its size: the declaration, operation or
-/// default that fixed it, and the constraints that carried it there.
+/// default that fixed it, and the constraints that carried it there. A name
+/// that several tensors share (number literals) explains each.
 pub fn explain(
     compiled: &Compiled,
     solved: &SolvedGraph,
     source: &str,
     name: &str,
 ) -> Result<String, CliError> {
-    let t = compiled.tensor(name).ok_or_else(|| {
-        CliError::Data(format!(
-            "--explain {name}: the program names no tensor `{name}`"
-        ))
-    })?;
-    let shape = solved.shape(t).map_err(located(compiled))?;
-    let mut out = format!("{name}: {shape}\n");
-    let mut any = false;
-    for kind in RowKind::ALL {
-        for axis in 0..shape.row(kind).len() {
-            any = true;
-            let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
-            let place = match p.source_axis {
-                Some(a) => format!("{} at axis -{}", p.source, a + 1),
-                None => p.source.to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "  {kind} axis {axis} = {}: from {place}{}",
-                p.value,
-                at_line(compiled, source, &p.source, p.source_axis)
-            );
-            for via in &p.via {
-                if **via != *p.source {
-                    let _ = writeln!(
-                        out,
-                        "      via {via}{}",
-                        at_line(compiled, source, via, None)
-                    );
+    let mut out = String::new();
+    for t in explained(compiled, name)? {
+        let shape = solved.shape(t).map_err(located(compiled))?;
+        let _ = writeln!(out, "{name}: {shape}");
+        let mut any = false;
+        for kind in RowKind::ALL {
+            for axis in 0..shape.row(kind).len() {
+                any = true;
+                let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
+                let place = match p.source_axis {
+                    Some(a) => format!("{} at axis -{}", p.source, a + 1),
+                    None => p.source.to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  {kind} axis {axis} = {}: from {place}{}",
+                    p.value,
+                    at_line(compiled, source, &p.source, p.source_axis)
+                );
+                for via in &p.via {
+                    if **via != *p.source {
+                        let _ = writeln!(
+                            out,
+                            "      via {via}{}",
+                            at_line(compiled, source, via, None)
+                        );
+                    }
                 }
             }
         }
-    }
-    if !any {
-        out.push_str("  (no axes)\n");
+        if !any {
+            out.push_str("  (no axes)\n");
+        }
     }
     Ok(out)
 }
 
-fn index_text(a: &AxisIndex, kinds: &[shape_core::IterKind]) -> String {
-    match a {
-        AxisIndex::Iterator(i) => match kinds.get(*i) {
-            Some(shape_core::IterKind::Reduction) => format!("r{i}"),
-            _ => format!("i{i}"),
-        },
-        AxisIndex::Fixed(k) => k.to_string(),
-        AxisIndex::Slice => "s".to_string(),
+/// The JSON form of [`explain`]: one entry per tensor named `name`, with
+/// the source of every axis's size and where it is written.
+pub fn explain_json(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    source: &str,
+    name: &str,
+) -> Result<Vec<Value>, CliError> {
+    let span = |origin: &Origin, axis: Option<u32>| {
+        compiled
+            .map
+            .origin_span(origin, axis)
+            .map_or(Value::Null, |s| crate::diagnostics::span_json(source, &s))
+    };
+    let mut out = Vec::new();
+    for t in explained(compiled, name)? {
+        let shape = solved.shape(t).map_err(located(compiled))?;
+        let mut axes = Vec::new();
+        for kind in RowKind::ALL {
+            for axis in 0..shape.row(kind).len() {
+                let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
+                let via: Vec<Value> = p
+                    .via
+                    .iter()
+                    .filter(|via| ***via != *p.source)
+                    .map(|via| json!({"what": via.to_string(), "span": span(via, None)}))
+                    .collect();
+                axes.push(json!({
+                    "row": kind.to_string(),
+                    "axis": axis,
+                    "size": p.value.size(),
+                    "source": {
+                        "what": p.source.to_string(),
+                        "axis_from_end": p.source_axis,
+                        "span": span(&p.source, p.source_axis),
+                    },
+                    "via": via,
+                }));
+            }
+        }
+        out.push(json!({
+            "name": name,
+            "shape": shape_json(shape),
+            "axes": axes,
+        }));
     }
+    Ok(out)
 }
 
 /// Each operation's loop iterators and how they index the result and the
@@ -168,14 +221,14 @@ pub fn projections_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<Str
         let p = solved.projections(op).map_err(located(compiled))?;
         let name = |t: TensorId| g.name(t).unwrap_or("?").to_string();
         let indexed = |t: TensorId, axes: &[AxisIndex]| {
-            let ix: Vec<String> = axes.iter().map(|a| index_text(a, &p.kinds)).collect();
+            let ix: Vec<String> = axes.iter().map(|a| p.index_text(a)).collect();
             format!("{}[{}]", name(t), ix.join(", "))
         };
         let sizes: Vec<String> = p
             .sizes
             .iter()
             .enumerate()
-            .map(|(i, s)| format!("{}={s}", index_text(&AxisIndex::Iterator(i), &p.kinds)))
+            .map(|(i, s)| format!("{}={s}", p.index_text(&AxisIndex::Iterator(i))))
             .collect();
         let reads: Vec<String> = operands
             .iter()
@@ -197,6 +250,51 @@ pub fn projections_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<Str
         );
     }
     Ok(out)
+}
+
+/// The JSON form of [`projections_text`]: for each operation, its
+/// iterators (name, kind, size) and how they index the result and each
+/// operand.
+pub fn projections_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, CliError> {
+    let g = &compiled.graph;
+    let mut out = Vec::new();
+    for op in g.op_ids() {
+        let Some((_, operands, result)) = g.op(op) else {
+            continue;
+        };
+        let p = solved.projections(op).map_err(located(compiled))?;
+        let name = |t: TensorId| g.name(t).unwrap_or("?").to_string();
+        let index =
+            |axes: &[AxisIndex]| -> Vec<String> { axes.iter().map(|a| p.index_text(a)).collect() };
+        let iterators: Vec<Value> = p
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| {
+                let kind = match p.kinds.get(i) {
+                    Some(shape_core::IterKind::Reduction) => "reduction",
+                    _ => "parallel",
+                };
+                json!({
+                    "name": p.index_text(&AxisIndex::Iterator(i)),
+                    "kind": kind,
+                    "size": size,
+                })
+            })
+            .collect();
+        let reads: Vec<Value> = operands
+            .iter()
+            .zip(&p.operands)
+            .map(|(&t, axes)| json!({"name": name(t), "index": index(axes)}))
+            .collect();
+        out.push(json!({
+            "result": {"name": name(result), "index": index(&p.result)},
+            "op": describe_op(compiled, op),
+            "iterators": iterators,
+            "operands": reads,
+        }));
+    }
+    Ok(Value::Array(out))
 }
 
 fn dot_escape(s: &str) -> String {

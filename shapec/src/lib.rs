@@ -20,13 +20,17 @@
 
 pub mod backends;
 pub mod broadcast;
+pub mod checks;
 pub mod cli;
 pub mod compile;
 pub mod diagnostics;
 pub mod error;
 pub mod infer;
+pub mod memory;
 pub mod npy;
+pub mod output;
 pub mod run;
 pub mod syntax;
+pub mod text;
 
 pub use error::{CliError, ProgramError};

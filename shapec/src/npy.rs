@@ -1,17 +1,31 @@
-//! A small reader and writer for NumPy `.npy` files of floats.
+//! NumPy `.npy` files of floats, read and written with the `npyz` crate.
 //!
-//! Writes format version 1.0, little-endian `float32`, C order, with the
-//! header padded as NumPy pads it (the data starts at a multiple of 64
-//! bytes). Reads versions 1.0, 2.0 and 3.0 in C order with dtype `<f4`,
-//! `>f4`, `<f8` or `>f8` (doubles are rounded to `f32`).
+//! Writes little-endian `float32` in C order, streamed from the values (no
+//! copy of the array), with the header padded as NumPy pads it (the data
+//! starts at a multiple of 64 bytes). Reads format versions 1.0, 2.0 and
+//! 3.0 in C order with dtype `<f4`, `>f4`, `<f8` or `>f8` (doubles are
+//! rounded to `f32`).
+//!
+//! Reading is in two steps, so that nothing large is allocated for a file
+//! that cannot be right: [`read_header`] reads only the header (at most
+//! [`MAX_HEADER_BYTES`]) and checks it, and [`read_data`] then reads
+//! exactly the bytes the header promises into a buffer allocated
+//! fallibly, failing if the file ends early or holds more. Before handing
+//! the header to `npyz`, this module checks what `npyz` would otherwise
+//! allocate for (a header length of up to 4 GiB) or panic on (a shape
+//! whose element count overflows 64 bits).
 //!
 //! ```
-//! use shapec::npy::{read, write, Array};
+//! use shapec::npy::{read, to_bytes, Array};
 //! let a = Array { shape: vec![2, 3], data: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0] };
-//! let bytes = write(&a);
+//! let bytes = to_bytes(&a).unwrap();
 //! assert_eq!(&bytes[..6], b"\x93NUMPY");
 //! assert_eq!(read(&bytes).unwrap(), a);
 //! ```
+
+use std::io::{self, Read, Write};
+
+use npyz::WriterBuilder;
 
 /// An n-dimensional array of `f32` in C (row-major) order.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +35,14 @@ pub struct Array {
     /// The elements, last axis fastest.
     pub data: Vec<f32>,
 }
+
+/// The longest header read, in bytes. NumPy's own `numpy.load` refuses
+/// headers over 10,000 bytes unless told otherwise.
+pub const MAX_HEADER_BYTES: u32 = 65_536;
+
+/// The deepest nesting of brackets a header may have: NumPy writes a
+/// dictionary holding a tuple (two levels).
+const MAX_HEADER_NESTING: usize = 8;
 
 /// What is wrong with a `.npy` file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +61,14 @@ pub enum NpyError {
     /// The file ends inside its header.
     #[error("the file ends inside its header")]
     Truncated,
+    /// A header longer than [`MAX_HEADER_BYTES`].
+    #[error(
+        "the header is {len} bytes long; shapec reads headers of at most {MAX_HEADER_BYTES} bytes"
+    )]
+    HeaderTooLong {
+        /// The length the file gives.
+        len: u32,
+    },
     /// A header that is not the dictionary NumPy writes.
     #[error("malformed header: {0}")]
     Header(String),
@@ -60,205 +90,348 @@ pub enum NpyError {
         /// Bytes needed.
         expected: u128,
         /// Bytes present.
-        found: usize,
+        found: u64,
     },
+    /// More data after the bytes the shape needs (found where the length
+    /// is not known beforehand, as in a pipe).
+    #[error("the header's shape {shape:?} needs {expected} bytes of data, but the file has more")]
+    Longer {
+        /// The shape.
+        shape: Vec<u64>,
+        /// Bytes needed.
+        expected: u128,
+    },
+    /// The array is larger than memory can hold.
+    #[error("out of memory: the array needs {bytes} bytes")]
+    OutOfMemory {
+        /// Bytes needed.
+        bytes: u128,
+    },
+    /// Reading failed.
+    #[error("{0}")]
+    Io(String),
 }
 
-const MAGIC: &[u8] = b"\x93NUMPY";
-
-/// The header text for a little-endian `f32` C-order array, padded with
-/// spaces and ended by a newline so that the data is 64-byte aligned.
-fn header(shape: &[u64]) -> String {
-    let dims = match shape {
-        [] => "()".to_string(),
-        [n] => format!("({n},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut h = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
-    // magic (6) + version (2) + length (2) + header + '\n'
-    let unpadded = MAGIC.len() + 4 + h.len() + 1;
-    h.push_str(&" ".repeat((64 - unpadded % 64) % 64));
-    h.push('\n');
-    h
+/// The element types read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Element {
+    F32,
+    F64,
 }
 
-/// The bytes of a version 1.0 `.npy` file holding `array` as `<f4`.
-///
-/// The header length is at most a few hundred bytes for any shape of up
-/// to 32 axes, well within the 16-bit length field of version 1.0.
-pub fn write(array: &Array) -> Vec<u8> {
-    let h = header(&array.shape);
-    let mut out = Vec::with_capacity(10 + h.len() + 4 * array.data.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
-    for v in &array.data {
-        out.extend_from_slice(&v.to_le_bytes());
+/// A checked `.npy` header: what the data after it must be.
+#[derive(Clone)]
+pub struct Header {
+    /// The sizes of the axes.
+    pub shape: Vec<u64>,
+    /// The header's length in the file, magic string included: where the
+    /// data starts.
+    pub len: u64,
+    element: Element,
+    parsed: npyz::NpyHeader,
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("shape", &self.shape)
+            .field("len", &self.len)
+            .field("element", &self.element)
+            .finish_non_exhaustive()
     }
-    out
 }
 
-/// Reads a `.npy` file's bytes.
-pub fn read(bytes: &[u8]) -> Result<Array, NpyError> {
-    if bytes.len() < MAGIC.len() + 2 || &bytes[..MAGIC.len()] != MAGIC {
+impl Header {
+    /// The number of elements.
+    pub fn elements(&self) -> u128 {
+        self.shape.iter().map(|&d| d as u128).product()
+    }
+
+    /// The bytes of data the header promises.
+    pub fn data_bytes(&self) -> u128 {
+        let width = match self.element {
+            Element::F32 => 4,
+            Element::F64 => 8,
+        };
+        self.elements() * width
+    }
+}
+
+fn io_error(e: io::Error) -> NpyError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        NpyError::Truncated
+    } else {
+        NpyError::Io(e.to_string())
+    }
+}
+
+/// Reads and checks a header; `r` is left at the first byte of data.
+pub fn read_header<R: Read>(r: &mut R) -> Result<Header, NpyError> {
+    let mut pre = [0u8; 8];
+    let got = read_up_to(r, &mut pre).map_err(io_error)?;
+    if got < pre.len() || &pre[..6] != b"\x93NUMPY" {
         return Err(NpyError::NotNpy);
     }
-    let (major, minor) = (bytes[6], bytes[7]);
-    let (len, start): (usize, usize) = match major {
-        1 => {
-            let b = bytes.get(8..10).ok_or(NpyError::Truncated)?;
-            (u16::from_le_bytes([b[0], b[1]]) as usize, 10)
+    let (major, minor) = (pre[6], pre[7]);
+    let mut bytes = pre.to_vec();
+    let len = match (major, minor) {
+        (1, 0) => {
+            let mut b = [0u8; 2];
+            r.read_exact(&mut b).map_err(io_error)?;
+            bytes.extend_from_slice(&b);
+            u16::from_le_bytes(b) as u32
         }
-        2 | 3 => {
-            let b = bytes.get(8..12).ok_or(NpyError::Truncated)?;
-            (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize, 12)
+        (2 | 3, 0) => {
+            let mut b = [0u8; 4];
+            r.read_exact(&mut b).map_err(io_error)?;
+            bytes.extend_from_slice(&b);
+            u32::from_le_bytes(b)
         }
         _ => return Err(NpyError::Version { major, minor }),
     };
-    if minor != 0 {
-        return Err(NpyError::Version { major, minor });
+    if len > MAX_HEADER_BYTES {
+        return Err(NpyError::HeaderTooLong { len });
     }
-    let end = start.checked_add(len).ok_or(NpyError::Truncated)?;
-    let text = bytes.get(start..end).ok_or(NpyError::Truncated)?;
-    let text =
-        std::str::from_utf8(text).map_err(|_| NpyError::Header("the header is not text".into()))?;
-    let fields = parse_header(text)?;
-    let data = &bytes[end..];
-    let (little, width) = match fields.descr.as_str() {
-        "<f4" => (true, 4),
-        ">f4" => (false, 4),
-        "<f8" => (true, 8),
-        ">f8" => (false, 8),
-        other => return Err(NpyError::Dtype(other.to_string())),
+    let start = bytes.len();
+    bytes.resize(start + len as usize, 0);
+    r.read_exact(&mut bytes[start..]).map_err(io_error)?;
+    let shape = checked_shape(&bytes[start..])?;
+    let parsed =
+        npyz::NpyHeader::from_reader(&bytes[..]).map_err(|e| NpyError::Header(e.to_string()))?;
+    let descr = match parsed.dtype() {
+        npyz::DType::Plain(t) => t.to_string(),
+        other => other.descr(),
     };
-    if fields.fortran_order {
+    let element = match descr.as_str() {
+        "<f4" | ">f4" => Element::F32,
+        "<f8" | ">f8" => Element::F64,
+        _ => return Err(NpyError::Dtype(descr)),
+    };
+    if parsed.order() == npyz::Order::Fortran {
         return Err(NpyError::FortranOrder);
     }
-    let count = fields
-        .shape
-        .iter()
-        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
-    let expected = count.and_then(|c| c.checked_mul(width as u128));
-    if expected != Some(data.len() as u128) {
-        return Err(NpyError::Length {
-            shape: fields.shape,
-            expected: expected.unwrap_or(u128::MAX),
-            found: data.len(),
-        });
-    }
-    let values = data
-        .chunks_exact(width)
-        .map(|c| match (width, little) {
-            (4, true) => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-            (4, false) => f32::from_be_bytes([c[0], c[1], c[2], c[3]]),
-            (_, le) => {
-                let b: [u8; 8] = [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
-                (if le {
-                    f64::from_le_bytes(b)
-                } else {
-                    f64::from_be_bytes(b)
-                }) as f32
-            }
-        })
-        .collect();
-    Ok(Array {
-        shape: fields.shape,
-        data: values,
+    debug_assert_eq!(parsed.shape(), &shape[..]);
+    Ok(Header {
+        shape,
+        len: bytes.len() as u64,
+        element,
+        parsed,
     })
 }
 
-struct Fields {
-    descr: String,
-    fortran_order: bool,
-    shape: Vec<u64>,
-}
-
-/// Parses the header dictionary: `{'descr': '<f4', 'fortran_order':
-/// False, 'shape': (2, 3), }`, keys in any order.
-fn parse_header(text: &str) -> Result<Fields, NpyError> {
-    let bad = |what: &str| NpyError::Header(what.to_string());
-    let body = text
-        .trim()
-        .strip_prefix('{')
-        .and_then(|t| t.strip_suffix('}'))
-        .ok_or_else(|| bad("it is not a {...} dictionary"))?;
-    let mut descr = None;
-    let mut fortran = None;
-    let mut shape = None;
-    let mut rest = body.trim_start();
-    while !rest.is_empty() {
-        let (key, after) = quoted(rest).ok_or_else(|| bad("expected a quoted key"))?;
-        let after = after
-            .trim_start()
-            .strip_prefix(':')
-            .ok_or_else(|| bad("expected `:` after a key"))?
-            .trim_start();
-        let after = match key {
-            "descr" => {
-                let (v, a) = quoted(after).ok_or_else(|| bad("'descr' is not a string"))?;
-                descr = Some(v.to_string());
-                a
-            }
-            "fortran_order" => {
-                if let Some(a) = after.strip_prefix("False") {
-                    fortran = Some(false);
-                    a
-                } else if let Some(a) = after.strip_prefix("True") {
-                    fortran = Some(true);
-                    a
-                } else {
-                    return Err(bad("'fortran_order' is not True or False"));
-                }
-            }
-            "shape" => {
-                let inner = after
-                    .strip_prefix('(')
-                    .ok_or_else(|| bad("'shape' is not a tuple"))?;
-                let close = inner
-                    .find(')')
-                    .ok_or_else(|| bad("'shape' is not closed"))?;
-                let dims = inner[..close]
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
-                    .map(|d| {
-                        d.trim_end_matches('L')
-                            .parse::<u64>()
-                            .map_err(|_| bad(&format!("'shape' has a non-integer `{d}`")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                shape = Some(dims);
-                &inner[close + 1..]
-            }
-            other => return Err(bad(&format!("unknown key '{other}'"))),
-        };
-        let after = after.trim_start();
-        rest = after.strip_prefix(',').unwrap_or(after).trim_start();
-        if after.len() == rest.len() && !rest.is_empty() {
-            return Err(bad("expected `,` between entries"));
+/// Reads into `buf` until it is full or the reader ends; returns how many
+/// bytes were read.
+fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
-    Ok(Fields {
-        descr: descr.ok_or_else(|| bad("no 'descr'"))?,
-        fortran_order: fortran.ok_or_else(|| bad("no 'fortran_order'"))?,
-        shape: shape.ok_or_else(|| bad("no 'shape'"))?,
-    })
+    Ok(filled)
 }
 
-/// A `'...'` or `"..."` string at the start of `s`, and what follows it.
-fn quoted(s: &str) -> Option<(&str, &str)> {
-    let q = s.chars().next().filter(|&c| c == '\'' || c == '"')?;
-    let body = &s[1..];
-    let end = body.find(q)?;
-    Some((&body[..end], &body[end + 1..]))
+/// The header's shape, checked before `npyz` sees the header: nesting no
+/// deeper than [`MAX_HEADER_NESTING`] (its parser recurses), and sizes
+/// whose product fits in 64 bits (its element count would overflow).
+fn checked_shape(text: &[u8]) -> Result<Vec<u64>, NpyError> {
+    let bad = |what: &str| NpyError::Header(what.to_string());
+    let text = std::str::from_utf8(text).map_err(|_| bad("the header is not UTF-8 text"))?;
+    let mut depth = 0usize;
+    let mut quote = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                if depth > MAX_HEADER_NESTING {
+                    return Err(bad("brackets nested too deeply"));
+                }
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let value: py_literal::Value = text
+        .trim_end()
+        .parse()
+        .map_err(|e| bad(&format!("not a Python literal ({e})")))?;
+    let py_literal::Value::Dict(entries) = value else {
+        return Err(bad("it is not a {...} dictionary"));
+    };
+    let shape = entries
+        .iter()
+        .find(|(k, _)| matches!(k, py_literal::Value::String(s) if s == "shape"))
+        .map(|(_, v)| v)
+        .ok_or_else(|| bad("no 'shape'"))?;
+    let (py_literal::Value::Tuple(dims) | py_literal::Value::List(dims)) = shape else {
+        return Err(bad("'shape' is not a tuple"));
+    };
+    let dims = dims
+        .iter()
+        .map(|d| match d {
+            py_literal::Value::Integer(n) => n.to_string().parse::<u64>().map_err(|_| {
+                bad(&format!(
+                    "'shape' has the size {n}, not a size from 0 to 2^64 - 1"
+                ))
+            }),
+            other => Err(bad(&format!("'shape' has a non-integer `{other}`"))),
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
+    let nonzero = dims
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    if nonzero.is_none() {
+        return Err(bad(&format!(
+            "the shape {dims:?} has more than 2^64 elements"
+        )));
+    }
+    Ok(dims)
+}
+
+/// Counts the bytes read through it.
+struct Counting<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// A vector of `len` elements' capacity, or an out-of-memory error.
+pub fn try_vec<T>(len: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    Some(v)
+}
+
+/// Reads the data `header` promises from `r` (positioned just after the
+/// header), into a buffer allocated fallibly. `data_len`, when known (a
+/// regular file's length minus the header's), is checked before anything
+/// is allocated; otherwise the reader must end right after the data.
+pub fn read_data<R: Read>(
+    header: Header,
+    r: R,
+    data_len: Option<u64>,
+) -> Result<Vec<f32>, NpyError> {
+    let expected = header.data_bytes();
+    let length = |found: u64| NpyError::Length {
+        shape: header.shape.clone(),
+        expected,
+        found,
+    };
+    if let Some(found) = data_len {
+        if found as u128 != expected {
+            return Err(length(found));
+        }
+    }
+    let elements = header.elements();
+    let mut out = usize::try_from(elements)
+        .ok()
+        .and_then(try_vec::<f32>)
+        .ok_or(NpyError::OutOfMemory {
+            bytes: elements * 4,
+        })?;
+    let shape = header.shape.clone();
+    let element = header.element;
+    let mut counted = Counting { inner: r, read: 0 };
+    {
+        let file = npyz::NpyFile::with_header(header.parsed, &mut counted);
+        let dtype_error = |e: npyz::DTypeError| NpyError::Dtype(e.to_string());
+        let read: io::Result<()> = match element {
+            Element::F32 => file
+                .data::<f32>()
+                .map_err(dtype_error)?
+                .try_for_each(|v| v.map(|v| out.push(v))),
+            Element::F64 => file
+                .data::<f64>()
+                .map_err(dtype_error)?
+                .try_for_each(|v| v.map(|v| out.push(v as f32))),
+        };
+        if let Err(e) = read {
+            return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
+                length(counted.read)
+            } else {
+                NpyError::Io(e.to_string())
+            });
+        }
+    }
+    if data_len.is_none() {
+        let mut one = [0u8; 1];
+        if read_up_to(&mut counted, &mut one).map_err(io_error)? > 0 {
+            return Err(NpyError::Longer { shape, expected });
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a whole `.npy` file's bytes.
+pub fn read(bytes: &[u8]) -> Result<Array, NpyError> {
+    let mut r = bytes;
+    let header = read_header(&mut r)?;
+    let shape = header.shape.clone();
+    let data = read_data(header, r, Some(r.len() as u64))?;
+    Ok(Array { shape, data })
+}
+
+/// The length of the header [`write`] writes for `shape`, magic string
+/// included; `npyz` writes headers of at most 65,535 bytes.
+pub fn header_len(shape: &[u64]) -> u64 {
+    let dims: u64 = shape.iter().map(|d| d.to_string().len() as u64 + 2).sum();
+    let unpadded = 10 + 55 + dims + 1;
+    unpadded.div_ceil(64) * 64
+}
+
+/// The most bytes a header [`write`] writes may have.
+pub const MAX_WRITTEN_HEADER_BYTES: u64 = 65_535;
+
+/// Writes `data` (in C order) as a version 1.0 `.npy` file of `<f4` with
+/// the shape `shape`, streaming the values.
+pub fn write<W: Write>(w: W, shape: &[u64], data: &[f32]) -> io::Result<()> {
+    if header_len(shape) > MAX_WRITTEN_HEADER_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "an array of {} axes needs a header longer than the {MAX_WRITTEN_HEADER_BYTES} bytes .npy version 1.0 allows",
+                shape.len()
+            ),
+        ));
+    }
+    let elements: u128 = shape.iter().map(|&d| d as u128).product();
+    if elements != data.len() as u128 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the shape {shape:?} holds {elements} elements, but {} were given",
+                data.len()
+            ),
+        ));
+    }
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(w)
+        .begin_nd()?;
+    writer.extend(data.iter().copied())?;
+    writer.finish()
+}
+
+/// The bytes of a `.npy` file holding `array` as `<f4`.
+pub fn to_bytes(array: &Array) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write(&mut out, &array.shape, &array.data)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -280,16 +453,22 @@ mod tests {
     }
 
     #[test]
-    fn writes_the_bytes_numpy_writes() {
+    fn writes_what_numpy_reads() {
         let a = Array {
             shape: vec![2, 3],
             data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
         };
-        let bytes = write(&a);
-        assert_eq!(bytes, numpy_2x3());
-        assert_eq!(bytes.len(), 128 + 24);
-        // 1.0f32 little-endian right after the 128-byte header.
-        assert_eq!(&bytes[128..132], &[0x00, 0x00, 0x80, 0x3f]);
+        let bytes = to_bytes(&a).unwrap();
+        // The same layout as NumPy's: version 1.0, a 118-byte header, the
+        // data 64-byte aligned; npyz writes the shape as `(2, 3, )`.
+        assert_eq!(bytes.len(), numpy_2x3().len());
+        assert_eq!(&bytes[..10], &numpy_2x3()[..10]);
+        assert_eq!(&bytes[128..], &numpy_2x3()[128..]);
+        let text = std::str::from_utf8(&bytes[10..128]).unwrap();
+        assert!(text.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3"));
+        assert!(text.ends_with(" \n"));
+        assert_eq!(header_len(&[2, 3]), 128);
+        assert_eq!(read(&numpy_2x3()).unwrap(), a);
     }
 
     #[test]
@@ -300,13 +479,19 @@ mod tests {
                 shape: shape.clone(),
                 data: (0..n).map(|i| i as f32 * 0.25 - 1.0).collect(),
             };
-            let bytes = write(&a);
+            let bytes = to_bytes(&a).unwrap();
             assert_eq!(bytes.len() % 64, (4 * n as usize) % 64, "{shape:?}");
+            assert_eq!(bytes.len() as u64, header_len(&shape) + 4 * n, "{shape:?}");
             assert_eq!(read(&bytes).unwrap(), a);
         }
-        let h = header(&[]);
-        assert!(h.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (), }"));
-        assert!(header(&[7]).contains("'shape': (7,)"));
+        assert!(to_bytes(&Array {
+            shape: vec![2],
+            data: vec![1.0]
+        })
+        .is_err());
+        let many = vec![1u64; 30_000];
+        assert!(header_len(&many) > MAX_WRITTEN_HEADER_BYTES);
+        assert!(write(Vec::new(), &many, &[0.0]).is_err());
     }
 
     #[test]
@@ -324,6 +509,12 @@ mod tests {
                 data: vec![1.5, -2.0]
             }
         );
+        let mut b = b"\x93NUMPY\x03\x00".to_vec();
+        let h = "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n";
+        b.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(&0.25f32.to_be_bytes());
+        assert_eq!(read(&b).unwrap().data, vec![0.25]);
     }
 
     #[test]
@@ -359,5 +550,75 @@ mod tests {
             swap("'shape'", "'shapf'"),
             Err(NpyError::Header(_))
         ));
+    }
+
+    /// A version 2.0 file whose header is `text`, then `data`.
+    fn v2(text: &str, data: &[u8]) -> Vec<u8> {
+        let mut b = b"\x93NUMPY\x02\x00".to_vec();
+        b.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        b.extend_from_slice(text.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn hostile_headers_are_refused_before_anything_large_is_allocated() {
+        // A header length of 4 GiB.
+        let mut b = b"\x93NUMPY\x02\x00".to_vec();
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(read(&b), Err(NpyError::HeaderTooLong { len: u32::MAX }));
+        // A shape of more than 2^64 elements (npyz would overflow).
+        let huge =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }";
+        assert!(
+            matches!(read(&v2(huge, &[])), Err(NpyError::Header(m)) if m.contains("more than 2^64"))
+        );
+        let zero =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }";
+        assert!(matches!(read(&v2(zero, &[])), Err(NpyError::Header(_))));
+        let negative = "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }";
+        assert!(matches!(read(&v2(negative, &[])), Err(NpyError::Header(_))));
+        // Deep nesting (the literal parser recurses).
+        let deep = format!("{{'shape': {}{}}}", "(".repeat(20_000), ")".repeat(20_000));
+        assert!(matches!(read(&v2(&deep, &[])), Err(NpyError::Header(_))));
+        // A shape of 2^40 elements with 8 bytes of data: the length is
+        // checked before the buffer is allocated.
+        let big = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }";
+        assert!(matches!(
+            read(&v2(big, &[0; 8])),
+            Err(NpyError::Length { found: 8, .. })
+        ));
+    }
+
+    #[test]
+    fn streams_must_end_after_the_data() {
+        let b = numpy_2x3();
+        let mut r: &[u8] = &b;
+        let h = read_header(&mut r).unwrap();
+        assert_eq!((h.len, h.data_bytes()), (128, 24));
+        assert_eq!(read_data(h, r, None).unwrap().len(), 6);
+        let mut longer = numpy_2x3();
+        longer.push(0);
+        let mut r: &[u8] = &longer;
+        let h = read_header(&mut r).unwrap();
+        assert!(matches!(
+            read_data(h, r, None),
+            Err(NpyError::Longer { expected: 24, .. })
+        ));
+        let mut r: &[u8] = &b[..b.len() - 2];
+        let h = read_header(&mut r).unwrap();
+        assert!(matches!(
+            read_data(h, r, None),
+            Err(NpyError::Length {
+                expected: 24,
+                found: 22,
+                ..
+            })
+        ));
+        // Zeros (as from /dev/zero) are not a .npy file.
+        assert_eq!(
+            read_header(&mut io::repeat(0).take(1 << 20)).unwrap_err(),
+            NpyError::NotNpy
+        );
     }
 }

@@ -3,39 +3,74 @@
 //! the comparison of two backends' results.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use backend_cpu::CpuBackend;
-use shape_core::Backend;
-use shape_solver::{RunError, SolvedGraph, TensorId, TensorKind};
+use shape_core::{Backend, SolvedShape};
+use shape_solver::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::BackendJob;
 use crate::compile::Compiled;
 use crate::error::{CliError, ProgramError};
-use crate::npy;
-
-/// The most elements one tensor's data may have: the CPU backend's
-/// buffer limit, in `f32`s.
-pub const MAX_ELEMENTS: u128 = (backend_cpu::DEFAULT_MAX_BUFFER_BYTES / 4) as u128;
+use crate::{checks, npy};
 
 /// Seeded values in `[-1, 1)`: the same seed and name give the same values,
-/// whatever else the program holds.
-pub fn random_values(seed: u64, name: &str, len: usize) -> Vec<f32> {
+/// whatever else the program holds. `None` when memory for them cannot be
+/// had.
+pub fn random_values(seed: u64, name: &str, len: usize) -> Option<Vec<f32>> {
     // FNV-1a of the name, mixed with the seed, drives a splitmix64 stream.
     let mut state = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     }) ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (0..len)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
-            // 24 random bits: exact in an f32.
-            (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    let mut out = npy::try_vec(len)?;
+    out.extend((0..len).map(|_| {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // 24 random bits: exact in an f32.
+        (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }));
+    Some(out)
+}
+
+/// Reads `--input NAME=PATH`: the header first, whose shape must be
+/// `dims`, then exactly the data it promises. A regular file's length is
+/// checked against the header before anything is allocated; other files
+/// (pipes) must end right after the data.
+pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f32>, CliError> {
+    let read_error = |source: std::io::Error| CliError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let npy_error = |source: npy::NpyError| CliError::Npy {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let meta = file.metadata().map_err(read_error)?;
+    if meta.is_dir() {
+        return Err(read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is a directory",
+        )));
+    }
+    let mut reader = std::io::BufReader::new(file);
+    let header = npy::read_header(&mut reader).map_err(npy_error)?;
+    let dims = shape.memory_dims();
+    if header.shape != dims {
+        return Err(CliError::Data(format!(
+            "{}: `{name}` has the solved shape {shape}, so its array must have the shape {} (batch, then output, then input axes), but the file holds {}",
+            path.display(),
+            tuple(&dims),
+            tuple(&header.shape)
+        )));
+    }
+    let data_len = meta
+        .is_file()
+        .then(|| meta.len().saturating_sub(header.len));
+    npy::read_data(header, reader, data_len).map_err(npy_error)
 }
 
 /// Where a tensor's values came from.
@@ -49,11 +84,11 @@ pub enum Source {
     Random,
 }
 
-/// The values of every input, parameter and constant, by name, and where
-/// each came from (in tensor order).
+/// The values of every input, parameter and constant, and where each came
+/// from (in tensor order).
 pub struct Data {
-    /// Values by tensor name.
-    pub values: HashMap<String, Vec<f32>>,
+    /// Values by tensor.
+    pub values: Inputs,
     /// Each leaf tensor with the source of its values.
     pub sources: Vec<(TensorId, Source)>,
 }
@@ -68,7 +103,15 @@ pub fn gather(
     seed: u64,
 ) -> Result<Data, CliError> {
     let g = &compiled.graph;
-    for (name, _) in files {
+    let mut given: HashMap<&str, &PathBuf> = HashMap::new();
+    for (name, path) in files {
+        if let Some(first) = given.insert(name, path) {
+            return Err(CliError::Data(format!(
+                "--input {name}=... is given twice ({} and {}); give each input once",
+                first.display(),
+                path.display()
+            )));
+        }
         match compiled.tensor(name).map(|t| g.kind(t)) {
             Some(Ok(TensorKind::Input | TensorKind::Parameter)) => {}
             Some(Ok(TensorKind::Constant)) => {
@@ -88,7 +131,7 @@ pub fn gather(
             }
         }
     }
-    let mut values = HashMap::new();
+    let mut values = Inputs::new();
     let mut sources = Vec::new();
     for t in g.tensor_ids() {
         let kind = g.kind(t).map_err(|e| compiled.map.locate(e, None))?;
@@ -97,40 +140,31 @@ pub fn gather(
         }
         let name = g.name(t).map_err(|e| compiled.map.locate(e, None))?;
         let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
-        let dims = shape.memory_dims();
-        let len = shape
-            .num_elems()
-            .filter(|&n| n <= MAX_ELEMENTS)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| {
-                CliError::Data(format!(
-                    "`{name}` has the solved shape {shape}: more than the {MAX_ELEMENTS} elements a buffer may hold"
-                ))
-            })?;
-        let (v, source) = if let Some((_, path)) = files.iter().find(|(n, _)| n == name) {
-            let bytes = std::fs::read(path).map_err(|source| CliError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            let array = npy::read(&bytes).map_err(|source| CliError::Npy {
-                path: path.clone(),
-                source,
-            })?;
-            if array.shape != dims {
-                return Err(CliError::Data(format!(
-                    "{}: `{name}` has the solved shape {shape}, so its array must have the shape {} (batch, then output, then input axes), but the file holds {}",
-                    path.display(),
-                    tuple(&dims),
-                    tuple(&array.shape)
-                )));
-            }
-            (array.data, Source::File(path.clone()))
-        } else if let Some(v) = compiled.constants.get(&t) {
-            (v.clone(), Source::Program)
-        } else {
-            (random_values(seed, name, len), Source::Random)
+        let elements = shape.num_elems();
+        let out_of_memory = || CliError::OutOfMemory {
+            what: format!("the data of `{name}` (shape {shape})"),
+            needed: elements.map_or(u128::MAX, |n| n.saturating_mul(4)),
+            budget: None,
         };
-        values.insert(name.to_string(), v);
+        let len = elements
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(out_of_memory)?;
+        let (v, source) = if let Some(path) = given.get(name) {
+            (
+                read_input(path, name, shape)?,
+                Source::File((*path).clone()),
+            )
+        } else if let Some(v) = compiled.constants.get(&t) {
+            let mut copy = npy::try_vec(v.len()).ok_or_else(out_of_memory)?;
+            copy.extend_from_slice(v);
+            (copy, Source::Program)
+        } else {
+            let v = random_values(seed, name, len).ok_or_else(out_of_memory)?;
+            (v, Source::Random)
+        };
+        let tensor = HostTensor::new(shape.memory_dims(), v)
+            .map_err(|e| CliError::Data(format!("`{name}` has the solved shape {shape}: {e}")))?;
+        values.insert(t, tensor);
         sources.push((t, source));
     }
     Ok(Data { values, sources })
@@ -156,43 +190,52 @@ pub struct RunJob<'a> {
     pub compiled: &'a Compiled,
     /// Its solved shapes.
     pub solved: &'a SolvedGraph,
-    /// Its data.
-    pub data: &'a HashMap<String, Vec<f32>>,
-    /// The tensors whose values to return.
-    pub outputs: &'a [TensorId],
-    /// The batch index that batch slices take.
-    pub slice: u64,
+    /// How it runs ([`crate::checks::plan`]).
+    pub plan: &'a RunPlan,
+    /// Its data, which the run takes.
+    pub data: Option<Inputs>,
 }
 
 /// Results of a run: the backend's name and each output's values.
 pub type Outputs = (String, HashMap<TensorId, Vec<f32>>);
 
 impl RunJob<'_> {
-    fn run_on<B: Backend>(&self, backend: &mut B) -> Result<Outputs, ProgramError> {
-        let out = self
+    /// The tensors whose values the run returns.
+    pub fn outputs(&self) -> &[TensorId] {
+        self.plan.outputs()
+    }
+
+    /// Runs on `backend` with `data` (the job's own when `None`, which
+    /// the run then takes).
+    fn run_on<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        data: Option<Inputs>,
+    ) -> Result<Outputs, ProgramError> {
+        let data = data.or_else(|| self.data.take()).unwrap_or_default();
+        let mut out = self
             .solved
-            .run(backend, self.data, self.outputs, self.slice)
+            .run_plan(backend, self.plan, data)
             .map_err(|e| self.locate(e))?;
-        Ok((backend.name(), out))
+        let values = self
+            .plan
+            .outputs()
+            .iter()
+            .filter_map(|&t| out.remove(t).map(|v| (t, v.into_values())))
+            .collect();
+        Ok((backend.name(), values))
     }
 
     fn locate<E: std::error::Error>(&self, e: RunError<E>) -> ProgramError {
         match e {
             RunError::Graph(g) => self.compiled.map.locate(g, None),
-            RunError::Backend { op: Some(op), .. } => {
-                let name = self
-                    .compiled
-                    .graph
-                    .op_ids()
-                    .nth(op)
-                    .and_then(|id| self.compiled.graph.op(id))
-                    .map(|(k, _, _)| k.name().to_string());
-                ProgramError::Run {
-                    message: e.to_string(),
-                    op: name,
-                    span: self.compiled.map.op_span(op),
-                }
-            }
+            RunError::Backend {
+                op: Some(ref op), ..
+            } => ProgramError::Run {
+                message: e.to_string(),
+                op: Some(op.name.to_string()),
+                span: self.compiled.map.op_span(op.id),
+            },
             other => ProgramError::Run {
                 message: other.to_string(),
                 op: None,
@@ -204,8 +247,13 @@ impl RunJob<'_> {
 
 impl BackendJob for RunJob<'_> {
     type Output = Result<Outputs, ProgramError>;
+    fn check(&mut self, max_buffer_bytes: u64, backend: &str) -> Option<Self::Output> {
+        checks::buffers_fit(self.compiled, self.solved, max_buffer_bytes, backend)
+            .err()
+            .map(Err)
+    }
     fn run<B: Backend>(&mut self, backend: &mut B) -> Self::Output {
-        self.run_on(backend)
+        self.run_on(backend, None)
     }
 }
 
@@ -237,26 +285,109 @@ pub struct Diff {
     pub rel: Option<Worst>,
     /// Elements compared.
     pub elements: usize,
+    /// Elements outside the tolerance (0 without one).
+    pub exceeding: usize,
+    /// The first element outside the tolerance, in result and memory
+    /// order, with its absolute difference.
+    pub first_exceeding: Option<Worst>,
+}
+
+/// How far apart two backends' values may be: `|a - b| <= abs + rel *
+/// max(|a|, |b|)`, NaN matching only NaN and an infinity only itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// The absolute part.
+    pub abs: f64,
+    /// The relative part.
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// Reads `abs=A,rel=R`, either part alone (the other is then 0).
+    ///
+    /// ```
+    /// use shapec::run::Tolerance;
+    /// let t = Tolerance::parse("abs=1e-5,rel=1e-4").unwrap();
+    /// assert_eq!((t.abs, t.rel), (1e-5, 1e-4));
+    /// assert_eq!(Tolerance::parse("rel=0.01").unwrap().abs, 0.0);
+    /// assert!(Tolerance::parse("1e-5").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<Tolerance, String> {
+        let mut t = Tolerance { abs: 0.0, rel: 0.0 };
+        let mut seen = (false, false);
+        for part in text.split(',').map(str::trim) {
+            let (key, value) = part.split_once('=').ok_or_else(|| {
+                format!("expected `abs=A,rel=R` (either part alone), found `{text}`")
+            })?;
+            let v: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("`{part}`: a tolerance is a finite number of at least 0"))?;
+            let slot = match key.trim() {
+                "abs" => (&mut t.abs, &mut seen.0),
+                "rel" => (&mut t.rel, &mut seen.1),
+                other => {
+                    return Err(format!(
+                        "`{other}` is not a tolerance; write `abs=A`, `rel=R` or both"
+                    ))
+                }
+            };
+            if std::mem::replace(slot.1, true) {
+                return Err(format!("`{}` is given twice in `{text}`", key.trim()));
+            }
+            *slot.0 = v;
+        }
+        Ok(t)
+    }
+
+    /// Whether `found` is close enough to `expected`.
+    pub fn allows(&self, expected: f32, found: f32) -> bool {
+        let (abs, _) = differences(expected, found);
+        let scale = (expected as f64).abs().max((found as f64).abs());
+        abs == 0.0 || (abs.is_finite() && abs <= self.abs + self.rel * scale)
+    }
 }
 
 /// Runs a program on the reference CPU backend and on another backend, and
 /// compares the results.
-pub struct DiffJob<'a>(pub RunJob<'a>);
+pub struct DiffJob<'a> {
+    /// The run.
+    pub job: RunJob<'a>,
+    /// The tolerance to count elements against, if any.
+    pub tolerance: Option<Tolerance>,
+}
 
 impl BackendJob for DiffJob<'_> {
     type Output = Result<Diff, ProgramError>;
+    fn check(&mut self, max_buffer_bytes: u64, backend: &str) -> Option<Self::Output> {
+        // Before the reference run, which may take long.
+        checks::buffers_fit(
+            self.job.compiled,
+            self.job.solved,
+            max_buffer_bytes,
+            backend,
+        )
+        .err()
+        .map(Err)
+    }
     fn run<B: Backend>(&mut self, other: &mut B) -> Self::Output {
-        let (ref_name, expected) = self.0.run_on(&mut CpuBackend::reference())?;
-        let (other_name, found) = self.0.run_on(other)?;
+        // The reference runs on a copy of the data; the second run takes it.
+        let copy = self.job.data.clone();
+        let (ref_name, expected) = self.job.run_on(&mut CpuBackend::reference(), copy)?;
+        let (other_name, found) = self.job.run_on(other, None)?;
         let mut diff = Diff {
             reference: ref_name,
             other: other_name,
             abs: None,
             rel: None,
             elements: 0,
+            exceeding: 0,
+            first_exceeding: None,
         };
-        for &t in self.0.outputs {
-            let name = || self.0.solved.graph().name(t).unwrap_or("?").to_string();
+        for &t in self.job.plan.outputs() {
+            let name = || self.job.solved.graph().name(t).unwrap_or("?").to_string();
             let (Some(a), Some(b)) = (expected.get(&t), found.get(&t)) else {
                 return Err(ProgramError::Run {
                     message: format!("a backend returned no values for `{}`", name()),
@@ -278,7 +409,7 @@ impl BackendJob for DiffJob<'_> {
                     span: None,
                 });
             }
-            let shape = self.0.solved.shape(t).ok();
+            let shape = self.job.solved.shape(t).ok();
             for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
                 diff.elements += 1;
                 let (abs, rel) = differences(x, y);
@@ -294,6 +425,12 @@ impl BackendJob for DiffJob<'_> {
                 }
                 if diff.rel.as_ref().is_none_or(|w| rel > w.diff) {
                     diff.rel = Some(worst(rel));
+                }
+                if self.tolerance.is_some_and(|tol| !tol.allows(x, y)) {
+                    diff.exceeding += 1;
+                    if diff.first_exceeding.is_none() {
+                        diff.first_exceeding = Some(worst(abs));
+                    }
                 }
             }
         }
@@ -324,14 +461,101 @@ mod tests {
 
     #[test]
     fn random_values_depend_on_seed_and_name_only() {
-        let a = random_values(7, "x", 5);
-        assert_eq!(a, random_values(7, "x", 5));
-        assert_ne!(a, random_values(8, "x", 5));
-        assert_ne!(a, random_values(7, "y", 5));
-        assert_eq!(random_values(7, "x", 3), a[..3]);
-        assert!(random_values(1, "w", 1000)
-            .iter()
-            .all(|v| (-1.0..1.0).contains(v)));
+        let r = |seed, name, len| random_values(seed, name, len).unwrap();
+        let a = r(7, "x", 5);
+        assert_eq!(a, r(7, "x", 5));
+        assert_ne!(a, r(8, "x", 5));
+        assert_ne!(a, r(7, "y", 5));
+        assert_eq!(r(7, "x", 3), a[..3]);
+        assert!(r(1, "w", 1000).iter().all(|v| (-1.0..1.0).contains(v)));
+        // More than memory can hold: refused, not aborted.
+        assert!(random_values(1, "w", usize::MAX / 2).is_none());
+    }
+
+    /// The CPU backend, its downloads off by `by`.
+    struct Off {
+        cpu: CpuBackend,
+        by: f32,
+    }
+
+    impl Backend for Off {
+        type Buffer = Vec<f32>;
+        type Error = backend_cpu::CpuError;
+        fn name(&self) -> String {
+            "off".into()
+        }
+        fn alloc(&mut self, len: usize) -> Result<Vec<f32>, Self::Error> {
+            self.cpu.alloc(len)
+        }
+        fn upload(&mut self, data: &[f32]) -> Result<Vec<f32>, Self::Error> {
+            self.cpu.upload(data)
+        }
+        fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, Self::Error> {
+            Ok(buffer.iter().map(|v| v + self.by).collect())
+        }
+        fn len(&self, buffer: &Vec<f32>) -> u64 {
+            buffer.len() as u64
+        }
+        fn execute(
+            &mut self,
+            kernel: &shape_core::kernel::Kernel,
+            launch: &shape_core::kernel::Launch,
+            result: &mut Vec<f32>,
+            operands: &[&Vec<f32>],
+        ) -> Result<(), Self::Error> {
+            self.cpu.execute(kernel, launch, result, operands)
+        }
+    }
+
+    #[test]
+    fn diff_counts_the_elements_outside_the_tolerance() {
+        let program = crate::syntax::parse("const c: 3 = [1, 10, 100]\ny = c * 1\n").unwrap();
+        let compiled = crate::compile::compile(&program).unwrap();
+        let solved = compiled.solve().unwrap();
+        let plan = crate::checks::plan(&compiled, &solved, &Default::default()).unwrap();
+        let diff = |by: f32, tolerance: Option<Tolerance>| {
+            let data = gather(&compiled, &solved, &[], 0).unwrap();
+            let mut job = DiffJob {
+                job: RunJob {
+                    compiled: &compiled,
+                    solved: &solved,
+                    plan: &plan,
+                    data: Some(data.values),
+                },
+                tolerance,
+            };
+            job.run(&mut Off {
+                cpu: CpuBackend::reference(),
+                by,
+            })
+            .unwrap()
+        };
+        // Off by 0.5: relative differences 1/3, 0.05/1.05, 0.005/1.005.
+        let d = diff(0.5, Tolerance::parse("rel=0.1").ok());
+        assert_eq!((d.elements, d.exceeding), (3, 1));
+        assert_eq!(d.first_exceeding.as_ref().unwrap().index, vec![0]);
+        let d = diff(0.5, Tolerance::parse("abs=0.4,rel=0.01").ok());
+        assert_eq!(d.exceeding, 1);
+        assert_eq!(d.first_exceeding.unwrap().expected, 1.0);
+        let d = diff(0.5, Tolerance::parse("abs=0.5").ok());
+        assert_eq!(d.exceeding, 0);
+        assert_eq!(diff(0.5, None).exceeding, 0);
+        let d = diff(f32::NAN, Tolerance::parse("abs=1e9").ok());
+        assert_eq!(d.exceeding, 3);
+    }
+
+    #[test]
+    fn tolerances_read_and_refused() {
+        let t = Tolerance::parse(" abs = 1e-5 , rel=0 ").unwrap();
+        assert_eq!((t.abs, t.rel), (1e-5, 0.0));
+        assert!(Tolerance::parse("abs=-1").is_err());
+        assert!(Tolerance::parse("abs=nan").is_err());
+        assert!(Tolerance::parse("abs=1,abs=2")
+            .unwrap_err()
+            .contains("twice"));
+        assert!(Tolerance::parse("ulp=2").unwrap_err().contains("`ulp`"));
+        assert!(Tolerance { abs: 0.0, rel: 0.0 }.allows(f32::NAN, f32::NAN));
+        assert!(!Tolerance { abs: 1.0, rel: 1.0 }.allows(f32::INFINITY, 1.0));
     }
 
     #[test]

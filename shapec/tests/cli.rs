@@ -172,10 +172,44 @@ fn infer_json_error_schema() {
     let e = v["error"].as_object().unwrap();
     let mut keys: Vec<&str> = e.keys().map(String::as_str).collect();
     keys.sort();
-    assert_eq!(keys, ["kind", "line", "message", "op"]);
+    assert_eq!(keys, ["kind", "line", "message", "notes", "op", "span"]);
     assert_eq!(e["kind"], "dim_mismatch");
     assert_eq!(e["op"], "compose");
     assert_eq!(e["line"], 6);
+    // Where it showed up, and where each conflicting size was written,
+    // as byte offsets with line and column.
+    let text = std::fs::read_to_string(programs().join("errors/dim_mismatch.shape")).unwrap();
+    let at = |span: &Value| {
+        let (start, end) = (
+            span["start"].as_u64().unwrap(),
+            span["end"].as_u64().unwrap(),
+        );
+        let (line, column) = (
+            span["line"].as_u64().unwrap(),
+            span["column"].as_u64().unwrap(),
+        );
+        let line_text = text.lines().nth(line as usize - 1).unwrap();
+        let line_start = text
+            .lines()
+            .take(line as usize - 1)
+            .map(|l| l.len() + 1)
+            .sum::<usize>();
+        assert_eq!(line_start + column as usize - 1, start as usize);
+        assert!(line_text.len() >= column as usize);
+        &text[start as usize..end as usize]
+    };
+    assert_eq!(at(&e["span"]), "w @ z");
+    assert_eq!(e["span"]["line"], 6);
+    let notes = e["notes"].as_array().unwrap();
+    let placed: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|n| (at(&n["span"]), n["message"].as_str().unwrap()))
+        .collect();
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    assert_eq!(placed[0].0, "784");
+    assert!(placed[0].1.starts_with("784 comes from the declared shape"));
+    assert_eq!(placed[1].0, "100");
+    assert!(placed[1].1.starts_with("100 comes from the declared shape"));
     assert!(e["message"]
         .as_str()
         .unwrap()
@@ -188,6 +222,8 @@ fn infer_json_error_schema() {
     assert_eq!(v["error"]["kind"], "read");
     assert_eq!(v["error"]["op"], Value::Null);
     assert_eq!(v["error"]["line"], Value::Null);
+    assert_eq!(v["error"]["span"], Value::Null);
+    assert_eq!(v["error"]["notes"], json!([]));
     let out = shapec(&["infer", "errors/syntax.shape", "--json"]);
     let v = json_of(&out.stdout);
     assert_eq!(
@@ -324,12 +360,22 @@ fn run_reads_and_writes_npy() {
          wrote 3 result(s) to results\n"
     );
     let read = |name: &str| std::fs::read(dir.join("results").join(name)).unwrap();
-    assert_eq!(read("y.npy"), numpy_f32("(3,)", &[3., 7., 11.]));
-    assert_eq!(read("z.npy"), numpy_f32("(3,)", &[-6., -14., -22.]));
-    assert_eq!(
-        read("wt.npy"),
-        numpy_f32("(2, 3)", &[1., 3., 5., 2., 4., 6.])
-    );
+    // NumPy's layout (a 128-byte header, little-endian f32 data); npyz
+    // writes the shape as `(3, )` where NumPy writes `(3,)`.
+    for (name, shape, values) in [
+        ("y.npy", "(3, )", &[3., 7., 11.][..]),
+        ("z.npy", "(3, )", &[-6., -14., -22.]),
+        ("wt.npy", "(2, 3, )", &[1., 3., 5., 2., 4., 6.]),
+    ] {
+        assert_eq!(read(name), numpy_f32(shape, values), "{name}");
+    }
+    // Nothing else is left in the directory.
+    let mut left: Vec<String> = std::fs::read_dir(dir.join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["wt.npy", "y.npy", "z.npy"]);
 }
 
 #[test]

@@ -119,12 +119,15 @@ fn exercise(text: &str) {
         Ok(d) => d,
         Err(e) => return shown(e),
     };
+    let plan = match shapec::checks::plan(&compiled, &solved, &Default::default()) {
+        Ok(p) => p,
+        Err(e) => return shown(CliError::Program(e)),
+    };
     let mut job = RunJob {
         compiled: &compiled,
         solved: &solved,
-        data: &data.values,
-        outputs: &compiled.results,
-        slice: 0,
+        plan: &plan,
+        data: Some(data.values),
     };
     if let Err(e) = job.run(&mut cpu()) {
         shown(CliError::Program(e));

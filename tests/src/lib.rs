@@ -11,10 +11,13 @@
 //! - [`differential`]: running one program on several backends and
 //!   reporting the first element where they disagree;
 //! - [`gpu`]: opening the wgpu backend in a test, failing rather than
-//!   skipping when `SHAPE_REQUIRE_GPU=1`.
+//!   skipping when `SHAPE_REQUIRE_GPU=1`;
+//! - [`conformance`]: the backend conformance suite, which a backend runs
+//!   with one call of [`backend_conformance!`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod conformance;
 pub mod differential;
 pub mod gpu;
 pub mod inference;
@@ -36,12 +39,12 @@ pub fn render_inferred(g: &Graph) -> Result<String, GraphError> {
             TensorKind::Parameter => format!("param {name}"),
             TensorKind::Constant => format!("const {name}"),
             TensorKind::Result(op) => {
-                let (kind, operands, _) = g.op(op).expect("result of a known op");
+                let (operation, operands, _) = g.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
                 let args = operands
                     .iter()
-                    .map(|&o| g.name(o).map(str::to_string))
+                    .map(|&o| g.name(o))
                     .collect::<Result<Vec<_>, _>>()?;
-                format!("{name} = {kind}({})", args.join(", "))
+                format!("{name} = {}({})", operation.name(), args.join(", "))
             }
         };
         lines.push((lhs, solved.shape(t)?.to_string()));

@@ -1,12 +1,21 @@
 //! Random well-shaped programs with random data, for differential tests
 //! of backends: every generated program solves, and every operation in
-//! it can be lowered to a kernel.
+//! it can be lowered to kernels.
+//!
+//! The operations come from a [`Registry`]: each step draws one of its
+//! entries that has a sampler and lets the sampler apply it (to a tensor
+//! of the program so far, with new inputs where it needs them). A crate
+//! with operations of its own registers them with samplers and draws
+//! programs with [`programs_with`].
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use shape_core::SolvedShape;
-use shape_solver::{Graph, TensorId};
+use shape_solver::{
+    Graph, GraphError, HostTensor, Inputs, Registry, RunOptions, SampleCx, Sampler, TensorId,
+    TensorKind,
+};
 
 /// A generated program: the graph, the data of its inputs, and every
 /// tensor an operation computes.
@@ -14,12 +23,119 @@ use shape_solver::{Graph, TensorId};
 pub struct Program {
     /// The graph.
     pub graph: Graph,
-    /// Values of every input, by name.
-    pub data: HashMap<String, Vec<f32>>,
+    /// Values of every input.
+    pub inputs: Inputs,
     /// Every operation's result.
     pub results: Vec<TensorId>,
-    /// The batch index batch slices take.
-    pub slice: u64,
+    /// The run's options (the batch index batch slices take).
+    pub options: RunOptions,
+}
+
+impl Program {
+    /// A program of `graph` that computes `results`, with the values of
+    /// its inputs, parameters and constants given by name (each in memory
+    /// order: batch, output, input). Fails, saying why, on an unknown or
+    /// ambiguous name, a graph that does not solve, or values of the wrong
+    /// length.
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// use shape_tests::programs::Program;
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "3")?;
+    /// let y = g.unary("neg", x)?;
+    /// let p = Program::with_named_data(g, vec![y], [("x", vec![1.0, 2.0, 3.0])])?;
+    /// assert_eq!(p.inputs.get(x).unwrap().dims(), &[3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_named_data<N: AsRef<str>>(
+        graph: Graph,
+        results: Vec<TensorId>,
+        data: impl IntoIterator<Item = (N, Vec<f32>)>,
+    ) -> Result<Program, String> {
+        let solved = graph.solve().map_err(|e| e.to_string())?;
+        let mut inputs = Inputs::new();
+        for (name, values) in data {
+            let name = name.as_ref();
+            let mut found = graph
+                .tensor_ids()
+                .filter(|&t| graph.name(t).is_ok_and(|n| n == name));
+            let t = match (found.next(), found.next()) {
+                (Some(t), None) => t,
+                (None, _) => return Err(format!("the graph has no tensor `{name}`")),
+                (Some(_), Some(_)) => {
+                    return Err(format!("the graph has several tensors `{name}`"))
+                }
+            };
+            let dims = solved.shape(t).map_err(|e| e.to_string())?.memory_dims();
+            let tensor = HostTensor::new(dims, values)
+                .map_err(|e| format!("the values of `{name}`: {e}"))?;
+            inputs.insert(t, tensor);
+        }
+        Ok(Program {
+            graph,
+            inputs,
+            results,
+            options: RunOptions::default(),
+        })
+    }
+
+    /// The program in shapec's text language (without its data): a
+    /// failing case can be saved as a `.shape` file and run again.
+    pub fn to_text(&self) -> Result<String, GraphError> {
+        let g = &self.graph;
+        let solved = g.solve()?;
+        let mut out = String::new();
+        for t in g.tensor_ids() {
+            let name = g.name(t)?;
+            let line = match g.kind(t)? {
+                TensorKind::Input => format!("input {name}: {}", spec_text(solved.shape(t)?)),
+                TensorKind::Parameter => format!("param {name}: {}", spec_text(solved.shape(t)?)),
+                TensorKind::Constant => {
+                    let values = self
+                        .inputs
+                        .get(t)
+                        .map(|v| {
+                            v.values()
+                                .iter()
+                                .map(|x| format!("{x:?}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })
+                        .unwrap_or_default();
+                    format!("const {name}: {} = [{values}]", spec_text(solved.shape(t)?))
+                }
+                TensorKind::Result(op) => {
+                    let (operation, operands, _) =
+                        g.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+                    let args = operands
+                        .iter()
+                        .map(|&o| g.name(o))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    format!("{name} = {}", operation.spell(&args))
+                }
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+/// A ground shape as a declared spec that reads back to it.
+fn spec_text(s: &SolvedShape) -> String {
+    let row = |r: &[shape_core::KnownDim]| {
+        r.iter()
+            .map(|d| d.size().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "{} |{} ->{} ,",
+        row(&s.batch),
+        row(&s.input),
+        row(&s.output)
+    )
 }
 
 /// A small deterministic generator, so a program is a pure function of
@@ -45,162 +161,104 @@ fn dims_text(dims: &[u64]) -> String {
         .join(",")
 }
 
-fn spec_of(batch: &[u64], input: &[u64], output: &[u64]) -> String {
-    format!(
-        "{} |{} ->{} ,",
-        dims_text(batch),
-        dims_text(input),
-        dims_text(output)
-    )
-}
-
-fn sizes(s: &SolvedShape, kind: shape_core::RowKind) -> Vec<u64> {
-    s.sizes(kind)
-}
-
+/// A program under construction; what samplers draw operations with.
 struct Builder {
     g: Graph,
-    data: HashMap<String, Vec<f32>>,
+    inputs: Inputs,
     results: Vec<TensorId>,
     pool: Vec<TensorId>,
     rng: Rng,
     /// The smallest leading batch size any batch slice drops.
     slice_bound: Option<u64>,
+    /// Inputs made so far, for their names.
+    made: usize,
 }
 
-impl Builder {
-    fn input(&mut self, batch: &[u64], input: &[u64], output: &[u64]) -> TensorId {
-        let name = format!("in{}", self.data.len());
-        let t = self
-            .g
-            .input(&name, &spec_of(batch, input, output))
-            .expect("a ground shape");
-        let n: u64 = batch.iter().chain(input).chain(output).product();
+impl SampleCx for Builder {
+    fn below(&mut self, n: u64) -> u64 {
+        self.rng.below(n)
+    }
+
+    fn pick(&mut self) -> TensorId {
+        self.pool[self.rng.below(self.pool.len() as u64) as usize]
+    }
+
+    fn shape(&mut self, t: TensorId) -> Result<SolvedShape, GraphError> {
+        Ok(self.g.solve()?.shape(t)?.clone())
+    }
+
+    fn input(
+        &mut self,
+        batch: &[u64],
+        input: &[u64],
+        output: &[u64],
+    ) -> Result<TensorId, GraphError> {
+        let name = format!("in{}", self.made);
+        self.made += 1;
+        let spec = format!(
+            "{} |{} ->{} ,",
+            dims_text(batch),
+            dims_text(input),
+            dims_text(output)
+        );
+        let t = self.g.input(&name, &spec)?;
+        // Memory order: batch, output, input.
+        let dims: Vec<u64> = batch.iter().chain(output).chain(input).copied().collect();
+        let n: u64 = dims.iter().product();
         let values = (0..n)
             .map(|_| (self.rng.below(17) as f32 - 8.0) / 4.0)
             .collect();
-        self.data.insert(name, values);
+        let tensor = HostTensor::new(dims, values).expect("values for every element");
+        self.inputs.insert(t, tensor);
         self.pool.push(t);
-        t
+        Ok(t)
     }
 
-    fn shape(&self, t: TensorId) -> SolvedShape {
-        self.g
-            .solve()
-            .expect("generated programs solve")
-            .shape(t)
-            .expect("known")
-            .clone()
+    fn graph(&mut self) -> &mut Graph {
+        &mut self.g
     }
 
-    /// A shape that broadcasts to `dims`: some axes set to 1, maybe
-    /// fewer leading axes.
-    fn broadcastable(&mut self, dims: &[u64]) -> Vec<u64> {
-        let drop = self.rng.below(dims.len() as u64 + 1) as usize;
-        dims[drop..]
-            .iter()
-            .map(|&d| if self.rng.below(3) == 0 { 1 } else { d })
-            .collect()
-    }
-
-    fn push(&mut self, t: TensorId) {
-        self.results.push(t);
-        self.pool.push(t);
-    }
-
-    fn step(&mut self) {
-        let t = self.pool[self.rng.below(self.pool.len() as u64) as usize];
-        let s = self.shape(t);
-        let (b, i, o) = (
-            sizes(&s, shape_core::RowKind::Batch),
-            sizes(&s, shape_core::RowKind::Input),
-            sizes(&s, shape_core::RowKind::Output),
-        );
-        let labels = |n: usize, from: u8| {
-            (0..n)
-                .map(|k| ((from + k as u8) as char).to_string())
-                .collect::<Vec<_>>()
-        };
-        let ok = match self.rng.below(7) {
-            0 => {
-                let f = ["relu", "neg", "exp", "id"][self.rng.below(4) as usize];
-                self.g.unary(f, t)
-            }
-            1 => {
-                let (bb, bi, bo) = (
-                    self.broadcastable(&b),
-                    self.broadcastable(&i),
-                    self.broadcastable(&o),
-                );
-                let other = self.input(&bb, &bi, &bo);
-                let f = ["add", "mul", "sub", "max"][self.rng.below(4) as usize];
-                if self.rng.below(2) == 0 {
-                    self.g.binary(f, t, other)
-                } else {
-                    self.g.binary(f, other, t)
-                }
-            }
-            2 => {
-                // Compose with a fresh matrix consuming t's outputs.
-                let k = 1 + self.rng.below(3);
-                let w = self.input(&[], &o, &[k]);
-                self.g.compose(w, t)
-            }
-            3 if !o.is_empty() => {
-                // Reverse the output axes, or sum the last one.
-                let ls = labels(o.len(), b'a');
-                let mut rev = ls.clone();
-                rev.reverse();
-                let reduced = &ls[..ls.len() - 1];
-                let result = if self.rng.below(2) == 0 {
-                    rev.join(",")
-                } else {
-                    reduced.join(",")
-                };
-                let bl = labels(b.len(), b'm').join(",");
-                let il = labels(i.len(), b'u').join(",");
-                self.g.permute(
-                    &format!("{bl}|{il}->{}=>{bl}|{il}->{result},", ls.join(",")),
-                    t,
-                )
-            }
-            4 if !o.is_empty() => {
-                // Contract the last output axis with a fresh vector.
-                let last = *o.last().expect("non-empty");
-                let v = self.input(&[], &[], &[last]);
-                let ls = labels(o.len(), b'a');
-                let bl = labels(b.len(), b'm').join(",");
-                let il = labels(i.len(), b'u').join(",");
-                let keep = ls[..ls.len() - 1].join(",");
-                let spec = format!(
-                    "{bl}|{il}->{};{}=>{bl}|{il}->{keep},",
-                    ls.join(","),
-                    ls[ls.len() - 1]
-                );
-                self.g.einsum(&spec, &[t, v])
-            }
-            5 if !b.is_empty() => {
-                // The slice index must exist in every sliced axis.
-                self.slice_bound = Some(self.slice_bound.map_or(b[0], |m| m.min(b[0])));
-                self.g.batch_slice(t)
-            }
-            6 => self.g.transpose(t),
-            _ => self.g.unary("relu", t),
-        };
-        let r = ok.expect("generated operations are well-shaped");
-        self.push(r);
+    fn slices_batch(&mut self, size: u64) {
+        self.slice_bound = Some(self.slice_bound.map_or(size, |m| m.min(size)));
     }
 }
 
-/// A random program of `steps` operations.
-pub fn program(seed: u64, steps: usize) -> Program {
+impl Builder {
+    fn step(&mut self, samplers: &[Sampler]) -> Result<(), GraphError> {
+        let sampler = &samplers[self.rng.below(samplers.len() as u64) as usize];
+        let result = match sampler(self)? {
+            Some(t) => t,
+            // Nothing fits this operation here: a relu of any tensor.
+            None => {
+                let t = self.pick();
+                self.g.unary("relu", t)?
+            }
+        };
+        self.results.push(result);
+        self.pool.push(result);
+        Ok(())
+    }
+}
+
+/// A random program of `steps` operations drawn from `registry`'s
+/// entries that have a sampler.
+pub fn program_with(registry: &Arc<Registry>, seed: u64, steps: usize) -> Program {
+    let samplers: Vec<Sampler> = registry
+        .entries()
+        .filter_map(|e| e.sampler().cloned())
+        .collect();
+    assert!(
+        !samplers.is_empty(),
+        "the registry has no operation with a sampler"
+    );
     let mut b = Builder {
-        g: Graph::new(),
-        data: HashMap::new(),
+        g: Graph::with_registry(registry.clone()),
+        inputs: Inputs::new(),
         results: Vec::new(),
         pool: Vec::new(),
         rng: Rng(seed | 1),
         slice_bound: None,
+        made: 0,
     };
     let dims = |rng: &mut Rng, max: u64| -> Vec<u64> {
         (0..rng.below(max + 1)).map(|_| 1 + rng.below(4)).collect()
@@ -210,20 +268,32 @@ pub fn program(seed: u64, steps: usize) -> Program {
         dims(&mut b.rng, 1),
         dims(&mut b.rng, 2),
     );
-    b.input(&bb, &bi, &bo);
+    b.input(&bb, &bi, &bo).expect("a ground shape");
     for _ in 0..steps {
-        b.step();
+        b.step(&samplers)
+            .expect("sampled operations are well-shaped");
     }
     let slice = b.slice_bound.map_or(0, |n| b.rng.below(n));
     Program {
         graph: b.g,
-        data: b.data,
+        inputs: b.inputs,
         results: b.results,
-        slice,
+        options: RunOptions::default().with_slice(slice),
     }
 }
 
-/// Random programs of 1 to `max_steps` operations.
+/// A random program of `steps` built-in operations.
+pub fn program(seed: u64, steps: usize) -> Program {
+    program_with(&Registry::builtin(), seed, steps)
+}
+
+/// Random programs of 1 to `max_steps` built-in operations.
 pub fn programs(max_steps: usize) -> impl Strategy<Value = Program> {
-    (any::<u64>(), 1..=max_steps).prop_map(|(seed, steps)| program(seed, steps))
+    programs_with(Registry::builtin(), max_steps)
+}
+
+/// Random programs of 1 to `max_steps` operations of `registry`.
+pub fn programs_with(registry: Arc<Registry>, max_steps: usize) -> impl Strategy<Value = Program> {
+    (any::<u64>(), 1..=max_steps)
+        .prop_map(move |(seed, steps)| program_with(&registry, seed, steps))
 }

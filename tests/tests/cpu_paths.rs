@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shape_core::coalesce::coalesce;
 use shape_core::Backend;
+use shape_tests::differential::ProgramRunner;
 use shape_tests::programs::programs;
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -23,8 +24,8 @@ proptest! {
     #[test]
     fn coalesced_path_equals_reference(p in programs(8)) {
         let solved = p.graph.solve().unwrap();
-        let reference = solved.run(&mut CpuBackend::reference(), &p.data, &p.results, p.slice).unwrap();
-        let coalesced = solved.run(&mut CpuBackend::coalesced(), &p.data, &p.results, p.slice).unwrap();
+        let reference = CpuBackend::reference().run_solved(&solved, &p).unwrap();
+        let coalesced = CpuBackend::coalesced().run_solved(&solved, &p).unwrap();
         for t in &p.results {
             prop_assert_eq!(bits(&reference[t]), bits(&coalesced[t]), "tensor {}", p.graph.name(*t).unwrap());
         }
@@ -34,17 +35,19 @@ proptest! {
     fn coalescing_preserves_every_kernel(p in programs(6)) {
         let solved = p.graph.solve().unwrap();
         let mut cpu = CpuBackend::reference();
-        let all = solved.run(&mut cpu, &p.data, &p.results, p.slice).unwrap();
+        let all = cpu.run_solved(&solved, &p).unwrap();
         let g = solved.graph();
         for op in g.op_ids() {
             let (_, operands, result) = g.op(op).unwrap();
-            let (kernel, launch) = solved.kernel(op, p.slice).unwrap();
-            let (k2, l2) = coalesce(&kernel, &launch);
+            let lowered = solved.lower(op, &p.options).unwrap();
+            prop_assert_eq!(lowered.steps.len(), 1);
+            let (kernel, launch) = (&lowered.steps[0].kernel, &lowered.steps[0].launch);
+            let (k2, l2) = coalesce(kernel, launch);
             prop_assert!(k2.iterators.len() <= kernel.iterators.len());
             // Operand values: inputs from the data, results from the full run.
             let values: Vec<Vec<f32>> = operands
                 .iter()
-                .map(|t| all.get(t).cloned().unwrap_or_else(|| p.data[g.name(*t).unwrap()].clone()))
+                .map(|t| all.get(t).cloned().unwrap_or_else(|| p.inputs.get(*t).unwrap().values().to_vec()))
                 .collect();
             let bufs: Vec<Vec<f32>> = values.iter().map(|v| cpu.upload(v).unwrap()).collect();
             let refs: Vec<&Vec<f32>> = bufs.iter().collect();
@@ -62,16 +65,21 @@ fn contiguous_pointwise_kernels_become_one_loop() {
     let b = g.input("b", "4,5|6->7").unwrap();
     let c = g.add(a, b).unwrap();
     let s = g.solve().unwrap();
-    let (k, l) = s.kernel(g.producer(c).unwrap(), 0).unwrap();
+    let lowered = s
+        .lower(g.producer(c).unwrap(), &Default::default())
+        .unwrap();
+    let (k, l) = (&lowered.steps[0].kernel, &lowered.steps[0].launch);
     assert_eq!(k.iterators.len(), 4);
-    let (k2, l2) = coalesce(&k, &l);
+    let (k2, l2) = coalesce(k, l);
     assert_eq!(k2.iterators.len(), 1);
     assert_eq!(l2.sizes, vec![4 * 5 * 6 * 7]);
     // A transposed read cannot merge across the swapped axes.
     let m = g.input("m", "8,9").unwrap();
     let t = g.permute("ij=>ji", m).unwrap();
     let s = g.solve().unwrap();
-    let (k, l) = s.kernel(g.producer(t).unwrap(), 0).unwrap();
-    let (k2, _) = coalesce(&k, &l);
+    let lowered = s
+        .lower(g.producer(t).unwrap(), &Default::default())
+        .unwrap();
+    let (k2, _) = coalesce(&lowered.steps[0].kernel, &lowered.steps[0].launch);
     assert_eq!(k2.iterators.len(), 2);
 }

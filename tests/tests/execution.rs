@@ -1,23 +1,34 @@
 //! Projections, kernels and the CPU reference executor on hand-computed
 //! examples.
 
-use std::collections::HashMap;
-
 use backend_cpu::CpuBackend;
 use shape_core::IterKind;
-use shape_solver::{AxisIndex, Graph, TensorId};
+use shape_solver::{AxisIndex, Graph, HostTensor, Inputs, RunOptions, TensorId};
+use shape_tests::differential::ProgramRunner;
+use shape_tests::programs::Program;
 
+/// The values of `out`, with the values of the leaves `out` depends on
+/// given by name (others are ignored).
 fn run(g: &Graph, data: &[(&str, Vec<f32>)], out: TensorId) -> Vec<f32> {
-    let data: HashMap<String, Vec<f32>> = data
-        .iter()
-        .map(|(n, v)| (n.to_string(), v.clone()))
-        .collect();
+    let program = Program::with_named_data(g.clone(), vec![out], data.to_vec()).unwrap();
     let solved = g.solve().unwrap();
+    let plan = solved.plan(&[out], &RunOptions::default()).unwrap();
+    // Only the leaves the plan reads: a name given for another is fine.
+    let mut inputs = Inputs::new();
+    for &t in plan.leaves() {
+        inputs.insert(t, program.inputs.get(t).unwrap().clone());
+    }
     solved
-        .run(&mut CpuBackend::new(), &data, &[out], 0)
+        .run(
+            &mut CpuBackend::new(),
+            inputs,
+            &[out],
+            &RunOptions::default(),
+        )
         .unwrap()
-        .remove(&out)
+        .remove(out)
         .unwrap()
+        .into_values()
 }
 
 #[test]
@@ -149,13 +160,23 @@ fn batch_slice_takes_the_given_index() {
     let mut g = Graph::new();
     let a = g.input("a", "3|2").unwrap();
     let s = g.batch_slice(a).unwrap();
-    let data = HashMap::from([("a".to_string(), vec![1., 2., 3., 4., 5., 6.])]);
+    let mut p = Program::with_named_data(g.clone(), vec![s], [("a", vec![1., 2., 3., 4., 5., 6.])])
+        .unwrap();
     let solved = g.solve().unwrap();
     for (i, want) in [(0, vec![1., 2.]), (1, vec![3., 4.]), (2, vec![5., 6.])] {
-        let out = solved.run(&mut CpuBackend::new(), &data, &[s], i).unwrap();
+        p.options = RunOptions::default().with_slice(i);
+        let out = CpuBackend::new().run_solved(&solved, &p).unwrap();
         assert_eq!(out[&s], want);
     }
-    assert!(solved.run(&mut CpuBackend::new(), &data, &[s], 3).is_err());
+    p.options = RunOptions::default().with_slice(3);
+    let err = solved
+        .run(&mut CpuBackend::new(), p.inputs.clone(), &[s], &p.options)
+        .unwrap_err();
+    assert_eq!(err.kind(), "slice_out_of_range");
+    assert_eq!(
+        err.to_string(),
+        "`t1 = batch_slice(a)` (op #0) takes batch index 3, but the batch axis it slices has size 3"
+    );
 }
 
 #[test]
@@ -205,23 +226,35 @@ fn missing_and_misshapen_data_are_errors() {
     let a = g.input("a", "2").unwrap();
     let b = g.unary("relu", a).unwrap();
     let s = g.solve().unwrap();
+    let options = RunOptions::default();
     let err = s
-        .run(&mut CpuBackend::new(), &HashMap::new(), &[b], 0)
+        .run(&mut CpuBackend::new(), Inputs::new(), &[b], &options)
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "no data for input `a`: give 2 values (its solved shape is |->2)"
     );
-    let data = HashMap::from([("a".to_string(), vec![1.0])]);
-    let err = s.run(&mut CpuBackend::new(), &data, &[b], 0).unwrap_err();
-    assert!(err.to_string().contains("needs 2 values"), "{err}");
-    let c = g.unary("tanhh", a).unwrap();
-    let s = g.solve().unwrap();
-    let data = HashMap::from([("a".to_string(), vec![1.0, 2.0])]);
-    let err = s.run(&mut CpuBackend::new(), &data, &[c], 0).unwrap_err();
+    let wrong = Inputs::new().with(a, HostTensor::new(vec![1], vec![1.0]).unwrap());
+    let err = s
+        .run(&mut CpuBackend::new(), wrong, &[b], &options)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`a` needs dims [2] (its solved shape is |->2, in memory order: batch, output, input) but was given dims [1]"
+    );
+    let computed = Inputs::new()
+        .with(a, HostTensor::new(vec![2], vec![1.0, 2.0]).unwrap())
+        .with(b, HostTensor::new(vec![2], vec![1.0, 2.0]).unwrap());
+    let err = s
+        .run(&mut CpuBackend::new(), computed, &[b], &options)
+        .unwrap_err();
+    assert_eq!(err.kind(), "not_a_leaf");
+    // Unknown functions are refused when the graph is built, not when it runs.
+    let err = g.unary("tanhh", a).unwrap_err();
+    assert_eq!(err.kind(), "unknown_function");
     assert!(
         err.to_string()
-            .contains("no kernel for the function `tanhh`"),
+            .starts_with("unknown function `tanhh`; the functions are id, neg"),
         "{err}"
     );
 }
@@ -244,7 +277,10 @@ fn kernel_ir_of_representative_operations() {
     let s = g.solve().unwrap();
     let mut out = String::new();
     for (name, t) in ops {
-        let (kernel, launch) = s.kernel(g.producer(t).unwrap(), 1).unwrap();
+        let lowered = s
+            .lower(g.producer(t).unwrap(), &RunOptions::default().with_slice(1))
+            .unwrap();
+        let (kernel, launch) = (&lowered.steps[0].kernel, &lowered.steps[0].launch);
         out.push_str(&format!(
             "{name}:\n  {kernel}\n  sizes {:?}\n  out {:?}\n",
             launch.sizes, launch.result
@@ -264,12 +300,14 @@ fn oversized_results_are_errors_not_aborts() {
     let b = g.input("b", "100000").unwrap();
     let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
     let s = g.solve().unwrap();
-    let data = HashMap::from([
-        ("a".to_string(), vec![1.0; 100_000]),
-        ("b".to_string(), vec![1.0; 100_000]),
-    ]);
+    let p = Program::with_named_data(
+        g.clone(),
+        vec![outer],
+        [("a", vec![1.0; 100_000]), ("b", vec![1.0; 100_000])],
+    )
+    .unwrap();
     let err = s
-        .run(&mut CpuBackend::coalesced(), &data, &[outer], 0)
+        .run(&mut CpuBackend::coalesced(), p.inputs, &[outer], &p.options)
         .unwrap_err();
     assert!(
         err.to_string().contains("exceeds the CPU backend's limit"),

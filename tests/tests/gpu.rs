@@ -2,17 +2,17 @@
 //! against the CPU reference. Without an adapter these tests skip, unless
 //! `SHAPE_REQUIRE_GPU=1` (CI) makes them fail.
 
-use std::collections::HashMap;
-
 use backend_cpu::CpuBackend;
-use backend_wgpu::{WgpuError, WgpuOptions};
+use backend_wgpu::{LoopBudget, WgpuBackend, WgpuError, WgpuOptions};
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
 use shape_solver::{Graph, RunError};
-use shape_tests::differential::{assert_backends_agree, compare_backends, Tolerance};
-use shape_tests::gpu::{wgpu_or_skip, wgpu_with, with_shared_wgpu};
+use shape_tests::differential::{
+    assert_backends_agree, compare_backends, ProgramRunner, Tolerance,
+};
+use shape_tests::gpu::{wgpu_or_skip, wgpu_with, SharedWgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, Program};
 
@@ -25,30 +25,51 @@ proptest! {
 
     #[test]
     fn wgpu_agrees_with_the_cpu_reference_on_random_kernels(case in kernel_cases()) {
-        let outcome = with_shared_wgpu("wgpu_agrees_with_the_cpu_reference_on_random_kernels", |gpu| {
-            run_case(gpu, &case)
-        });
-        if let Some(found) = outcome {
-            let expected = run_case(&mut CpuBackend::reference(), &case);
-            let finite = case.finite_elements();
-            for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
-                prop_assert!(
-                    !finite[i] || Tolerance::GPU.agrees(*e, *f),
-                    "{}: result element {}: cpu {:?}, gpu {:?}", case.kernel, i, e, f
-                );
-            }
-        }
+        random_kernel_agrees(&DEFAULT, "wgpu_agrees_with_the_cpu_reference_on_random_kernels", &case)?;
     }
 
     #[test]
     fn wgpu_agrees_with_the_cpu_reference_on_random_programs(p in programs(8)) {
-        let outcome = with_shared_wgpu("wgpu_agrees_with_the_cpu_reference_on_random_programs", |gpu| {
-            compare_backends(&p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
-        });
-        if let Some(Err(d)) = outcome {
-            prop_assert!(false, "{}", d);
+        random_program_agrees(&DEFAULT, "wgpu_agrees_with_the_cpu_reference_on_random_programs", &p)?;
+    }
+}
+
+/// The default backend, shared by the random tests.
+static DEFAULT: SharedWgpu = SharedWgpu::new(WgpuOptions::default);
+
+/// Checks a random kernel case on `gpu` against the CPU reference, where
+/// every value computed for an element is finite.
+fn random_kernel_agrees(
+    gpu: &SharedWgpu,
+    test: &str,
+    case: &KernelCase,
+) -> Result<(), TestCaseError> {
+    if let Some(found) = gpu.with(test, |gpu| run_case(gpu, case)) {
+        let expected = run_case(&mut CpuBackend::reference(), case);
+        let finite = case.finite_elements();
+        for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+            prop_assert!(
+                !finite[i] || Tolerance::GPU.agrees(*e, *f),
+                "{}: result element {}: cpu {:?}, gpu {:?}",
+                case.kernel,
+                i,
+                e,
+                f
+            );
         }
     }
+    Ok(())
+}
+
+/// Checks a random program on `gpu` against the CPU reference.
+fn random_program_agrees(gpu: &SharedWgpu, test: &str, p: &Program) -> Result<(), TestCaseError> {
+    let outcome = gpu.with(test, |gpu| {
+        compare_backends(p, &mut [&mut CpuBackend::reference(), gpu], Tolerance::GPU)
+    });
+    if let Some(Err(d)) = outcome {
+        prop_assert!(false, "{}", d);
+    }
+    Ok(())
 }
 
 /// Runs a random kernel case on `backend` and reads its result back.
@@ -80,21 +101,34 @@ fn mlp(batch: u64, d_in: u64, hidden: u64) -> Program {
     let y = g.compose(w2, h).unwrap();
     let s = g.einsum("b|->o=>b|->", &[y]).unwrap();
     let solved = g.solve().unwrap();
-    let mut data = HashMap::new();
+    let mut data = Vec::new();
     for name in ["x", "w1", "b1", "w2"] {
         let t = g
             .tensor_ids()
             .find(|&t| g.name(t).unwrap() == name)
             .unwrap();
         let n = solved.shape(t).unwrap().num_elems().unwrap() as usize;
-        let values = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
-        data.insert(name.to_string(), values);
+        let values: Vec<f32> = (0..n).map(|i| ((i * 37 % 19) as f32 - 9.0) / 8.0).collect();
+        data.push((name, values));
     }
-    Program {
-        results: vec![h, y, s],
-        graph: g,
-        data,
-        slice: 0,
+    Program::with_named_data(g, vec![h, y, s], data).unwrap()
+}
+
+#[test]
+fn the_adapter_runs_on_a_backend_that_wgpu_backend_allows() {
+    let Some(gpu) = wgpu_or_skip("the_adapter_runs_on_a_backend_that_wgpu_backend_allows") else {
+        return;
+    };
+    // CI runs these tests once per software adapter (WGPU_BACKEND=vulkan,
+    // then gl): a set-up that fell back to the other one must not pass.
+    eprintln!("adapter: {}", gpu.name());
+    if let Some(allowed) = backend_wgpu::wgpu::Backends::from_env() {
+        let backend = gpu.adapter_info().backend;
+        assert!(
+            allowed.contains(backend.into()),
+            "WGPU_BACKEND allows {allowed:?} but the adapter is {}",
+            gpu.name()
+        );
     }
 }
 
@@ -216,14 +250,12 @@ fn a_launch_past_the_device_grid_limit_runs_on_a_two_dimensional_grid() {
     let b = g.input("b", "1").unwrap();
     let c = g.add(a, b).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        (
-            "a".to_string(),
-            (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>(),
-        ),
-        ("b".to_string(), vec![0.5]),
-    ]);
-    let out = solved.run(&mut gpu, &data, &[c], 0).unwrap();
+    let data = [
+        ("a", (0..n).map(|i| (i % 1000) as f32).collect::<Vec<_>>()),
+        ("b", vec![0.5]),
+    ];
+    let p = Program::with_named_data(g, vec![c], data).unwrap();
+    let out = gpu.run_solved(&solved, &p).unwrap();
     let v = &out[&c];
     assert_eq!(v.len(), n as usize);
     for i in [0usize, 1, 4_194_239, 4_194_240, 4_194_304, n as usize - 1] {
@@ -240,16 +272,11 @@ fn long_reductions_agree_with_the_reference() {
     let m = g.input("m", "3,20000").unwrap();
     let rows = g.einsum("ij=>i", &[m]).unwrap();
     let total = g.einsum("ij=>", &[m]).unwrap();
-    let data = HashMap::from([(
-        "m".to_string(),
+    let data = [(
+        "m",
         (0..60_000).map(|i| ((i % 7) as f32 - 3.0) / 16.0).collect(),
-    )]);
-    let p = Program {
-        graph: g,
-        data,
-        results: vec![rows, total],
-        slice: 0,
-    };
+    )];
+    let p = Program::with_named_data(g, vec![rows, total], data).unwrap();
     assert_backends_agree(
         &p,
         &mut [&mut CpuBackend::reference(), &mut gpu],
@@ -259,25 +286,17 @@ fn long_reductions_agree_with_the_reference() {
 
 fn sum_rows() -> (Kernel, Launch) {
     (
-        Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Reduction],
-            operands: 1,
-            body: Expr::Load(0),
-            accumulate: Accumulate::Add,
-        },
-        Launch {
-            sizes: vec![2, 3],
-            result: Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: 2,
-            },
-            operands: vec![Layout {
-                offset: 0,
-                strides: vec![3, 1],
-                len: 6,
-            }],
-        },
+        Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            1,
+            Expr::Load(0),
+            Accumulate::Add,
+        ),
+        Launch::new(
+            vec![2, 3],
+            Layout::new(0, vec![1, 0], 2),
+            vec![Layout::new(0, vec![3, 1], 6)],
+        ),
     )
 }
 
@@ -348,10 +367,10 @@ fn bad_launches_are_typed_errors_not_device_errors() {
     assert!(
         matches!(
             e,
-            WgpuError::WriteConflict {
+            WgpuError::Launch(LaunchError::WriteConflict {
                 iterator: 0,
                 size: 2
-            }
+            })
         ),
         "{e}"
     );
@@ -390,16 +409,17 @@ fn buffers_past_the_device_limit_fail_with_the_limit_named() {
     let b = g.input("b", &side.to_string()).unwrap();
     let outer = g.einsum("i;j=>ij", &[a, b]).unwrap();
     let solved = g.solve().unwrap();
-    let data = HashMap::from([
-        ("a".to_string(), vec![1.0; side as usize]),
-        ("b".to_string(), vec![1.0; side as usize]),
-    ]);
-    match solved.run(&mut gpu, &data, &[outer], 0) {
+    let data = [
+        ("a", vec![1.0; side as usize]),
+        ("b", vec![1.0; side as usize]),
+    ];
+    let p = Program::with_named_data(g, vec![outer], data).unwrap();
+    match solved.run(&mut gpu, p.inputs, &[outer], &p.options) {
         Err(RunError::Backend {
-            op: Some(0),
+            op: Some(op),
             source: WgpuError::BufferTooLarge { .. },
             ..
-        }) => {}
+        }) if op.id == 0 => {}
         other => panic!("expected BufferTooLarge in op #0, got {other:?}"),
     }
 }
@@ -442,38 +462,23 @@ fn special_values_follow_the_cpu_reference() {
         Expr::Select(x(), y(), Box::new(Expr::Const(7.0))),
     ];
     // Every pair of values: x varies along iterator 0, y along iterator 1.
-    let launch = Launch {
-        sizes: vec![n, n],
-        result: Layout {
-            offset: 0,
-            strides: vec![n, 1],
-            len: n * n,
-        },
-        operands: vec![
-            Layout {
-                offset: 0,
-                strides: vec![1, 0],
-                len: n,
-            },
-            Layout {
-                offset: 0,
-                strides: vec![0, 1],
-                len: n,
-            },
-        ],
-    };
+    let launch = Launch::new(
+        vec![n, n],
+        Layout::new(0, vec![n, 1], n * n),
+        vec![Layout::new(0, vec![1, 0], n), Layout::new(0, vec![0, 1], n)],
+    );
     // WGSL lets drivers assume no NaN or infinity occurs; software
     // adapters (llvmpipe, as in CI) keep IEEE semantics and are held to
     // the CPU everywhere, hardware ones only where all values are finite.
     let strict = gpu.adapter_info().device_type == backend_wgpu::wgpu::DeviceType::Cpu;
     let mut cpu = CpuBackend::reference();
     for body in bodies {
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel, IterKind::Parallel],
-            operands: 2,
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel, IterKind::Parallel],
+            2,
             body,
-            accumulate: Accumulate::Assign,
-        };
+            Accumulate::Assign,
+        );
         let mut expected = cpu.alloc((n * n) as usize).unwrap();
         cpu.execute(
             &kernel,
@@ -518,22 +523,9 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
         let body = (1..operands).fold(Expr::Load(0), |sum, o| {
             Expr::Binary(BinaryOp::Add, Box::new(sum), Box::new(Expr::Load(o)))
         });
-        let one = Layout {
-            offset: 0,
-            strides: vec![1],
-            len: 1,
-        };
-        let kernel = Kernel {
-            iterators: vec![IterKind::Parallel],
-            operands,
-            body,
-            accumulate: Accumulate::Assign,
-        };
-        let launch = Launch {
-            sizes: vec![1],
-            result: one.clone(),
-            operands: vec![one; operands],
-        };
+        let one = Layout::new(0, vec![1], 1);
+        let kernel = Kernel::new(vec![IterKind::Parallel], operands, body, Accumulate::Assign);
+        let launch = Launch::new(vec![1], one.clone(), vec![one; operands]);
         let buffers: Vec<_> = (0..operands).map(|_| gpu.upload(&[1.0]).unwrap()).collect();
         let refs: Vec<_> = buffers.iter().collect();
         let mut out = gpu.alloc(1).unwrap();
@@ -547,21 +539,13 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
     // binding (2 words per iterator for a kernel without operands).
     let block_limit = limits.max_uniform_buffer_binding_size.min(1 << 20);
     let n = (block_limit / 8 + 8) as usize;
-    let kernel = Kernel {
-        iterators: vec![IterKind::Parallel; n],
-        operands: 0,
-        body: Expr::Const(1.0),
-        accumulate: Accumulate::Assign,
-    };
-    let launch = Launch {
-        sizes: vec![1; n],
-        result: Layout {
-            offset: 0,
-            strides: vec![0; n],
-            len: 1,
-        },
-        operands: vec![],
-    };
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel; n],
+        0,
+        Expr::Const(1.0),
+        Accumulate::Assign,
+    );
+    let launch = Launch::new(vec![1; n], Layout::new(0, vec![0; n], 1), vec![]);
     let mut out = gpu.alloc(1).unwrap();
     let e = gpu.execute(&kernel, &launch, &mut out, &[]).unwrap_err();
     assert!(
@@ -573,4 +557,431 @@ fn kernels_past_the_binding_and_parameter_limits_are_refused() {
     let mut out = cpu.alloc(1).unwrap();
     cpu.execute(&kernel, &launch, &mut out, &[]).unwrap();
     assert_eq!(out, vec![1.0]);
+}
+
+// Long reductions. Mesa's software adapters (lavapipe, llvmpipe through
+// GL) stop a shader loop silently after 65,535 iterations per invocation,
+// counting every loop: each case below printed a wrong value before
+// reductions were split across invocations and passes.
+
+/// Runs `einsum(spec)` over `inputs` (name, spec, values) on `backend`
+/// and returns the result.
+fn einsum_on(
+    backend: &mut dyn ProgramRunner,
+    spec: &str,
+    inputs: &[(&str, &str, Vec<f32>)],
+) -> Vec<f32> {
+    let mut g = Graph::new();
+    let ids: Vec<_> = inputs
+        .iter()
+        .map(|(name, shape, _)| g.input(name, shape).unwrap())
+        .collect();
+    let out = g.einsum(spec, &ids).unwrap();
+    let solved = g.solve().unwrap();
+    let data = inputs
+        .iter()
+        .map(|(name, _, values)| (*name, values.clone()));
+    let p = Program::with_named_data(g, vec![out], data).unwrap();
+    backend.run_solved(&solved, &p).unwrap()[&out].clone()
+}
+
+#[test]
+fn a_sum_of_65536_ones_is_65536() {
+    let Some(mut gpu) = wgpu_or_skip("a_sum_of_65536_ones_is_65536") else {
+        return;
+    };
+    let sum = einsum_on(&mut gpu, "i=>", &[("a", "65536", vec![1.0; 65536])]);
+    assert_eq!(sum, vec![65536.0]);
+}
+
+#[test]
+fn an_outer_sum_of_256_by_256_ones_is_65536() {
+    let Some(mut gpu) = wgpu_or_skip("an_outer_sum_of_256_by_256_ones_is_65536") else {
+        return;
+    };
+    // Two reduction iterators: Mesa's budget counts the back-edges of
+    // both loops (this printed 65027 = 254 * 256 + 3).
+    let sum = einsum_on(
+        &mut gpu,
+        "i;j=>",
+        &[("a", "256", vec![1.0; 256]), ("b", "256", vec![1.0; 256])],
+    );
+    assert_eq!(sum, vec![65536.0]);
+}
+
+#[test]
+fn a_contraction_of_length_70000_agrees_with_the_reference() {
+    let Some(mut gpu) = wgpu_or_skip("a_contraction_of_length_70000_agrees_with_the_reference")
+    else {
+        return;
+    };
+    let n = 70_000;
+    let a: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0)
+        .collect();
+    let b: Vec<f32> = (0..n).map(|i| ((i * 11 % 23) as f32 - 5.0) / 8.0).collect();
+    let inputs = [("a", "70000", a), ("b", "70000", b)];
+    let expected = einsum_on(&mut CpuBackend::reference(), "i;i=>", &inputs);
+    let found = einsum_on(&mut gpu, "i;i=>", &inputs);
+    assert!(
+        Tolerance::GPU.agrees(expected[0], found[0]),
+        "cpu {expected:?}, gpu {found:?}, relative difference {}",
+        ((expected[0] - found[0]) / expected[0]).abs()
+    );
+}
+
+#[test]
+fn a_reduction_past_a_million_elements_is_exact() {
+    let Some(mut gpu) = wgpu_or_skip("a_reduction_past_a_million_elements_is_exact") else {
+        return;
+    };
+    // Quarter integers sum exactly in any order while the partial sums
+    // stay below 2^22 in magnitude: this sum is 524,290.75.
+    let n = 1_048_583usize;
+    let values: Vec<f32> = (0..n).map(|i| (i % 5) as f32 / 4.0).collect();
+    let expected: f64 = values.iter().map(|&v| v as f64).sum();
+    assert_eq!(expected, 524_290.75);
+    let sum = einsum_on(&mut gpu, "i=>", &[("a", &n.to_string(), values)]);
+    assert_eq!(sum, vec![524_290.75]);
+    // The same tensor as 3 rows of 349,528 (one workgroup reduction per
+    // row) against the reference.
+    let rows: Vec<f32> = (0..3 * 349_528)
+        .map(|i| ((i % 7) as f32 - 3.0) / 2.0)
+        .collect();
+    let inputs = [("m", "3,349528", rows)];
+    assert_eq!(
+        einsum_on(&mut gpu, "ij=>i", &inputs),
+        einsum_on(&mut CpuBackend::reference(), "ij=>i", &inputs)
+    );
+}
+
+/// A reduction of `values` with `accumulate`, run directly on `backend`.
+fn reduce<B: Backend>(backend: &mut B, accumulate: Accumulate, values: &[f32]) -> f32
+where
+    B::Error: std::fmt::Debug,
+{
+    let n = values.len() as u64;
+    let kernel = Kernel::new(vec![IterKind::Reduction], 1, Expr::Load(0), accumulate);
+    let launch = Launch::new(
+        vec![n],
+        Layout::new(0, vec![0], 1),
+        vec![Layout::new(0, vec![1], n)],
+    );
+    let input = backend.upload(values).unwrap();
+    let mut out = backend.alloc(1).unwrap();
+    backend
+        .execute(&kernel, &launch, &mut out, &[&input])
+        .unwrap();
+    backend.download(&out).unwrap()[0]
+}
+
+#[test]
+fn max_min_and_product_reductions_see_every_element_past_the_loop_limit() {
+    let Some(mut gpu) =
+        wgpu_or_skip("max_min_and_product_reductions_see_every_element_past_the_loop_limit")
+    else {
+        return;
+    };
+    let n = 200_003;
+    let mut values: Vec<f32> = (0..n).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
+    // The extremes sit past element 65,535, and a NaN that max and min
+    // ignore (as Rust's f32::max and f32::min do).
+    values[150_001] = 9.5;
+    values[190_000] = -7.25;
+    values[100] = f32::NAN;
+    assert_eq!(reduce(&mut gpu, Accumulate::Max, &values), 9.5);
+    assert_eq!(reduce(&mut gpu, Accumulate::Min, &values), -7.25);
+    // A product of ones with factors of 2 and 0.5 placed past the limit.
+    let mut factors = vec![1.0f32; n];
+    for i in (70_000..n).step_by(10_000) {
+        factors[i] = 2.0;
+    }
+    factors[66_000] = 0.5;
+    // Fourteen factors of 2 (70,000 to 200,000) and one of 0.5.
+    assert_eq!(reduce(&mut gpu, Accumulate::Mul, &factors), 8192.0);
+    // Any NaN makes a sum or a product NaN, wherever it is.
+    factors[199_999] = f32::NAN;
+    assert!(reduce(&mut gpu, Accumulate::Mul, &factors).is_nan());
+    let mut ones = vec![1.0f32; n];
+    ones[n - 1] = f32::NAN;
+    assert!(reduce(&mut gpu, Accumulate::Add, &ones).is_nan());
+}
+
+/// Options that split every reduction of two points or more: one point
+/// per invocation, so a workgroup covers 256 points and a third pass
+/// starts past 65,536 points.
+fn split_everything() -> WgpuOptions {
+    WgpuOptions {
+        loop_budget: LoopBudget::new(1).unwrap(),
+        workgroup_reduction_threshold: 1,
+        ..WgpuOptions::default()
+    }
+}
+
+/// Three points per invocation: workgroups cover 768 points, and short
+/// partial rows run per element when there are more outputs than partials.
+fn split_in_threes() -> WgpuOptions {
+    WgpuOptions {
+        loop_budget: LoopBudget::new(3).unwrap(),
+        workgroup_reduction_threshold: 1,
+        ..WgpuOptions::default()
+    }
+}
+
+static SPLIT: SharedWgpu = SharedWgpu::new(split_everything);
+static SPLIT_IN_THREES: SharedWgpu = SharedWgpu::new(split_in_threes);
+
+/// A reduction whose length sits near a workgroup or pass boundary.
+#[derive(Clone, Debug)]
+struct BoundaryCase {
+    accumulate: Accumulate,
+    /// Outputs, on a parallel iterator before (`true`) or after the
+    /// reduction iterators.
+    outputs: u64,
+    outputs_first: bool,
+    /// One or two reduction iterators.
+    reduction: Vec<u64>,
+    /// Budget 1 (`false`) or 3.
+    threes: bool,
+    seed: u64,
+}
+
+impl BoundaryCase {
+    fn kernel_and_launch(&self) -> (Kernel, Launch) {
+        let mut iterators = vec![IterKind::Reduction; self.reduction.len()];
+        let mut sizes = self.reduction.clone();
+        let at = if self.outputs_first { 0 } else { sizes.len() };
+        iterators.insert(at, IterKind::Parallel);
+        sizes.insert(at, self.outputs);
+        // The operand is row-major over the iterators in kernel order.
+        let mut strides = vec![0; sizes.len()];
+        let mut step = 1;
+        for k in (0..sizes.len()).rev() {
+            strides[k] = step;
+            step *= sizes[k];
+        }
+        let mut result_strides = vec![0; sizes.len()];
+        result_strides[at] = 1;
+        (
+            Kernel::new(iterators, 1, Expr::Load(0), self.accumulate),
+            Launch::new(
+                sizes,
+                Layout::new(0, result_strides, self.outputs),
+                vec![Layout::new(0, strides, step)],
+            ),
+        )
+    }
+
+    /// Values whose reduction is exact in any order, so that the GPU's
+    /// tree and the CPU's sequence must agree bit for bit: quarter
+    /// integers for sums (partial sums stay far below 2^22); ±1 for
+    /// products, with a factor of 2 or 0.5 every 2,048 elements (so that
+    /// no partial product, whichever elements it takes, leaves 2^±100:
+    /// an underflow in one order and not in another would differ);
+    /// anything with NaNs (which max and min ignore) for max and min.
+    fn values(&self, len: u64) -> Vec<f32> {
+        let mut state = self.seed | 1;
+        (0..len)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let r = state >> 40;
+                match self.accumulate {
+                    Accumulate::Mul if i.is_multiple_of(2048) => [2.0, 0.5][r as usize % 2],
+                    Accumulate::Mul => [1.0, -1.0][r as usize % 2],
+                    Accumulate::Max | Accumulate::Min if r.is_multiple_of(50) => f32::NAN,
+                    _ => (r % 17) as f32 / 4.0 - 2.0,
+                }
+            })
+            .collect()
+    }
+}
+
+fn boundary_cases() -> impl Strategy<Value = BoundaryCase> {
+    (
+        prop_oneof![
+            Just(Accumulate::Add),
+            Just(Accumulate::Mul),
+            Just(Accumulate::Max),
+            Just(Accumulate::Min)
+        ],
+        1u64..4,
+        any::<bool>(),
+        any::<bool>(),
+        // Near m spans of a workgroup (or of a second pass, for budget 1).
+        (1u64..4, any::<bool>(), -3i64..=3),
+        1u64..5,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(accumulate, outputs, outputs_first, threes, (m, second_pass, d), split, seed)| {
+                let span = if threes { 768 } else { 256 };
+                let scale = if second_pass && !threes {
+                    span * 256
+                } else {
+                    span
+                };
+                let length = (m * scale).saturating_add_signed(d).max(1);
+                // One iterator, or two whose product is near the length.
+                let reduction = if split == 1 {
+                    vec![length]
+                } else {
+                    vec![split, length.div_ceil(split)]
+                };
+                BoundaryCase {
+                    accumulate,
+                    outputs,
+                    outputs_first,
+                    reduction,
+                    threes,
+                    seed,
+                }
+            },
+        )
+}
+
+/// Runs `kernel` over `launch` with one operand on `backend`.
+fn run_one<B: Backend>(
+    backend: &mut B,
+    kernel: &Kernel,
+    launch: &Launch,
+    values: &[f32],
+) -> Vec<f32>
+where
+    B::Error: std::fmt::Debug,
+{
+    let input = backend.upload(values).unwrap();
+    let mut out = backend.alloc(launch.result.len as usize).unwrap();
+    backend
+        .execute(kernel, launch, &mut out, &[&input])
+        .unwrap();
+    backend.download(&out).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/gpu.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn reductions_around_workgroup_and_pass_boundaries_match_the_reference_exactly(case in boundary_cases()) {
+        let (kernel, launch) = case.kernel_and_launch();
+        let values = case.values(launch.operands[0].len);
+        let shared = if case.threes { &SPLIT_IN_THREES } else { &SPLIT };
+        let found = shared.with("reductions_around_workgroup_and_pass_boundaries", |gpu| {
+            let before = gpu.cache_stats().workgroup_passes;
+            let found = run_one(gpu, &kernel, &launch, &values);
+            (found, gpu.cache_stats().workgroup_passes - before)
+        });
+        if let Some((found, passes)) = found {
+            prop_assert!(passes >= 1, "{kernel} {:?}: no workgroup reduction ran", launch.sizes);
+            let expected = run_one(&mut CpuBackend::reference(), &kernel, &launch, &values);
+            for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+                prop_assert!(
+                    Tolerance::EXACT.agrees(*e, *f),
+                    "{} {:?} ({} passes): element {}: cpu {:?}, gpu {:?}", kernel, launch.sizes, passes, i, e, f
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn split_reductions_agree_with_the_cpu_reference_on_random_kernels(case in kernel_cases()) {
+        random_kernel_agrees(&SPLIT, "split_reductions_agree_with_the_cpu_reference_on_random_kernels", &case)?;
+    }
+
+    #[test]
+    fn split_reductions_agree_with_the_cpu_reference_on_random_programs(p in programs(8)) {
+        random_program_agrees(&SPLIT, "split_reductions_agree_with_the_cpu_reference_on_random_programs", &p)?;
+    }
+}
+
+/// Row sums of twice `rows` rows of `len` quarter integers on `gpu`,
+/// checked against the reference. (The partials of a split reduction are
+/// summed by a plain row sum: the doubling keeps the first pass's kernel
+/// apart from the next passes'.)
+fn row_sums(gpu: &mut WgpuBackend, rows: u64, len: u64) {
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Reduction],
+        1,
+        Expr::Binary(
+            shape_core::kernel::BinaryOp::Mul,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Const(2.0)),
+        ),
+        Accumulate::Add,
+    );
+    let launch = Launch::new(
+        vec![rows, len],
+        Layout::new(0, vec![1, 0], rows),
+        vec![Layout::new(0, vec![len, 1], rows * len)],
+    );
+    let values: Vec<f32> = (0..rows * len)
+        .map(|i| (i % 11) as f32 / 4.0 - 1.0)
+        .collect();
+    let expected = run_one(&mut CpuBackend::reference(), &kernel, &launch, &values);
+    assert_eq!(
+        run_one(gpu, &kernel, &launch, &values),
+        expected,
+        "{rows} rows of {len}"
+    );
+}
+
+#[test]
+fn split_reductions_compile_each_pass_structure_once() {
+    // Three passes: 70,000 points are 274 workgroups of 256 per row, then
+    // 2, then 1; the second and third passes share their kernel.
+    let Some(mut gpu) = wgpu_with(
+        "split_reductions_compile_each_pass_structure_once",
+        split_everything(),
+    ) else {
+        return;
+    };
+    row_sums(&mut gpu, 2, 70_000);
+    let first = gpu.cache_stats();
+    assert_eq!(first.workgroup_passes, 3, "{first:?}");
+    assert_eq!((first.misses, first.hits), (2, 1), "{first:?}");
+    // Other sizes with as many passes compile nothing new.
+    row_sums(&mut gpu, 3, 100_000);
+    let second = gpu.cache_stats();
+    assert_eq!(second.workgroup_passes, 6, "{second:?}");
+    assert_eq!((second.misses, second.hits), (2, 4), "{second:?}");
+    // Nor do fewer passes.
+    row_sums(&mut gpu, 5, 300);
+    let third = gpu.cache_stats();
+    assert_eq!(third.workgroup_passes, 8, "{third:?}");
+    assert_eq!((third.misses, third.hits), (2, 6), "{third:?}");
+
+    // With the default options: a workgroup pass, then the partials per
+    // element, at any length that needs two passes.
+    let Some(mut gpu) = wgpu_or_skip("split_reductions_compile_each_pass_structure_once") else {
+        return;
+    };
+    row_sums(&mut gpu, 2, 70_000);
+    row_sums(&mut gpu, 3, 1_000_000);
+    let stats = gpu.cache_stats();
+    assert_eq!(stats.workgroup_passes, 2, "{stats:?}");
+    assert_eq!((stats.misses, stats.hits), (2, 2), "{stats:?}");
+}
+
+#[test]
+fn the_threshold_keeps_reductions_within_the_budget_on_one_invocation() {
+    let options = WgpuOptions {
+        workgroup_reduction_threshold: u64::MAX,
+        ..WgpuOptions::default()
+    };
+    let Some(mut gpu) = wgpu_with(
+        "the_threshold_keeps_reductions_within_the_budget_on_one_invocation",
+        options,
+    ) else {
+        return;
+    };
+    row_sums(&mut gpu, 1, 4096);
+    assert_eq!(gpu.cache_stats().workgroup_passes, 0);
+    // Past the budget, the reduction is split whatever the threshold.
+    row_sums(&mut gpu, 1, 4097);
+    assert_eq!(gpu.cache_stats().workgroup_passes, 1);
 }

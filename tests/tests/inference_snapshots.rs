@@ -1,8 +1,6 @@
 //! Small programs with every inferred shape beside them.
 
-use shape_solver::{Graph, GraphError};
 use shape_tests::inference::infer;
-use shape_tests::render_inferred;
 
 #[test]
 fn mlp() {
@@ -43,6 +41,39 @@ fn mlp() {
 }
 
 #[test]
+fn attention_block() {
+    insta::assert_snapshot!(infer(r#"
+        input x: 8|16,64
+        param wq: ..i..->4,16
+        param wk
+        param wv: ..i..->4,32
+        param wo
+        q = einsum("b|s,d;d->h,k=>b|s,h,k", x, wq)
+        k = einsum("b|s,d;d->h,k=>b|s,h,k", x, wk)
+        v = einsum("b|s,d;d->h,k=>b|s,h,k", x, wv)
+        scores = einsum("b|s,h,k;b|t,h,k=>b|h,s,t", q, k)
+        weights = exp(scores)
+        mixed = einsum("b|h,s,t;b|t,h,k=>b|s,h,k", weights, v)
+        out = einsum("b|s,h,k;h,k->d=>b|s,d", mixed, wo)
+        residual = out + x
+    "#), @r"
+        x        : 8|->16, 64
+        wq       : |64->4, 16
+        wk       : |64->4, 16
+        wv       : |64->4, 32
+        wo       : |4, 32->64
+        q        : 8|->16, 4, 16
+        k        : 8|->16, 4, 16
+        v        : 8|->16, 4, 32
+        scores   : 8|->4, 16, 16
+        weights  : 8|->4, 16, 16
+        mixed    : 8|->16, 4, 32
+        out      : 8|->16, 64
+        residual : 8|->16, 64
+        ");
+}
+
+#[test]
 fn broadcasting_batch_and_permutes() {
     insta::assert_snapshot!(infer(r#"
         input imgs: 5,1|h,w->rgb:3
@@ -64,37 +95,4 @@ fn broadcasting_batch_and_permutes() {
         mt      : 7|rgb:3->2
         swapped : 5, 7|rgb:3->28, 28
         ");
-}
-
-/// `softmax` is not a function of the text language (its shape rule is
-/// any pointwise function's): this one is built through the graph API.
-#[test]
-fn attention_block() -> Result<(), GraphError> {
-    use shape_solver::OpKind::{Binary, Unary};
-    let es = |s: &str| shape_solver::OpKind::einsum(shape_core::EinsumSpec::parse(s).unwrap());
-    let mut g = Graph::new();
-    let named = |g: &mut Graph, name: &str, kind, operands: &[_]| {
-        g.apply_named(name, kind, operands).unwrap()
-    };
-    let x = g.input("x", "8|16,64")?;
-    let wq = g.parameter_with_spec("wq", "..i..->4,16")?;
-    let wk = g.parameter("wk")?;
-    let wv = g.parameter_with_spec("wv", "..i..->4,32")?;
-    let wo = g.parameter("wo")?;
-    let proj = "b|s,d;d->h,k=>b|s,h,k";
-    let q = named(&mut g, "q", es(proj), &[x, wq]);
-    let k = named(&mut g, "k", es(proj), &[x, wk]);
-    let v = named(&mut g, "v", es(proj), &[x, wv]);
-    let scores = named(&mut g, "scores", es("b|s,h,k;b|t,h,k=>b|h,s,t"), &[q, k]);
-    let weights = named(&mut g, "weights", Unary("softmax".into()), &[scores]);
-    let mixed = named(
-        &mut g,
-        "mixed",
-        es("b|h,s,t;b|t,h,k=>b|s,h,k"),
-        &[weights, v],
-    );
-    let out = named(&mut g, "out", es("b|s,h,k;h,k->d=>b|s,d"), &[mixed, wo]);
-    let _ = named(&mut g, "residual", Binary("add".into()), &[out, x]);
-    insta::assert_snapshot!(render_inferred(&g)?);
-    Ok(())
 }

@@ -109,7 +109,7 @@ pub enum Statement {
 /// An infix operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinOp {
-    /// `+`: pointwise `add`.
+    /// `+` (the registry says which function an operator writes: `add`).
     Add,
     /// `-`: pointwise `sub`.
     Sub,
@@ -131,17 +131,6 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Compose => "@",
-        }
-    }
-
-    /// The function the operator stands for.
-    pub fn function(self) -> &'static str {
-        match self {
-            BinOp::Add => "add",
-            BinOp::Sub => "sub",
-            BinOp::Mul => "mul",
-            BinOp::Div => "div",
-            BinOp::Compose => "compose",
         }
     }
 }

@@ -207,7 +207,7 @@ fn a_literal_size_is_its_own_source() {
 fn huge_sizes_are_errors_not_overflows() {
     let big = u64::MAX;
     insta::assert_snapshot!(infer(&format!("const c: {big}, {big}, {big}->k = [1]")), @r#"
-        error[constant] line 1: constant `c`: the batch and input rows of "18446744073709551615, 18446744073709551615, 18446744073709551615->k" hold more elements than fit in 128 bits
+        error[total_elems] line 1: element count mismatch in the 1 elements of `c` declared as "18446744073709551615, 18446744073709551615, 18446744073709551615->k": its known sizes multiply to more than 2^128, more than the 1 values written
         "#);
     let mut g = Graph::new();
     let x = g.input("x", &format!("{big}, {big}, {big}")).unwrap();

@@ -1,0 +1,84 @@
+//! Batch slice: drops the leftmost batch axis, taking the element at the
+//! run's slice index along it.
+
+use std::sync::Arc;
+
+use shape_core::kernel::{Accumulate, Expr};
+use shape_core::RowKind::{Batch as B, Input as I, Output as O};
+
+use crate::graph::GraphError;
+use crate::lowering::{Lowered, LoweringCx};
+use crate::operation::{ConstraintCx, Operation};
+use crate::origin::RowSite;
+use crate::projections::{AxisIndex, AxisSite, ProjectionBuilder};
+use crate::registry::OpEntry;
+use crate::sample::SampleCx;
+
+/// Drops the leftmost batch axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct BatchSlice;
+
+impl Operation for BatchSlice {
+    fn name(&self) -> &str {
+        "batch_slice"
+    }
+
+    fn arity(&self) -> usize {
+        1
+    }
+
+    fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+        cx.drop_first(
+            RowSite::operand(0, B),
+            RowSite::result(B),
+            "to be the operand's batch row without its first axis".into(),
+        );
+        cx.equal(RowSite::result(I), RowSite::operand(0, I));
+        cx.equal(RowSite::result(O), RowSite::operand(0, O));
+    }
+
+    fn project(&self, cx: &mut ProjectionBuilder<'_>) {
+        let batch = RowSite::operand(0, B);
+        if cx.row_len(batch) > 0 {
+            cx.fix(AxisSite { row: batch, axis: 0 }, AxisIndex::Slice);
+        }
+        cx.equal_from(batch, 1, RowSite::result(B));
+        cx.equal_from(RowSite::operand(0, I), 0, RowSite::result(I));
+        cx.equal_from(RowSite::operand(0, O), 0, RowSite::result(O));
+    }
+
+    fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+        let size = cx.shape(1).batch.first().map_or(0, |d| d.size());
+        if cx.slice() >= size {
+            return Err(GraphError::SliceOutOfRange {
+                op: cx.op_arc(),
+                index: cx.slice(),
+                size,
+            });
+        }
+        cx.single_kernel(Expr::Load(0), Accumulate::Assign)
+    }
+
+    fn spell(&self, operands: &[&str]) -> String {
+        format!("batch_slice({})", operands.join(", "))
+    }
+}
+
+/// A slice of a tensor with batch axes, if one is drawn.
+fn sample(cx: &mut dyn SampleCx) -> Result<Option<crate::TensorId>, GraphError> {
+    let t = cx.pick();
+    let Some(&size) = cx.shape(t)?.sizes(B).first() else {
+        return Ok(None);
+    };
+    cx.slices_batch(size);
+    cx.graph().apply(Arc::new(BatchSlice), &[t]).map(Some)
+}
+
+pub(super) fn entries() -> Vec<OpEntry> {
+    vec![OpEntry::fixed(
+        "batch_slice",
+        "drops the leftmost batch axis, taking the run's slice index along it",
+        Arc::new(BatchSlice),
+    )
+    .with_sampler(sample)]
+}

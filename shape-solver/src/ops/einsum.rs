@@ -1,0 +1,323 @@
+//! Einsum over one or two operands (`einsum "ij;jk=>ik"`), and permute,
+//! its one-operand form (`permute "ij=>ji"`).
+//!
+//! Every row of every tensor is made *equal* to a template built from the
+//! spec: one fresh dim variable per label, shared across the spec; one row
+//! variable per `..name..`, and `...` in a row of kind `k` shared by all
+//! rows of kind `k`. A batch row the spec does not write is that shared
+//! batch variable; an input row it does not write is empty. Labels missing
+//! from the result are reduced by a sum.
+
+use std::fmt;
+use std::sync::Arc;
+
+use shape_core::kernel::{Accumulate, BinaryOp, Expr};
+use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec};
+use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar};
+
+use crate::graph::GraphError;
+use crate::lowering::{Lowered, LoweringCx};
+use crate::operation::{ConstraintCx, Operation};
+use crate::origin::RowSite;
+use crate::projections::{AxisSite, ProjectionBuilder};
+use crate::registry::{BuildArgs, OpEntry};
+use crate::sample::SampleCx;
+
+/// An einsum (or, with one operand, a permute) of a parsed spec, with the
+/// texts its messages use, computed once so that applying the same spec
+/// many times formats nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Einsum {
+    spec: EinsumSpec,
+    name: Arc<str>,
+    /// Per spec (result first, then operands), per row kind: what the
+    /// constraint tying that row to the spec says.
+    row_rules: Vec<[Arc<str>; 3]>,
+}
+
+impl Einsum {
+    /// Prepares a parsed spec.
+    pub fn new(spec: EinsumSpec) -> Einsum {
+        let name: Arc<str> = if spec.operands.len() == 1 {
+            format!("permute \"{spec}\"").into()
+        } else {
+            format!("einsum \"{spec}\"").into()
+        };
+        let row_rules = std::iter::once(&spec.result)
+            .chain(&spec.operands)
+            .map(|s| {
+                RowKind::ALL.map(|kind| -> Arc<str> {
+                    match s.row(kind) {
+                        Some(r) => format!("to match \"{}\" of the spec", RowText(r)).into(),
+                        None if kind == RowKind::Batch => {
+                            "to equal the batch rows of the other operands".into()
+                        }
+                        None => "to be empty, as the spec does not write it".into(),
+                    }
+                })
+            })
+            .collect();
+        Einsum {
+            spec,
+            name,
+            row_rules,
+        }
+    }
+
+    /// Parses `text`; `what` (`einsum` or `permute`) names the spec in
+    /// errors.
+    pub fn parse(text: &str, what: &str) -> Result<Einsum, GraphError> {
+        EinsumSpec::parse(text)
+            .map(Einsum::new)
+            .map_err(|source| GraphError::Spec {
+                context: crate::graph::SpecContext::Call {
+                    function: Arc::from(what),
+                    spec: Arc::from(text),
+                },
+                source: Box::new(source),
+            })
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &EinsumSpec {
+        &self.spec
+    }
+
+    fn template<'s>(
+        cx: &mut ConstraintCx<'_>,
+        r: &'s RowSpec,
+        dims: &mut Vec<(&'s str, Dim)>,
+        rows: &mut Vec<(&'s RowVarName, RowVar)>,
+    ) -> Row {
+        let ds = r
+            .axes
+            .iter()
+            .map(|a| match &a.kind {
+                AxisKind::Label(l) => lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim())),
+                AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
+                AxisKind::LabeledSize(l, n) => {
+                    Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
+                }
+                AxisKind::Anonymous => Dim::Var(cx.fresh_dim()),
+            })
+            .collect();
+        match &r.row_var {
+            Some((name, _)) => {
+                let v = lookup_or(rows, name, || cx.fresh_row());
+                Row::open(v, ds)
+            }
+            None => Row::closed(ds),
+        }
+    }
+}
+
+impl Operation for Einsum {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn arity(&self) -> usize {
+        self.spec.operands.len()
+    }
+
+    fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+        let spec = &self.spec;
+        // An einsum names a handful of axes: a linear scan beats hashing.
+        let mut dims: Vec<(&str, Dim)> = Vec::with_capacity(8);
+        let mut rows: Vec<(&RowVarName, RowVar)> = Vec::new();
+        let specs = std::iter::once(&spec.result).chain(&spec.operands);
+        for (i, s) in specs.enumerate() {
+            for (k, kind) in RowKind::ALL.into_iter().enumerate() {
+                let template = match (s.row(kind), kind) {
+                    (Some(r), _) => Self::template(cx, r, &mut dims, &mut rows),
+                    (None, RowKind::Batch) => {
+                        let v = lookup_or(&mut rows, &BATCH, || cx.fresh_row());
+                        Row::open(v, vec![])
+                    }
+                    (None, _) => Row::empty(),
+                };
+                let site = RowSite {
+                    position: i as u32,
+                    kind,
+                };
+                cx.row_is(site, template, self.row_rules[i][k].clone());
+            }
+        }
+    }
+
+    fn project(&self, cx: &mut ProjectionBuilder<'_>) {
+        let spec = &self.spec;
+        let specs = std::iter::once(&spec.result).chain(&spec.operands);
+        let mut keys: Vec<(EinsumKey<'_>, AxisSite)> = Vec::new();
+        for (t, s) in specs.enumerate() {
+            for kind in RowKind::ALL {
+                let row = RowSite {
+                    position: t as u32,
+                    kind,
+                };
+                let len = cx.row_len(row);
+                let (var, axes): (Option<&RowVarName>, &[_]) = match (s.row(kind), kind) {
+                    (Some(r), _) => (r.row_var.as_ref().map(|(n, _)| n), &r.axes),
+                    (None, RowKind::Batch) => (Some(&BATCH), &[]),
+                    (None, _) => (None, &[]),
+                };
+                let spread = len.saturating_sub(axes.len());
+                for j in 0..len {
+                    let key = if j < spread {
+                        var.map(|v| EinsumKey::RowVar(v, j))
+                    } else {
+                        match &axes[j - spread].kind {
+                            AxisKind::Label(l) => Some(EinsumKey::Label(l)),
+                            _ => None,
+                        }
+                    };
+                    let Some(key) = key else { continue };
+                    let at = AxisSite { row, axis: j };
+                    match keys.iter().find(|(k, _)| *k == key) {
+                        Some(&(_, first)) => cx.tie(first, at),
+                        None => keys.push((key, at)),
+                    }
+                }
+            }
+        }
+    }
+
+    fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+        let body = match self.spec.operands.len() {
+            1 => Expr::Load(0),
+            _ => Expr::Binary(
+                BinaryOp::Mul,
+                Box::new(Expr::Load(0)),
+                Box::new(Expr::Load(1)),
+            ),
+        };
+        cx.single_kernel(body, Accumulate::Add)
+    }
+
+    fn spell(&self, operands: &[&str]) -> String {
+        let f = if self.spec.operands.len() == 1 {
+            "permute"
+        } else {
+            "einsum"
+        };
+        format!("{f}(\"{}\", {})", self.spec, operands.join(", "))
+    }
+}
+
+static BATCH: RowVarName = RowVarName::OfKind(RowKind::Batch);
+
+/// What lines an einsum axis up with others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EinsumKey<'a> {
+    Label(&'a str),
+    RowVar(&'a RowVarName, usize),
+}
+
+/// The value for `key`, made and remembered on first use.
+fn lookup_or<K: PartialEq, V: Clone>(map: &mut Vec<(K, V)>, key: K, make: impl FnOnce() -> V) -> V {
+    if let Some((_, v)) = map.iter().find(|(k, _)| *k == key) {
+        return v.clone();
+    }
+    let v = make();
+    map.push((key, v.clone()));
+    v
+}
+
+/// A row spec printed on its own.
+struct RowText<'a>(&'a RowSpec);
+
+impl fmt::Display for RowText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spec = ShapeSpec {
+            batch: None,
+            input: None,
+            output: self.0.clone(),
+        };
+        spec.fmt(f)
+    }
+}
+
+/// `count` labels starting at `from`, comma-separated in a spec.
+fn labels(count: usize, from: u8) -> Vec<String> {
+    (0..count)
+        .map(|k| ((from + k as u8) as char).to_string())
+        .collect()
+}
+
+/// Reverses the output axes of a tensor, or sums its last one.
+fn sample_permute(cx: &mut dyn SampleCx) -> Result<Option<crate::TensorId>, GraphError> {
+    let t = cx.pick();
+    let s = cx.shape(t)?;
+    let (b, i, o) = (s.batch.len(), s.input.len(), s.output.len());
+    if o == 0 {
+        return Ok(None);
+    }
+    let ls = labels(o, b'a');
+    let result = if cx.below(2) == 0 {
+        let mut rev = ls.clone();
+        rev.reverse();
+        rev.join(",")
+    } else {
+        ls[..ls.len() - 1].join(",")
+    };
+    let bl = labels(b, b'm').join(",");
+    let il = labels(i, b'u').join(",");
+    let spec = format!("{bl}|{il}->{}=>{bl}|{il}->{result},", ls.join(","));
+    cx.graph().permute(&spec, t).map(Some)
+}
+
+/// Contracts the last output axis of a tensor with a new vector.
+fn sample_contraction(cx: &mut dyn SampleCx) -> Result<Option<crate::TensorId>, GraphError> {
+    let t = cx.pick();
+    let s = cx.shape(t)?;
+    let Some(last) = s.output.last().map(KnownDim::size) else {
+        return Ok(None);
+    };
+    let (b, i, o) = (s.batch.len(), s.input.len(), s.output.len());
+    let v = cx.input(&[], &[], &[last])?;
+    let ls = labels(o, b'a');
+    let bl = labels(b, b'm').join(",");
+    let il = labels(i, b'u').join(",");
+    let keep = ls[..ls.len() - 1].join(",");
+    let spec = format!(
+        "{bl}|{il}->{};{}=>{bl}|{il}->{keep},",
+        ls.join(","),
+        ls[ls.len() - 1]
+    );
+    cx.graph().einsum(&spec, &[t, v]).map(Some)
+}
+
+fn build(args: &BuildArgs<'_>) -> Result<Arc<dyn Operation>, GraphError> {
+    let text = args.spec.ok_or_else(|| GraphError::SpecExpected {
+        function: args.name.to_string(),
+    })?;
+    let op = Einsum::parse(text, args.name)?;
+    if args.name == "permute" && op.arity() != 1 {
+        return Err(GraphError::PermuteSpec {
+            spec: text.to_string(),
+            operands: op.arity(),
+        });
+    }
+    Ok(Arc::new(op))
+}
+
+pub(super) fn entries() -> Vec<OpEntry> {
+    vec![
+        OpEntry::new(
+            "einsum",
+            "a product of one or two tensors summed over the labels its result leaves out",
+            1..=2,
+            build,
+        )
+        .with_spec()
+        .with_sampler(sample_contraction),
+        OpEntry::new(
+            "permute",
+            "one tensor's axes rearranged (and summed over the labels its result leaves out)",
+            1..=1,
+            build,
+        )
+        .with_spec()
+        .with_sampler(sample_permute),
+    ]
+}

@@ -1,0 +1,755 @@
+//! Running a solved graph on a backend.
+//!
+//! [`SolvedGraph::plan`] decides how: over the operation graph (petgraph),
+//! it keeps only the operations the requested outputs depend on, orders
+//! them topologically, lowers each to its kernels, finds each tensor's
+//! last use, and assigns buffers so that a freed buffer is reused by a
+//! later one of the same size. The plan knows its peak memory before
+//! anything runs. [`SolvedGraph::run`] follows a plan on any
+//! [`Backend`], with typed inputs and outputs ([`HostTensor`]) that carry
+//! their shape.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use petgraph::algo::toposort;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::{Dfs, NodeFiltered, Reversed};
+use shape_core::{Backend, SolvedShape};
+
+use crate::graph::{GraphError, OpId, SolvedGraph, TensorId, TensorKind};
+use crate::lowering::{BufferRef, Lowered};
+use crate::origin::{OpRef, TensorRef};
+
+/// A tensor's values on the host, in memory order (batch, output, input;
+/// row-major), with the sizes of its axes in that order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    dims: Vec<u64>,
+    values: Vec<f32>,
+}
+
+/// Host data that does not fit its dims, or memory that cannot be had.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum DataError {
+    /// The number of values differs from the product of the dims.
+    #[error("dims {dims:?} hold {expected} values but {found} were given")]
+    Length {
+        /// The dims.
+        dims: Vec<u64>,
+        /// Their product.
+        expected: u128,
+        /// The values given.
+        found: usize,
+    },
+    /// The values do not fit in memory.
+    #[error("out of memory: {elements} values need {bytes} bytes, which could not be allocated")]
+    OutOfMemory {
+        /// The values asked for.
+        elements: u128,
+        /// Their size.
+        bytes: u128,
+    },
+}
+
+impl DataError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
+}
+
+impl HostTensor {
+    /// Values with the dims of their axes in memory order.
+    ///
+    /// ```
+    /// use shape_solver::HostTensor;
+    /// let t = HostTensor::new(vec![2, 3], vec![0.0; 6]).unwrap();
+    /// assert_eq!(t.len(), 6);
+    /// assert!(HostTensor::new(vec![2, 3], vec![0.0; 5]).is_err());
+    /// ```
+    pub fn new(dims: Vec<u64>, values: Vec<f32>) -> Result<HostTensor, DataError> {
+        let expected = elements(&dims);
+        if expected != values.len() as u128 {
+            return Err(DataError::Length {
+                dims,
+                expected,
+                found: values.len(),
+            });
+        }
+        Ok(HostTensor { dims, values })
+    }
+
+    /// A tensor of these dims with every value `value`; fails rather than
+    /// aborting when memory cannot be had.
+    pub fn filled(dims: Vec<u64>, value: f32) -> Result<HostTensor, DataError> {
+        let n = elements(&dims);
+        let oom = || DataError::OutOfMemory {
+            elements: n,
+            bytes: n.saturating_mul(4),
+        };
+        let len = usize::try_from(n).map_err(|_| oom())?;
+        let mut values = Vec::new();
+        values.try_reserve_exact(len).map_err(|_| oom())?;
+        values.resize(len, value);
+        Ok(HostTensor { dims, values })
+    }
+
+    /// The sizes of the axes, in memory order.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    /// The values, in memory order.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// The values, taken out.
+    pub fn into_values(self) -> Vec<f32> {
+        self.values
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// The product of dims, saturating at `u128::MAX`.
+fn elements(dims: &[u64]) -> u128 {
+    dims.iter()
+        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))
+        .unwrap_or(u128::MAX)
+}
+
+/// The data of a run: values for the inputs, parameters and constants
+/// the requested outputs depend on.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    tensors: HashMap<TensorId, HostTensor>,
+}
+
+impl Inputs {
+    /// No data yet.
+    pub fn new() -> Inputs {
+        Inputs::default()
+    }
+
+    /// Gives `t` its values; returns what it had before.
+    pub fn insert(&mut self, t: TensorId, values: HostTensor) -> Option<HostTensor> {
+        self.tensors.insert(t, values)
+    }
+
+    /// This data with `t`'s values added.
+    pub fn with(mut self, t: TensorId, values: HostTensor) -> Inputs {
+        self.insert(t, values);
+        self
+    }
+
+    /// The values of `t`, if given.
+    pub fn get(&self, t: TensorId) -> Option<&HostTensor> {
+        self.tensors.get(&t)
+    }
+
+    /// The tensors given values.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.tensors.keys().copied()
+    }
+}
+
+/// How a run goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// The batch index that batch slices take.
+    pub slice: u64,
+}
+
+impl RunOptions {
+    /// These options with batch slices taking index `slice`.
+    pub fn with_slice(mut self, slice: u64) -> RunOptions {
+        self.slice = slice;
+        self
+    }
+}
+
+/// The values of a run's outputs.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutputs {
+    tensors: HashMap<TensorId, HostTensor>,
+}
+
+impl RunOutputs {
+    /// The values of output `t`.
+    pub fn get(&self, t: TensorId) -> Option<&HostTensor> {
+        self.tensors.get(&t)
+    }
+
+    /// Takes the values of output `t` out.
+    pub fn remove(&mut self, t: TensorId) -> Option<HostTensor> {
+        self.tensors.remove(&t)
+    }
+
+    /// Every output with its values.
+    pub fn iter(&self) -> impl Iterator<Item = (TensorId, &HostTensor)> {
+        self.tensors.iter().map(|(&t, v)| (t, v))
+    }
+}
+
+/// A failure while running a graph.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunError<E: std::error::Error + 'static> {
+    /// The graph cannot be turned into kernels.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A tensor that no operation computes was given no data.
+    #[error("no data for {} `{}`: give {} values (its solved shape is {shape})", kind_name(*kind), tensor.name, elements(&shape.memory_dims()))]
+    MissingData {
+        /// The tensor.
+        tensor: TensorRef,
+        /// Input, parameter or constant.
+        kind: TensorKind,
+        /// Its solved shape.
+        shape: SolvedShape,
+    },
+    /// Data whose dims differ from the tensor's solved shape.
+    #[error("`{}` needs dims {:?} (its solved shape is {shape}, in memory order: batch, output, input) but was given dims {found:?}", tensor.name, shape.memory_dims())]
+    DataShape {
+        /// The tensor.
+        tensor: TensorRef,
+        /// Its solved shape.
+        shape: SolvedShape,
+        /// The dims given.
+        found: Vec<u64>,
+    },
+    /// Data given for a tensor that an operation computes.
+    #[error("`{}` is computed by the graph; only inputs, parameters and constants take data", tensor.name)]
+    NotALeaf {
+        /// The tensor.
+        tensor: TensorRef,
+    },
+    /// The backend failed.
+    #[error("backend {backend} failed {}: {source}", match op { Some(op) => format!("in op #{}", op.id), None => "while moving data".to_string() })]
+    Backend {
+        /// The backend's name.
+        backend: String,
+        /// The operation being run, or `None` for an upload or download.
+        op: Option<Arc<OpRef>>,
+        /// The backend's error.
+        source: E,
+    },
+    /// An operation's lowering asks for something the runner cannot do
+    /// (a step that reads the buffer it writes, or a buffer it does not
+    /// have): a defect of that operation.
+    #[error("{op} lowers to step {step}, which {problem}")]
+    InvalidLowering {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// The step.
+        step: usize,
+        /// What is wrong.
+        problem: &'static str,
+    },
+}
+
+fn kind_name(kind: TensorKind) -> &'static str {
+    match kind {
+        TensorKind::Input => "input",
+        TensorKind::Parameter => "parameter",
+        TensorKind::Constant => "constant",
+        TensorKind::Result(_) => "result",
+    }
+}
+
+impl<E: std::error::Error + 'static> RunError<E> {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        if let RunError::Graph(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
+}
+
+/// One operation of a [`RunPlan`].
+#[derive(Clone, Debug)]
+pub struct PlannedOp {
+    /// The operation.
+    pub op: OpId,
+    /// Its kernels.
+    pub lowered: Lowered,
+    /// Elements of its result.
+    pub result_len: u64,
+    /// Tensors whose last use this operation is (their buffers are freed
+    /// after it, for later operations to reuse).
+    pub releases: Vec<TensorId>,
+}
+
+/// How a run goes, decided before it starts: which operations run in which
+/// order, when each buffer is freed, and how much memory the run needs.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    ops: Vec<PlannedOp>,
+    leaves: Vec<TensorId>,
+    outputs: Vec<TensorId>,
+    leaf_releases: Vec<TensorId>,
+    peak_bytes: u128,
+    allocated_bytes: u128,
+}
+
+impl RunPlan {
+    /// The operations, in the order they run.
+    pub fn ops(&self) -> &[PlannedOp] {
+        &self.ops
+    }
+
+    /// The inputs, parameters and constants the run reads.
+    pub fn leaves(&self) -> &[TensorId] {
+        &self.leaves
+    }
+
+    /// The tensors whose values the run returns.
+    pub fn outputs(&self) -> &[TensorId] {
+        &self.outputs
+    }
+
+    /// The most bytes of tensor data held at once: the leaves' data until
+    /// their last use, live results and scratch, freed buffers kept for
+    /// reuse, and the outputs.
+    pub fn peak_bytes(&self) -> u128 {
+        self.peak_bytes
+    }
+
+    /// The bytes of all buffers the run allocates (without reuse, this is
+    /// what every result and scratch buffer would take).
+    pub fn allocated_bytes(&self) -> u128 {
+        self.allocated_bytes
+    }
+}
+
+/// Free buffers by length, for reuse.
+struct Pool<T> {
+    free: HashMap<u64, Vec<T>>,
+}
+
+impl<T> Pool<T> {
+    fn new() -> Pool<T> {
+        Pool {
+            free: HashMap::new(),
+        }
+    }
+
+    fn take(&mut self, len: u64) -> Option<T> {
+        self.free.get_mut(&len)?.pop()
+    }
+
+    fn put(&mut self, len: u64, buffer: T) {
+        self.free.entry(len).or_default().push(buffer);
+    }
+}
+
+/// Counts what a run holds, to find its peak.
+#[derive(Default)]
+struct Memory {
+    live: u128,
+    pooled: u128,
+    peak: u128,
+    allocated: u128,
+}
+
+impl Memory {
+    fn note(&mut self) {
+        self.peak = self.peak.max(self.live + self.pooled);
+    }
+
+    /// A buffer of `len` elements: reused from the pool when one is free.
+    fn acquire(&mut self, pool: &mut Pool<()>, len: u64) {
+        let bytes = len as u128 * 4;
+        if pool.take(len).is_some() {
+            self.pooled -= bytes;
+        } else {
+            self.allocated += bytes;
+        }
+        self.live += bytes;
+        self.note();
+    }
+
+    fn release(&mut self, pool: &mut Pool<()>, len: u64) {
+        let bytes = len as u128 * 4;
+        self.live -= bytes;
+        self.pooled += bytes;
+        pool.put(len, ());
+    }
+}
+
+impl SolvedGraph {
+    fn len_of(&self, t: TensorId) -> Result<u64, GraphError> {
+        let n = elements(&self.shape(t)?.memory_dims());
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    /// Plans a run that computes `outputs`.
+    ///
+    /// ```
+    /// use shape_solver::{Graph, RunOptions};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "1000")?;
+    /// let a = g.unary("relu", x)?;
+    /// let b = g.unary("exp", a)?;
+    /// let c = g.unary("neg", b)?;
+    /// let _unused = g.unary("log", x)?;
+    /// let plan = g.solve()?.plan(&[c], &RunOptions::default())?;
+    /// assert_eq!(plan.ops().len(), 3); // `log` is not needed
+    /// // Two buffers of 4000 bytes: `b` reuses `x`'s once `a` has read it,
+    /// // and `c` reuses `a`'s.
+    /// assert_eq!(plan.peak_bytes(), 8_000);
+    /// # Ok::<(), shape_solver::GraphError>(())
+    /// ```
+    pub fn plan(&self, outputs: &[TensorId], options: &RunOptions) -> Result<RunPlan, GraphError> {
+        let graph = self.graph();
+        let mut wanted = Vec::with_capacity(outputs.len());
+        let mut seen = HashSet::with_capacity(outputs.len());
+        for &t in outputs {
+            graph.kind(t)?;
+            if seen.insert(t) {
+                wanted.push(t);
+            }
+        }
+        // The operation graph: an edge from each producer to each reader.
+        let mut deps: DiGraph<OpId, ()> = DiGraph::with_capacity(graph.num_ops(), graph.num_ops());
+        let nodes: Vec<NodeIndex> = graph.op_ids().map(|op| deps.add_node(op)).collect();
+        for op in graph.op_ids() {
+            if let Some((_, operands, _)) = graph.op(op) {
+                for &t in operands {
+                    if let Some(producer) = graph.producer(t) {
+                        deps.add_edge(nodes[producer.index()], nodes[op.index()], ());
+                    }
+                }
+            }
+        }
+        // Only what the outputs depend on runs.
+        let mut needed = vec![false; nodes.len()];
+        let reversed = Reversed(&deps);
+        let mut dfs = Dfs::empty(&reversed);
+        for &t in &wanted {
+            if let Some(op) = graph.producer(t) {
+                dfs.move_to(nodes[op.index()]);
+                while let Some(n) = dfs.next(&reversed) {
+                    needed[n.index()] = true;
+                }
+            }
+        }
+        let filtered = NodeFiltered::from_fn(&deps, |n| needed[n.index()]);
+        // Operations only read tensors that exist when they are applied,
+        // so the graph has no cycle.
+        let order: Vec<OpId> = toposort(&filtered, None)
+            .map_err(|cycle| GraphError::UnknownOp(cycle.node_id().index()))?
+            .into_iter()
+            .map(|n| deps[n])
+            .collect();
+
+        // The last step that reads each tensor; outputs live to the end.
+        let mut last_use: HashMap<TensorId, usize> = HashMap::new();
+        let mut leaves = Vec::new();
+        let mut leaf_seen = HashSet::new();
+        for (step, &op) in order.iter().enumerate() {
+            let (_, operands, _) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+            for &t in operands {
+                last_use.insert(t, step);
+                if graph.producer(t).is_none() && leaf_seen.insert(t) {
+                    leaves.push(t);
+                }
+            }
+        }
+        for &t in &wanted {
+            if graph.producer(t).is_none() && leaf_seen.insert(t) {
+                leaves.push(t);
+            }
+        }
+        let mut releases: Vec<Vec<TensorId>> = vec![Vec::new(); order.len()];
+        let mut leaf_releases = Vec::new();
+        for (&t, &step) in &last_use {
+            if !seen.contains(&t) {
+                releases[step].push(t);
+            }
+        }
+        for r in &mut releases {
+            r.sort_unstable();
+        }
+        for &t in &leaves {
+            if !last_use.contains_key(&t) && !seen.contains(&t) {
+                leaf_releases.push(t);
+            }
+        }
+
+        // Lower every operation, and count the memory as the runner will
+        // use it.
+        let mut memory = Memory::default();
+        let mut pool = Pool::new();
+        for &t in &leaves {
+            let len = self.len_of(t)? as u128;
+            memory.live += len * 4;
+            memory.allocated += len * 4;
+        }
+        memory.note();
+        let mut ops = Vec::with_capacity(order.len());
+        for (step, op) in order.into_iter().enumerate() {
+            let lowered = self.lower(op, options)?;
+            let (_, _, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+            let result_len = self.len_of(result)?;
+            memory.acquire(&mut pool, result_len);
+            for &len in &lowered.scratch {
+                memory.acquire(&mut pool, len);
+            }
+            for &len in &lowered.scratch {
+                memory.release(&mut pool, len);
+            }
+            for &t in &releases[step] {
+                memory.release(&mut pool, self.len_of(t)?);
+            }
+            ops.push(PlannedOp {
+                op,
+                lowered,
+                result_len,
+                releases: std::mem::take(&mut releases[step]),
+            });
+        }
+        Ok(RunPlan {
+            ops,
+            leaves,
+            outputs: wanted,
+            leaf_releases,
+            peak_bytes: memory.peak,
+            allocated_bytes: memory.allocated,
+        })
+    }
+
+    /// Runs the operations that `outputs` depend on, on `backend`, and
+    /// returns their values.
+    ///
+    /// `inputs` gives the values of every input, parameter and constant
+    /// the outputs depend on; the run takes them (a backend may keep them
+    /// instead of copying). Buffers are freed after their last use and
+    /// reused by later results of the same size.
+    ///
+    /// ```
+    /// use backend_cpu::CpuBackend;
+    /// use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
+    ///
+    /// let mut g = Graph::new();
+    /// let w = g.input("w", "2->3")?;
+    /// let x = g.input("x", "2")?;
+    /// let y = g.compose(w, x)?;
+    /// let solved = g.solve()?;
+    /// let inputs = Inputs::new()
+    ///     .with(w, HostTensor::new(vec![3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?)
+    ///     .with(x, HostTensor::new(vec![2], vec![1.0, 1.0])?);
+    /// let out = solved.run(&mut CpuBackend::new(), inputs, &[y], &RunOptions::default())?;
+    /// assert_eq!(out.get(y).unwrap().values(), &[3.0, 7.0, 11.0]);
+    /// assert_eq!(out.get(y).unwrap().dims(), &[3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run<B: Backend>(
+        &self,
+        backend: &mut B,
+        inputs: Inputs,
+        outputs: &[TensorId],
+        options: &RunOptions,
+    ) -> Result<RunOutputs, RunError<B::Error>> {
+        let plan = self.plan(outputs, options)?;
+        self.run_plan(backend, &plan, inputs)
+    }
+
+    /// Checks that `inputs` gives exactly what `plan` reads, with the
+    /// right dims.
+    fn check_inputs<E: std::error::Error + 'static>(
+        &self,
+        plan: &RunPlan,
+        inputs: &Inputs,
+    ) -> Result<(), RunError<E>> {
+        let graph = self.graph();
+        for t in inputs.tensors() {
+            if let TensorKind::Result(_) = graph.kind(t)? {
+                return Err(RunError::NotALeaf {
+                    tensor: graph.tensor_ref(t)?,
+                });
+            }
+        }
+        for &t in &plan.leaves {
+            let shape = self.shape(t)?;
+            let tensor = || graph.tensor_ref(t);
+            let Some(given) = inputs.get(t) else {
+                return Err(RunError::MissingData {
+                    tensor: tensor()?,
+                    kind: graph.kind(t)?,
+                    shape: shape.clone(),
+                });
+            };
+            if given.dims() != shape.memory_dims() {
+                return Err(RunError::DataShape {
+                    tensor: tensor()?,
+                    shape: shape.clone(),
+                    found: given.dims().to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a plan made by [`SolvedGraph::plan`] for this graph.
+    pub fn run_plan<B: Backend>(
+        &self,
+        backend: &mut B,
+        plan: &RunPlan,
+        mut inputs: Inputs,
+    ) -> Result<RunOutputs, RunError<B::Error>> {
+        self.check_inputs(plan, &inputs)?;
+        let graph = self.graph();
+        let moving = |backend: &B| {
+            let name = backend.name();
+            move |source| RunError::Backend {
+                backend: name,
+                op: None,
+                source,
+            }
+        };
+        let mut buffers: HashMap<TensorId, B::Buffer> = HashMap::with_capacity(plan.leaves.len());
+        for &t in &plan.leaves {
+            let values = inputs
+                .tensors
+                .remove(&t)
+                .map(HostTensor::into_values)
+                .unwrap_or_default();
+            let buffer = backend.upload_owned(values).map_err(moving(backend))?;
+            buffers.insert(t, buffer);
+        }
+        drop(inputs);
+        let mut pool: Pool<B::Buffer> = Pool::new();
+        for &t in &plan.leaf_releases {
+            if let Some(b) = buffers.remove(&t) {
+                let len = backend.len(&b);
+                pool.put(len, b);
+            }
+        }
+        for planned in &plan.ops {
+            let op = graph.op_ref(planned.op)?;
+            let failed = |backend: &B| {
+                let name = backend.name();
+                let op = op.clone();
+                move |source| RunError::Backend {
+                    backend: name,
+                    op: Some(op),
+                    source,
+                }
+            };
+            let invalid = |step: usize, problem| RunError::InvalidLowering {
+                op: op.clone(),
+                step,
+                problem,
+            };
+            let (_, operands, result) = graph
+                .op(planned.op)
+                .ok_or(GraphError::UnknownOp(planned.op.index()))?;
+            let lowered = &planned.lowered;
+            let out = match pool.take(planned.result_len) {
+                Some(mut b) => {
+                    if !lowered.covers_result(planned.result_len) {
+                        backend.fill(&mut b, 0.0).map_err(failed(backend))?;
+                    }
+                    b
+                }
+                None => backend
+                    .alloc(to_usize(planned.result_len))
+                    .map_err(failed(backend))?,
+            };
+            let mut out = Some(out);
+            let mut scratch: Vec<Option<B::Buffer>> = Vec::with_capacity(lowered.scratch.len());
+            for &len in &lowered.scratch {
+                let b = match pool.take(len) {
+                    Some(mut b) => {
+                        backend.fill(&mut b, 0.0).map_err(failed(backend))?;
+                        b
+                    }
+                    None => backend.alloc(to_usize(len)).map_err(failed(backend))?,
+                };
+                scratch.push(Some(b));
+            }
+            for (index, step) in lowered.steps.iter().enumerate() {
+                if step.operands.contains(&step.result) {
+                    return Err(invalid(index, "reads the buffer it writes"));
+                }
+                // The written buffer leaves its slot while the step runs, so
+                // that the buffers it reads can be borrowed beside it.
+                let slot = match step.result {
+                    BufferRef::Result => &mut out,
+                    BufferRef::Scratch(i) => scratch.get_mut(i).ok_or_else(|| {
+                        invalid(index, "writes a scratch buffer it does not declare")
+                    })?,
+                    BufferRef::Operand(_) => return Err(invalid(index, "writes an operand")),
+                };
+                let mut target = slot
+                    .take()
+                    .ok_or_else(|| invalid(index, "writes a buffer it does not have"))?;
+                let reads: Option<Vec<&B::Buffer>> = step
+                    .operands
+                    .iter()
+                    .map(|r| match *r {
+                        BufferRef::Result => out.as_ref(),
+                        BufferRef::Operand(i) => operands.get(i).and_then(|t| buffers.get(t)),
+                        BufferRef::Scratch(i) => scratch.get(i).and_then(Option::as_ref),
+                    })
+                    .collect();
+                let reads =
+                    reads.ok_or_else(|| invalid(index, "reads a buffer it does not have"))?;
+                backend
+                    .execute(&step.kernel, &step.launch, &mut target, &reads)
+                    .map_err(failed(backend))?;
+                match step.result {
+                    BufferRef::Scratch(i) => scratch[i] = Some(target),
+                    BufferRef::Result | BufferRef::Operand(_) => out = Some(target),
+                }
+            }
+            for (b, &len) in scratch.into_iter().zip(&lowered.scratch) {
+                if let Some(b) = b {
+                    pool.put(len, b);
+                }
+            }
+            let out = out.ok_or_else(|| invalid(lowered.steps.len(), "loses the result"))?;
+            buffers.insert(result, out);
+            for t in &planned.releases {
+                if let Some(b) = buffers.remove(t) {
+                    let len = backend.len(&b);
+                    pool.put(len, b);
+                }
+            }
+        }
+        drop(pool);
+        let mut values = HashMap::with_capacity(plan.outputs.len());
+        for &t in &plan.outputs {
+            let buffer = buffers
+                .remove(&t)
+                .ok_or(GraphError::UnknownTensor(t.index()))?;
+            let data = backend.take(buffer).map_err(moving(backend))?;
+            let dims = self.shape(t)?.memory_dims();
+            let tensor =
+                HostTensor::new(dims, data).map_err(|_| GraphError::UnknownTensor(t.index()))?;
+            values.insert(t, tensor);
+        }
+        Ok(RunOutputs { tensors: values })
+    }
+}
+
+/// A buffer length as a `usize`; lengths past it fail allocation.
+fn to_usize(len: u64) -> usize {
+    usize::try_from(len).unwrap_or(usize::MAX)
+}

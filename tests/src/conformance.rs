@@ -1,0 +1,404 @@
+//! The backend conformance suite: what every [`Backend`] must compute,
+//! each case checked against hand-computed values where there are some and
+//! against the CPU reference everywhere.
+//!
+//! A backend runs the whole suite with one macro call in a test file of
+//! its crate, as [`crate::backend_conformance!`] shows; each case becomes
+//! one `#[test]`. The factory returns `None` to skip (a GPU backend
+//! without an adapter; [`crate::gpu::wgpu_or_skip`] fails instead when
+//! `SHAPE_REQUIRE_GPU=1`). Cases for later features are added here and to
+//! the macro's list.
+
+use std::sync::Arc;
+
+use backend_cpu::CpuBackend;
+use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::Backend;
+use shape_solver::{
+    BufferRef, ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
+    RowSite, Step, TensorId,
+};
+
+use crate::differential::{compare_backends, ProgramRunner, Tolerance};
+use crate::programs::{program, Program};
+
+/// Runs `case` on a backend from `make`, or skips it when `make` gives
+/// none.
+pub fn with<B: Backend>(make: impl FnOnce() -> Option<B>, case: impl FnOnce(&mut B)) {
+    if let Some(mut backend) = make() {
+        case(&mut backend);
+    }
+}
+
+/// Runs `program` on `backend` and on the CPU reference and fails on the
+/// first element that differs by more than `tolerance`; returns the
+/// backend's values.
+fn agree<B: Backend>(
+    backend: &mut B,
+    program: &Program,
+    tolerance: Tolerance,
+) -> std::collections::HashMap<TensorId, Vec<f32>> {
+    let runners: &mut [&mut dyn ProgramRunner] = &mut [&mut CpuBackend::reference(), backend];
+    if let Err(d) = compare_backends(program, runners, tolerance) {
+        let text = program.to_text().unwrap_or_default();
+        panic!("{}: {d}\nthe program:\n{text}", backend.name());
+    }
+    let solved = program.graph.solve().expect("a solved program");
+    backend
+        .run_solved(&solved, program)
+        .unwrap_or_else(|e| panic!("{}: {e}", backend.name()))
+}
+
+/// Values `(i % 13 - 6) / 4` (exact in binary).
+fn ramp(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i % 13) as f32 - 6.0) / 4.0).collect()
+}
+
+/// Every pointwise function of the registry, on values that include
+/// zeros, negatives and non-integers.
+pub fn pointwise_functions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let registry = shape_solver::Registry::builtin();
+    for entry in registry.entries() {
+        if entry.takes_spec()
+            || !matches!(
+                entry.name(),
+                "id" | "neg"
+                    | "exp"
+                    | "log"
+                    | "sqrt"
+                    | "relu"
+                    | "add"
+                    | "sub"
+                    | "mul"
+                    | "div"
+                    | "max"
+                    | "min"
+            )
+        {
+            continue;
+        }
+        let mut g = Graph::new();
+        let a = g.input("a", "3|4").expect("a spec");
+        let b = g.input("b", "3|4").expect("a spec");
+        let operands: Vec<TensorId> = [a, b].into_iter().take(*entry.operands().start()).collect();
+        let y = g
+            .call(entry.name(), None, &operands)
+            .expect("a pointwise call");
+        let mut rev = ramp(12);
+        rev.reverse();
+        let p = Program::with_named_data(g, vec![y], [("a", ramp(12)), ("b", rev)])
+            .expect("data for every input");
+        agree(backend, &p, tolerance);
+    }
+}
+
+/// Numpy-style broadcasting: a column, missing leading axes, a scalar.
+pub fn broadcasting<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,3").expect("a spec");
+    let col = g.input("col", "2,1").expect("a spec");
+    let row = g.input("row", "3").expect("a spec");
+    let s = g.input("s", "1").expect("a spec");
+    let x = g.add(a, col).expect("a column broadcasts");
+    let y = g.mul(x, row).expect("a row broadcasts");
+    let z = g.binary("sub", y, s).expect("a scalar broadcasts");
+    let p = Program::with_named_data(
+        g,
+        vec![x, y, z],
+        [
+            ("a", vec![1., 2., 3., 4., 5., 6.]),
+            ("col", vec![10., 20.]),
+            ("row", vec![1., 10., 100.]),
+            ("s", vec![1.]),
+        ],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(
+        out[&x],
+        [11., 12., 13., 24., 25., 26.],
+        "{}",
+        backend.name()
+    );
+    assert_eq!(
+        out[&z],
+        [10., 119., 1299., 23., 249., 2599.],
+        "{}",
+        backend.name()
+    );
+}
+
+/// Composition, einsum contractions, reductions, diagonals, outer
+/// products.
+pub fn contractions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let w = g.input("w", "2->3").expect("a spec");
+    let x = g.input("x", "2|2").expect("a spec");
+    let m = g.input("m", "3,3").expect("a spec");
+    let y = g.compose(w, x).expect("a matrix product");
+    let mm = g.einsum("ij;jk=>ik", &[m, m]).expect("a contraction");
+    let rows = g.permute("ij=>i", m).expect("row sums");
+    let total = g.permute("ij=>", m).expect("a total");
+    let trace = g.permute("ii=>", m).expect("a trace");
+    let diag = g.permute("ii=>i", m).expect("a diagonal");
+    let outer = g
+        .einsum("i;j=>ij", &[rows, rows])
+        .expect("an outer product");
+    let p = Program::with_named_data(
+        g,
+        vec![y, mm, rows, total, trace, diag, outer],
+        [
+            ("w", vec![1., 2., 3., 4., 5., 6.]),
+            ("x", vec![1., 0., 0., 1.]),
+            ("m", (1..=9).map(|v| v as f32).collect()),
+        ],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&y], [1., 3., 5., 2., 4., 6.], "{}", backend.name());
+    assert_eq!(out[&rows], [6., 15., 24.], "{}", backend.name());
+    assert_eq!(out[&total], [45.], "{}", backend.name());
+    assert_eq!(out[&trace], [15.], "{}", backend.name());
+    assert_eq!(out[&diag], [1., 5., 9.], "{}", backend.name());
+    assert_eq!(
+        out[&mm],
+        [30., 36., 42., 66., 81., 96., 102., 126., 150.],
+        "{}",
+        backend.name()
+    );
+}
+
+/// Permutes, transposes and batch slices at every index.
+pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    for slice in 0..3 {
+        let mut g = Graph::new();
+        let a = g.input("a", "3|2->4").expect("a spec");
+        let t = g.transpose(a).expect("a transpose");
+        let p = g.permute("b|i->o=>o|b->i", a).expect("a permute");
+        let s = g.batch_slice(a).expect("a slice");
+        let mut program = Program::with_named_data(g, vec![t, p, s], [("a", ramp(24))])
+            .expect("data for every input");
+        program.options = program.options.with_slice(slice);
+        let out = agree(backend, &program, tolerance);
+        let values = ramp(24);
+        assert_eq!(
+            out[&s],
+            values[slice as usize * 8..][..8],
+            "{}",
+            backend.name()
+        );
+    }
+}
+
+/// A result a kernel does not write entirely (a diagonal placed in a
+/// matrix) must read 0 elsewhere, even in a buffer that an earlier result
+/// of the same size freed.
+pub fn unwritten_elements_are_zero<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let x = g.input("x", "3").expect("a spec");
+    let outer = g.einsum("i;j=>ij", &[x, x]).expect("an outer product");
+    let dense = g.unary("exp", outer).expect("a pointwise result");
+    let diagonal = g.permute("i=>ii", x).expect("a diagonal embedding");
+    let p = Program::with_named_data(g, vec![dense, diagonal], [("x", vec![1., 2., 3.])])
+        .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(
+        out[&diagonal],
+        [1., 0., 0., 0., 2., 0., 0., 0., 3.],
+        "{}",
+        backend.name()
+    );
+}
+
+/// A sum over every element of its operand, lowered to two kernels
+/// through a scratch buffer: doubled first, then summed and halved. An
+/// operation defined outside the solver, to check multi-step lowering.
+#[derive(Debug)]
+pub struct TwoStepSum;
+
+impl Operation for TwoStepSum {
+    fn name(&self) -> &str {
+        "two_step_sum"
+    }
+
+    fn arity(&self) -> usize {
+        1
+    }
+
+    fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+        // The result has no axes.
+        for kind in shape_core::RowKind::ALL {
+            cx.row_is(
+                RowSite::result(kind),
+                shape_core::Row::empty(),
+                "to have no axes, as a total".into(),
+            );
+        }
+    }
+
+    fn project(&self, _cx: &mut ProjectionBuilder<'_>) {}
+
+    fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+        let n: u64 = cx.shape(1).memory_dims().iter().product();
+        let double = Kernel::new(
+            vec![IterKind::Parallel],
+            1,
+            Expr::Binary(
+                shape_core::kernel::BinaryOp::Mul,
+                Box::new(Expr::Load(0)),
+                Box::new(Expr::Const(2.0)),
+            ),
+            Accumulate::Assign,
+        );
+        let flat = Layout::new(0, vec![1], n);
+        let halve = Kernel::new(
+            vec![IterKind::Reduction],
+            1,
+            Expr::Binary(
+                shape_core::kernel::BinaryOp::Mul,
+                Box::new(Expr::Load(0)),
+                Box::new(Expr::Const(0.5)),
+            ),
+            Accumulate::Add,
+        );
+        Ok(Lowered {
+            scratch: vec![n],
+            steps: vec![
+                Step {
+                    kernel: double,
+                    launch: Launch::new(vec![n], flat.clone(), vec![flat.clone()]),
+                    result: BufferRef::Scratch(0),
+                    operands: vec![BufferRef::Operand(0)],
+                },
+                Step {
+                    kernel: halve,
+                    launch: Launch::new(vec![n], Layout::new(0, vec![0], 1), vec![flat]),
+                    result: BufferRef::Result,
+                    operands: vec![BufferRef::Scratch(0)],
+                },
+            ],
+        })
+    }
+
+    fn spell(&self, operands: &[&str]) -> String {
+        format!("two_step_sum({})", operands.join(", "))
+    }
+}
+
+/// An operation lowered to two kernels and a scratch buffer.
+pub fn multi_step_lowering<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let x = g.input("x", "4,5").expect("a spec");
+    let s = g.apply(Arc::new(TwoStepSum), &[x]).expect("a total");
+    let again = g.apply(Arc::new(TwoStepSum), &[x]).expect("a second total");
+    let p = Program::with_named_data(
+        g,
+        vec![s, again],
+        [("x", (1..=20).map(|v| v as f32).collect())],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&s], [210.], "{}", backend.name());
+    assert_eq!(out[&again], [210.], "{}", backend.name());
+}
+
+/// Reductions far longer than the number of results: sums past 65,536
+/// and 1,000,000 elements, and a nested reduction of 256 by 256.
+pub fn long_reductions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let ones = g.input("ones", "1000003").expect("a spec");
+    let square = g.input("square", "256,256").expect("a spec");
+    let total = g.permute("i=>", ones).expect("a total");
+    let nested = g.permute("ij=>", square).expect("a nested total");
+    let p = Program::with_named_data(
+        g,
+        vec![total, nested],
+        [
+            ("ones", vec![1.0; 1_000_003]),
+            ("square", vec![1.0; 65_536]),
+        ],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&total], [1_000_003.], "{}", backend.name());
+    assert_eq!(out[&nested], [65_536.], "{}", backend.name());
+}
+
+/// A launch whose result layout lets two points write one element is
+/// refused, unless it allows the race.
+pub fn write_conflicts<B: Backend>(backend: &mut B, _tolerance: Tolerance) {
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel],
+        0,
+        Expr::Const(7.0),
+        Accumulate::Assign,
+    );
+    let racy = Launch::new(vec![4], Layout::new(0, vec![0], 1), vec![]);
+    let mut out = backend.alloc(1).expect("a buffer");
+    assert!(
+        backend.execute(&kernel, &racy, &mut out, &[]).is_err(),
+        "{} ran a racing launch",
+        backend.name()
+    );
+    let allowed = racy.allowing_races();
+    backend
+        .execute(&kernel, &allowed, &mut out, &[])
+        .unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+    // Every point writes the same value, so the race is harmless here.
+    assert_eq!(backend.download(&out).expect("a download"), vec![7.0]);
+}
+
+/// Random programs of built-in operations against the reference.
+pub fn random_programs<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    for seed in 0..48 {
+        agree(
+            backend,
+            &program(seed * 7919 + 1, 1 + (seed as usize % 8)),
+            tolerance,
+        );
+    }
+}
+
+/// Runs every case of the suite on backends made by a factory, one
+/// `#[test]` per case. The factory is an expression that gives an
+/// `Option` of the backend (`None` skips); the tolerance is how far its
+/// results may be from the CPU reference's.
+///
+/// ```ignore
+/// shape_tests::backend_conformance!(
+///     cpu_coalesced,
+///     || Some(backend_cpu::CpuBackend::coalesced()),
+///     shape_tests::differential::Tolerance::EXACT
+/// );
+/// ```
+#[macro_export]
+macro_rules! backend_conformance {
+    ($name:ident, $make:expr, $tolerance:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::backend_conformance!(@cases $make, $tolerance;
+                pointwise_functions,
+                broadcasting,
+                contractions,
+                rearrangements,
+                unwritten_elements_are_zero,
+                multi_step_lowering,
+                long_reductions,
+                write_conflicts,
+                random_programs,
+            );
+        }
+    };
+    (@cases $make:expr, $tolerance:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::with($make, |backend| {
+                    $crate::conformance::$case(backend, $tolerance)
+                });
+            }
+        )*
+    };
+}

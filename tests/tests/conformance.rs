@@ -1,0 +1,21 @@
+//! The backend conformance suite on every backend of the workspace, through
+//! the macro a third-party backend would call.
+
+use backend_cpu::CpuBackend;
+use shape_tests::differential::Tolerance;
+
+shape_tests::backend_conformance!(
+    cpu_reference,
+    || Some(CpuBackend::reference()),
+    Tolerance::EXACT
+);
+shape_tests::backend_conformance!(
+    cpu_coalesced,
+    || Some(CpuBackend::coalesced()),
+    Tolerance::EXACT
+);
+shape_tests::backend_conformance!(
+    wgpu,
+    || shape_tests::gpu::wgpu_or_skip("conformance"),
+    Tolerance::GPU
+);
