@@ -39,8 +39,10 @@ fn main() {
         }
         let solved = g.solve().expect("the chain solves");
         let start = Instant::now();
-        let inputs =
-            Inputs::new().with(x, HostTensor::new(vec![16], vec![1.0; 16]).expect("16 values"));
+        let inputs = Inputs::new().with(
+            x,
+            HostTensor::new(vec![16], vec![1.0; 16]).expect("16 values"),
+        );
         let out = solved
             .run(
                 &mut CpuBackend::coalesced(),
