@@ -16,9 +16,10 @@
 //!    match what their rows spell out (see `Solver::drop_first`) and stop
 //!    holding the rows back, and rules 1-5 go on.
 //!
-//! The smallest row a slice's operand can close to has one axis, the one
-//! the slice drops: rules 3 and 5 close a row variable that is all of a
-//! pending slice's operand row to one axis rather than none.
+//! The smallest row a slice's operand can close to has the axis the slice
+//! drops: rules 3 and 5 close a row variable at the front of a pending
+//! slice's operand row to one axis (one more for each slice of the slice's
+//! result, fewer by the axes the operand row spells out) rather than none.
 //!
 //! An element-count constraint still waiting on two or more unknown sizes
 //! at the end is an error: the solution would be a guess.
