@@ -318,7 +318,10 @@ mod tests {
         let e = cpu
             .execute(&kernel, &launch, &mut vec![0.0; 4], &[&vec![1.0; 3]])
             .unwrap_err();
-        assert_eq!(e.to_string(), "result has 4 elements but its layout says 3");
+        assert_eq!(
+            e.to_string(),
+            "the result has 4 elements but its layout says 3"
+        );
         cpu.execute(&kernel, &launch, &mut out, &[&vec![1.0, 2.0, 3.0]])
             .unwrap();
         assert_eq!(out, vec![1.0, 2.0, 3.0]);

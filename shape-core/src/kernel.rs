@@ -365,8 +365,8 @@ pub enum LaunchError {
     /// A layout addresses an element past the end of its buffer.
     #[error("{tensor} addresses element {last} but its buffer has {len} elements")]
     OutOfBounds {
-        /// `result` or `operand N`.
-        tensor: String,
+        /// The result or an operand.
+        tensor: LaunchTensor,
         /// The largest element index addressed.
         last: u128,
         /// The buffer length.
@@ -400,8 +400,8 @@ pub enum LaunchError {
     /// A buffer whose length differs from the one its layout declares.
     #[error("{tensor} has {found} elements but its layout says {expected}")]
     BufferLength {
-        /// `result` or `operand N`.
-        tensor: String,
+        /// The result or an operand.
+        tensor: LaunchTensor,
         /// The layout's length.
         expected: u64,
         /// The buffer's length.
@@ -417,9 +417,28 @@ impl LaunchError {
     }
 }
 
-/// `result` or `operand N`, for messages.
-fn tensor_name(operand: Option<usize>) -> String {
-    operand.map_or("result".to_string(), |i| format!("operand {i}"))
+/// Which buffer of a launch an error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LaunchTensor {
+    /// The result buffer.
+    Result,
+    /// Operand buffer `n`, counted from 0.
+    Operand(usize),
+}
+
+impl LaunchTensor {
+    fn of(operand: Option<usize>) -> LaunchTensor {
+        operand.map_or(LaunchTensor::Result, LaunchTensor::Operand)
+    }
+}
+
+impl std::fmt::Display for LaunchTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchTensor::Result => f.write_str("the result"),
+            LaunchTensor::Operand(i) => write!(f, "operand {i}"),
+        }
+    }
 }
 
 impl Launch {
@@ -502,7 +521,7 @@ impl Launch {
         for (operand, layout, found) in lens {
             if layout.len != found {
                 return Err(LaunchError::BufferLength {
-                    tensor: tensor_name(operand),
+                    tensor: LaunchTensor::of(operand),
                     expected: layout.len,
                     found,
                 });
@@ -553,7 +572,7 @@ impl Launch {
                     .sum::<u128>();
             if last >= l.len as u128 {
                 return Err(LaunchError::OutOfBounds {
-                    tensor: tensor_name(operand),
+                    tensor: LaunchTensor::of(operand),
                     last,
                     len: l.len,
                 });

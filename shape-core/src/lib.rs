@@ -26,7 +26,7 @@ pub mod spec;
 
 pub use backend::Backend;
 pub use dim::{Dim, DimVar, KnownDim, Label};
-pub use kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout, Races};
+pub use kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchTensor, Layout, Races};
 pub use row::{Row, RowConstraint, RowKind, RowTail, RowVar};
 pub use shape::{Shape, SolvedShape};
 pub use spec::{EinsumSpec, ShapeSpec, SpecError};

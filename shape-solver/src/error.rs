@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use shape_core::KnownDim;
+use shape_core::{KnownDim, RowVar};
 
 use crate::origin::{Origin, Relation};
 
@@ -81,11 +81,191 @@ impl TotalElemsReason {
     }
 }
 
+/// A row as the solver knew it when an error showed up.
+///
+/// Printed as `[..., 3, ?]`: `...` when more leading axes may come (the row
+/// ends in a row variable), then each spelled-out axis, `?` where its size
+/// is still unknown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RowFact {
+    /// Whether the row has a row variable, so more leading axes may come.
+    pub open: bool,
+    /// The spelled-out axes, outermost first; `None` where the size is not
+    /// known yet.
+    pub dims: Vec<Option<KnownDim>>,
+}
+
+impl RowFact {
+    /// A row from its openness and its axes.
+    pub fn new(open: bool, dims: Vec<Option<KnownDim>>) -> Self {
+        RowFact { open, dims }
+    }
+}
+
+impl fmt::Display for RowFact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        let mut first = true;
+        let mut sep = |f: &mut fmt::Formatter<'_>| {
+            let s = if first { "" } else { ", " };
+            first = false;
+            f.write_str(s)
+        };
+        if self.open {
+            sep(f)?;
+            f.write_str("...")?;
+        }
+        for d in &self.dims {
+            sep(f)?;
+            match d {
+                Some(k) => write!(f, "{k}")?,
+                None => f.write_str("?")?,
+            }
+        }
+        f.write_str("]")
+    }
+}
+
+/// One constraint between two rows on a cycle that adds axes on every
+/// round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CycleStep {
+    /// `result >= operand`: the operand broadcasts to the result.
+    Broadcast {
+        /// The result's row.
+        result: RowFact,
+        /// The operand's row.
+        operand: RowFact,
+    },
+    /// A batch slice: `rest` is `whole` without its first axis.
+    Slice {
+        /// The sliced operand's batch row.
+        whole: RowFact,
+        /// The result's batch row.
+        rest: RowFact,
+        /// Whether the operand's row is the one that must grow (else the
+        /// result's).
+        operand_grows: bool,
+    },
+}
+
+impl fmt::Display for CycleStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CycleStep::Broadcast { result, operand } => write!(f, "{result} >= {operand}"),
+            CycleStep::Slice { whole, rest, .. } => {
+                write!(f, "{whole} without its first axis is {rest}")
+            }
+        }
+    }
+}
+
+/// Why a row would need infinitely many axes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AxesCycle {
+    /// A row equal to itself with more axes: `[..., 3] = [...]` with the
+    /// same row variable on both sides.
+    SelfEqual {
+        /// The left row.
+        left: RowFact,
+        /// The right row.
+        right: RowFact,
+    },
+    /// A constraint that would nest one more fresh row variable than any
+    /// finite solution needs.
+    TooDeep {
+        /// The constraint that would add axes again.
+        step: CycleStep,
+    },
+    /// A batch slice whose result shares its row variable with its operand.
+    SharedSliceRow,
+    /// A cycle of constraints found by the rank analysis: `step` would make
+    /// a row longer, and the constraints `via` already make it at least as
+    /// long as the row it must exceed.
+    Ranks {
+        /// The constraint that would make the row longer.
+        step: CycleStep,
+        /// The constraints on the way, in order.
+        via: Vec<Arc<Origin>>,
+        /// Axes gained on every round.
+        surplus: u64,
+        /// Axes the constraints on the way may drop (batch slices).
+        cost: u64,
+    },
+}
+
+impl fmt::Display for AxesCycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AxesCycle::SelfEqual { left, right } => write!(f, "{left} = {right}"),
+            AxesCycle::TooDeep { step } => {
+                let among = match step {
+                    CycleStep::Broadcast { .. } => "broadcasting constraints",
+                    CycleStep::Slice { .. } => "constraints",
+                };
+                write!(
+                    f,
+                    "{step}: {among} among row variables form a cycle that adds axes on every round"
+                )
+            }
+            AxesCycle::SharedSliceRow => {
+                f.write_str("a batch slice whose result shares its row variable with its operand")
+            }
+            AxesCycle::Ranks {
+                step,
+                via,
+                surplus,
+                cost,
+            } => {
+                let (lead, what) = match step {
+                    CycleStep::Broadcast { .. } => (
+                        "the operand's leading axes already number at least the row's",
+                        "broadcasting constraints",
+                    ),
+                    CycleStep::Slice {
+                        operand_grows: true,
+                        ..
+                    } => (
+                        "the result's leading axes already number at least the operand's",
+                        "constraints",
+                    ),
+                    CycleStep::Slice { .. } => (
+                        "the operand's leading axes already number at least the result's",
+                        "constraints",
+                    ),
+                };
+                write!(f, "{step}, and through ")?;
+                for (i, o) in via.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", then ")?;
+                    }
+                    write!(f, "{o}")?;
+                }
+                write!(f, ", {lead}")?;
+                if *cost > 0 {
+                    write!(f, " minus {cost}")?;
+                }
+                let axes = if *surplus == 1 { "axis" } else { "axes" };
+                write!(
+                    f,
+                    ": a cycle of {what} that adds {surplus} {axes} on every round"
+                )
+            }
+        }
+    }
+}
+
 /// A failure to solve shape constraints.
 ///
 /// Every variant carries the constraint in which the failure showed up
 /// (`context`), which names the operation, the tensors and the rows.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// Its [`kind`](ShapeError::kind) is the variant's name in snake case.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum ShapeError {
     /// Two sizes that must agree do not.
@@ -126,9 +306,9 @@ pub enum ShapeError {
     #[error(
         "axis count mismatch in {context}: {} {left_row} has {}{left_len} axes but {} {right_row} has {}{right_len}{}",
         match relation { Relation::Equal => "the left row", Relation::Broadcasts => "the result row" },
-        if left_row.starts_with("[..") { "at least " } else { "" },
+        if left_row.open { "at least " } else { "" },
         match relation { Relation::Equal => "the right row", Relation::Broadcasts => "the operand row" },
-        if right_row.starts_with("[..") { "at least " } else { "" },
+        if right_row.open { "at least " } else { "" },
         match relation { Relation::Equal => "", Relation::Broadcasts => "; an operand cannot have more axes than the result it broadcasts to" }
     )]
     AxisCountMismatch {
@@ -136,32 +316,33 @@ pub enum ShapeError {
         context: Arc<Origin>,
         /// Equality or broadcasting.
         relation: Relation,
-        /// The left (result) row, printed.
-        left_row: String,
+        /// The left (result) row.
+        left_row: RowFact,
         /// Its number of spelled-out axes.
         left_len: usize,
-        /// The right (operand) row, printed.
-        right_row: String,
+        /// The right (operand) row.
+        right_row: RowFact,
         /// Its number of spelled-out axes.
         right_len: usize,
     },
     /// A row variable would need infinitely many axes.
-    #[error("infinite number of axes in {context}: the leading axes of a row would have to contain themselves plus more axes ({detail})")]
+    #[error("infinite number of axes in {context}: the leading axes of a row would have to contain themselves plus more axes ({cycle})")]
     InfiniteAxes {
         /// The constraint.
         context: Arc<Origin>,
-        /// The row variable, by id (for debugging; messages do not show it).
-        row_var: String,
-        /// The rows involved.
-        detail: String,
+        /// The row variable that would grow without end (messages do not
+        /// show its id).
+        row_var: RowVar,
+        /// The rows and constraints involved.
+        cycle: Box<AxesCycle>,
     },
     /// A `TotalElems` row cannot divide its total by its known sizes.
     #[error("element count mismatch in {context}: the row {row} must hold {total} elements, but {}", reason.explain(*known_product, *total))]
     TotalElems {
         /// The constraint.
         context: Arc<Origin>,
-        /// The row, printed.
-        row: String,
+        /// The row.
+        row: RowFact,
         /// The required number of elements.
         total: u64,
         /// The product of the row's known sizes (saturating).
@@ -174,8 +355,8 @@ pub enum ShapeError {
     Underdetermined {
         /// The constraint.
         context: Arc<Origin>,
-        /// The row, printed.
-        row: String,
+        /// The row.
+        row: RowFact,
         /// The required number of elements.
         total: u64,
         /// How many sizes are unknown.
@@ -186,8 +367,8 @@ pub enum ShapeError {
     NothingToSlice {
         /// The constraint.
         context: Arc<Origin>,
-        /// The row, printed.
-        row: String,
+        /// The row.
+        row: RowFact,
     },
     /// A variable that finalization could not close, or that was read
     /// before finalization.
@@ -254,20 +435,10 @@ impl ShapeError {
         }
     }
 
-    /// A stable, machine-readable name for the error's kind.
+    /// A stable, machine-readable name for the error's kind: the variant's
+    /// name in snake case (`dim_mismatch`, `infinite_axes`, ...).
     pub fn kind(&self) -> &'static str {
-        match self {
-            ShapeError::DimMismatch { .. } => "dim_mismatch",
-            ShapeError::LabelMismatch { .. } => "label_mismatch",
-            ShapeError::AxisCountMismatch { .. } => "axis_count_mismatch",
-            ShapeError::InfiniteAxes { .. } => "infinite_axes",
-            ShapeError::TotalElems { .. } => "total_elems",
-            ShapeError::Underdetermined { .. } => "underdetermined",
-            ShapeError::NothingToSlice { .. } => "nothing_to_slice",
-            ShapeError::UnknownVariable { .. } => "unknown_variable",
-            ShapeError::Unsolved { .. } => "unsolved",
-            ShapeError::StepLimit { .. } => "step_limit",
-        }
+        self.into()
     }
 
     /// The constraint in which the error showed up, if any.

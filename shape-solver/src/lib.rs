@@ -41,7 +41,9 @@ mod store;
 pub mod symbolic;
 
 pub use constraint::Constraint;
-pub use error::{AxisFromEnd, DimFact, ErrorClass, ShapeError, TotalElemsReason};
+pub use error::{
+    AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError, TotalElemsReason,
+};
 pub use finalize::{Provenance, Solution};
 pub use graph::{
     ConstantProblem, Graph, GraphError, OpId, SolvedGraph, SpecContext, TensorId, TensorKind,

@@ -34,7 +34,7 @@ use crate::env::{
     resolve_dim, resolve_row, DimEntry, Env, EnvSnapshot, ResolvedDim, ResolvedRow, RowEntry,
     StoredIneq, StoredRow,
 };
-use crate::error::{DimFact, ShapeError, TotalElemsReason};
+use crate::error::{AxesCycle, CycleStep, DimFact, RowFact, ShapeError, TotalElemsReason};
 use crate::origin::{Origin, OriginId, Relation, Why};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
 
@@ -637,18 +637,16 @@ impl Solver {
     /// A row for messages: known sizes as numbers, unknown ones as `?`,
     /// and `...` for leading axes still unknown. Variable ids mean nothing
     /// to a user, so they are not shown.
-    pub(crate) fn show_row(&self, r: &ResolvedRow<'_>) -> String {
-        let mut parts: Vec<String> = Vec::with_capacity(r.dims.len() + 1);
-        if let RowTail::Open(_) = r.tail {
-            parts.push("...".into());
-        }
-        for d in r.dims.iter() {
-            parts.push(match self.resolve_dim(d) {
-                Ok(Dim::Known(k)) => k.to_string(),
-                _ => "?".into(),
-            });
-        }
-        format!("[{}]", parts.join(", "))
+    pub(crate) fn row_fact(&self, r: &ResolvedRow<'_>) -> RowFact {
+        let dims = r
+            .dims
+            .iter()
+            .map(|d| match self.resolve_dim(d) {
+                Ok(Dim::Known(k)) => Some(k),
+                _ => None,
+            })
+            .collect();
+        RowFact::new(matches!(r.tail, RowTail::Open(_)), dims)
     }
 
     fn unify_row(&mut self, a: &Row, b: &Row, why: Why) -> Result<(), ShapeError> {
@@ -658,9 +656,9 @@ impl Solver {
         let mismatch = |s: &Self| ShapeError::AxisCountMismatch {
             context: s.origin_arc(why.origin),
             relation: Relation::Equal,
-            left_row: s.show_row(&ra),
+            left_row: s.row_fact(&ra),
             left_len: la,
-            right_row: s.show_row(&rb),
+            right_row: s.row_fact(&rb),
             right_len: lb,
         };
         match (ra.tail, rb.tail) {
@@ -670,8 +668,11 @@ impl Solver {
             (RowTail::Open(v), RowTail::Open(w)) if v == w && la != lb => {
                 return Err(ShapeError::InfiniteAxes {
                     context: self.origin_arc(why.origin),
-                    row_var: v.to_string(),
-                    detail: format!("{} = {}", self.show_row(&ra), self.show_row(&rb)),
+                    row_var: v,
+                    cycle: Box::new(AxesCycle::SelfEqual {
+                        left: self.row_fact(&ra),
+                        right: self.row_fact(&rb),
+                    }),
                 })
             }
             _ => {}
@@ -742,9 +743,9 @@ impl Solver {
                     return Err(ShapeError::AxisCountMismatch {
                         context: self.origin_arc(why.origin),
                         relation: Relation::Broadcasts,
-                        left_row: self.show_row(&rc),
+                        left_row: self.row_fact(&rc),
                         left_len: lc,
-                        right_row: self.show_row(&rs),
+                        right_row: self.row_fact(&rs),
                         right_len: ls,
                     })
                 }
@@ -754,8 +755,11 @@ impl Solver {
                     if rs.tail == RowTail::Open(cv) {
                         return Err(ShapeError::InfiniteAxes {
                             context: self.origin_arc(why.origin),
-                            row_var: cv.to_string(),
-                            detail: format!("{} >= {}", self.show_row(&rc), self.show_row(&rs)),
+                            row_var: cv,
+                            cycle: Box::new(AxesCycle::SelfEqual {
+                                left: self.row_fact(&rc),
+                                right: self.row_fact(&rs),
+                            }),
                         });
                     }
                     if let RowTail::Open(sv) = rs.tail {
@@ -763,12 +767,11 @@ impl Solver {
                         if let Some(cycle) =
                             find_rank_cycle(&mut self.env, &self.watched_rows, sv, cv, gain)?
                         {
-                            let claim = format!("{} >= {}", self.show_row(&rc), self.show_row(&rs));
-                            let words = [
-                                "the operand's leading axes already number at least the row's",
-                                "broadcasting constraints",
-                            ];
-                            return Err(self.rank_cycle_error(cv, claim, words, why, &cycle));
+                            let step = CycleStep::Broadcast {
+                                result: self.row_fact(&rc),
+                                operand: self.row_fact(&rs),
+                            };
+                            return Err(self.rank_cycle_error(cv, step, why, &cycle));
                         }
                     }
                     let sub_depth = match rs.tail {
@@ -779,12 +782,13 @@ impl Solver {
                     if self.too_deep(depth) {
                         return Err(ShapeError::InfiniteAxes {
                             context: self.origin_arc(why.origin),
-                            row_var: cv.to_string(),
-                            detail: format!(
-                                "{} >= {}: broadcasting constraints among row variables form a cycle that adds axes on every round",
-                                self.show_row(&rc),
-                                self.show_row(&rs)
-                            ),
+                            row_var: cv,
+                            cycle: Box::new(AxesCycle::TooDeep {
+                                step: CycleStep::Broadcast {
+                                    result: self.row_fact(&rc),
+                                    operand: self.row_fact(&rs),
+                                },
+                            }),
                         });
                     }
                     let nv = self.mint_row(depth);
@@ -859,34 +863,27 @@ impl Solver {
     /// The error for a cycle of broadcasting constraints that adds axes on
     /// every round: the constraint that closed it, and those on the way.
     ///
-    /// `claim` is the constraint that would make `grows` longer, `lead`
-    /// what the facts on the way say, and `what` the kind of constraints.
+    /// `step` is the constraint that would make `grows` longer.
     fn rank_cycle_error(
         &self,
         grows: RowVar,
-        claim: String,
-        [lead, what]: [&str; 2],
+        step: CycleStep,
         why: Why,
         cycle: &RankCycle,
     ) -> ShapeError {
-        let via: Vec<String> = cycle
-            .via
-            .iter()
-            .map(|w| self.origin_arc(w.origin).to_string())
-            .collect();
-        let axes = if cycle.surplus == 1 { "axis" } else { "axes" };
-        let lag = match cycle.cost {
-            0 => String::new(),
-            n => format!(" minus {n}"),
-        };
         ShapeError::InfiniteAxes {
             context: self.origin_arc(why.origin),
-            row_var: grows.to_string(),
-            detail: format!(
-                "{claim}, and through {}, {lead}{lag}: a cycle of {what} that adds {} {axes} on every round",
-                via.join(", then "),
-                cycle.surplus,
-            ),
+            row_var: grows,
+            cycle: Box::new(AxesCycle::Ranks {
+                step,
+                via: cycle
+                    .via
+                    .iter()
+                    .map(|w| self.origin_arc(w.origin))
+                    .collect(),
+                surplus: cycle.surplus.unsigned_abs(),
+                cost: cycle.cost.unsigned_abs(),
+            }),
         }
     }
 
@@ -940,7 +937,7 @@ impl Solver {
         let t = total.get() as u128;
         let fail = |s: &Self, reason: TotalElemsReason| ShapeError::TotalElems {
             context: s.origin_arc(why.origin),
-            row: s.show_row(&rr),
+            row: s.row_fact(&rr),
             total: total.get(),
             known_product: u64::try_from(known).unwrap_or(u64::MAX),
             reason,
@@ -1007,7 +1004,7 @@ impl Solver {
                 if n == 0 {
                     return Err(ShapeError::NothingToSlice {
                         context: self.origin_arc(why.origin),
-                        row: self.show_row(&rw),
+                        row: self.row_fact(&rw),
                     });
                 }
                 self.requeue(Constraint::RowEq {
@@ -1034,9 +1031,8 @@ impl Solver {
             // with the very same variable, and ends the same way.
             return Err(ShapeError::InfiniteAxes {
                 context: self.origin_arc(why.origin),
-                row_var: w.to_string(),
-                detail: "a batch slice whose result shares its row variable with its operand"
-                    .into(),
+                row_var: w,
+                cycle: Box::new(AxesCycle::SharedSliceRow),
             });
         }
         if n == 1 && m == 0 || !self.match_open_slices {
@@ -1060,21 +1056,13 @@ impl Solver {
             let found =
                 find_rank_cycle(&mut self.env, &self.watched_rows, than, grows, gain as i64)?;
             if let Some(cycle) = found {
-                let claim = format!(
-                    "{} without its first axis is {}",
-                    self.show_row(&rw),
-                    self.show_row(&rr)
-                );
                 // `grows` must get more leading axes than `than` has.
-                let words = [
-                    if grows == w {
-                        "the result's leading axes already number at least the operand's"
-                    } else {
-                        "the operand's leading axes already number at least the result's"
-                    },
-                    "constraints",
-                ];
-                return Err(self.rank_cycle_error(grows, claim, words, why, &cycle));
+                let step = CycleStep::Slice {
+                    whole: self.row_fact(&rw),
+                    rest: self.row_fact(&rr),
+                    operand_grows: grows == w,
+                };
+                return Err(self.rank_cycle_error(grows, step, why, &cycle));
             }
         }
         // Fresh rows are one level deeper, as templates are (see `row_ineq`).
@@ -1082,12 +1070,14 @@ impl Solver {
         if gain > 0 && self.too_deep(depth) {
             return Err(ShapeError::InfiniteAxes {
                 context: self.origin_arc(why.origin),
-                row_var: grows.to_string(),
-                detail: format!(
-                    "{} without its first axis is {}: constraints among row variables form a cycle that adds axes on every round",
-                    self.show_row(&rw),
-                    self.show_row(&rr)
-                ),
+                row_var: grows,
+                cycle: Box::new(AxesCycle::TooDeep {
+                    step: CycleStep::Slice {
+                        whole: self.row_fact(&rw),
+                        rest: self.row_fact(&rr),
+                        operand_grows: grows == w,
+                    },
+                }),
             });
         }
         let (whole_left, rest_left) = if n > m {

@@ -2,10 +2,16 @@
 //! and the rank-cycle guard.
 
 use shape_core::Dim;
-use shape_solver::ShapeError;
+use shape_core::KnownDim;
+use shape_solver::{AxesCycle, ShapeError};
 use shape_tests::inference::infer;
 
 use crate::{closed, k, open, permutations, sizes, v, Fixture};
+
+/// A known size as error facts hold it.
+fn known(n: u64) -> Option<KnownDim> {
+    k(n).as_known().cloned()
+}
 
 #[test]
 fn a_row_variable_takes_the_leading_surplus_of_an_equal_row() {
@@ -30,17 +36,21 @@ fn equal_closed_rows_need_equal_axis_counts() {
     let err = f
         .add(f.row_eq(closed([k(2)]), closed([k(2), k(2)])))
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ShapeError::AxisCountMismatch {
-                left_len: 1,
-                right_len: 2,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    // The rows are typed facts; the text is made only by `Display`.
+    let ShapeError::AxisCountMismatch {
+        left_len: 1,
+        right_len: 2,
+        left_row,
+        right_row,
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(!left_row.open && !right_row.open);
+    assert_eq!(left_row.dims, vec![known(2)]);
+    assert_eq!(right_row.dims, vec![known(2), known(2)]);
+    assert_eq!(right_row.to_string(), "[2, 2]");
 }
 
 #[test]
@@ -48,7 +58,16 @@ fn a_row_equal_to_itself_plus_axes_is_infinite() {
     let mut f = Fixture::new();
     let r = f.row();
     let err = f.add(f.row_eq(open(r, []), open(r, [k(2)]))).unwrap_err();
-    assert!(matches!(err, ShapeError::InfiniteAxes { .. }), "{err}");
+    let ShapeError::InfiniteAxes { row_var, cycle, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(*row_var, r);
+    let AxesCycle::SelfEqual { left, right } = &**cycle else {
+        panic!("{err}");
+    };
+    assert!(left.open && left.dims.is_empty());
+    assert_eq!(right.dims, vec![known(2)]);
+    assert_eq!(right.to_string(), "[..., 2]");
     // Through a second variable too.
     let q = f.row();
     f.add(f.row_eq(open(q, []), open(r, [k(2)]))).unwrap();
