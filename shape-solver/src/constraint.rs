@@ -62,11 +62,17 @@ pub enum Constraint {
     },
     /// `rest` is `whole` without its first (leftmost) axis. Waits until
     /// `whole` has a known number of axes.
+    ///
+    /// A batch slice drops an axis it leaves free; a spec that writes axes
+    /// before a row variable (`a, ..r..`) names it: `first` is `a`, and a
+    /// chain of these constraints holds a leading flank of any length.
     DropFirst {
         /// The longer row.
         whole: Row,
         /// The row without the first axis.
         rest: Row,
+        /// The first axis, when something names it.
+        first: Option<Dim>,
         /// Why.
         why: Why,
     },

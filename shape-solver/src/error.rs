@@ -83,47 +83,61 @@ impl TotalElemsReason {
 
 /// A row as the solver knew it when an error showed up.
 ///
-/// Printed as `[..., 3, ?]`: `...` when more leading axes may come (the row
-/// ends in a row variable), then each spelled-out axis, `?` where its size
-/// is still unknown.
+/// Printed as `[..., 3, ?]`: axes written before a row variable, `...`
+/// where more axes may come (the row has a row variable), then each
+/// spelled-out axis after it, `?` where a size is still unknown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RowFact {
-    /// Whether the row has a row variable, so more leading axes may come.
+    /// Axes before the row variable (a leading flank); empty for a closed
+    /// row.
+    pub before: Vec<Option<KnownDim>>,
+    /// Whether the row has a row variable, so more axes may come.
     pub open: bool,
-    /// The spelled-out axes, outermost first; `None` where the size is not
-    /// known yet.
+    /// The spelled-out axes (after the row variable, if any), outermost
+    /// first; `None` where the size is not known yet.
     pub dims: Vec<Option<KnownDim>>,
 }
 
 impl RowFact {
     /// A row from its openness and its axes.
     pub fn new(open: bool, dims: Vec<Option<KnownDim>>) -> Self {
-        RowFact { open, dims }
+        RowFact {
+            before: Vec::new(),
+            open,
+            dims,
+        }
+    }
+
+    /// This row with axes before its row variable.
+    pub fn with_before(mut self, before: Vec<Option<KnownDim>>) -> Self {
+        self.before = before;
+        self
+    }
+
+    /// The number of axes spelled out, on both sides of the row variable.
+    pub fn len(&self) -> usize {
+        self.before.len() + self.dims.len()
+    }
+
+    /// Whether no axis is spelled out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl fmt::Display for RowFact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[")?;
-        let mut first = true;
-        let mut sep = |f: &mut fmt::Formatter<'_>| {
-            let s = if first { "" } else { ", " };
-            first = false;
-            f.write_str(s)
+        let axis = |d: &Option<KnownDim>| match d {
+            Some(k) => k.to_string(),
+            None => "?".to_string(),
         };
-        if self.open {
-            sep(f)?;
-            f.write_str("...")?;
-        }
-        for d in &self.dims {
-            sep(f)?;
-            match d {
-                Some(k) => write!(f, "{k}")?,
-                None => f.write_str("?")?,
-            }
-        }
-        f.write_str("]")
+        let dots = self.open.then(|| "...".to_string());
+        let parts: Vec<String> = (self.before.iter().map(axis))
+            .chain(dots)
+            .chain(self.dims.iter().map(axis))
+            .collect();
+        write!(f, "[{}]", parts.join(", "))
     }
 }
 
@@ -317,11 +331,11 @@ pub enum ShapeError {
         /// Equality or broadcasting.
         relation: Relation,
         /// The left (result) row.
-        left_row: RowFact,
+        left_row: Box<RowFact>,
         /// Its number of spelled-out axes.
         left_len: usize,
         /// The right (operand) row.
-        right_row: RowFact,
+        right_row: Box<RowFact>,
         /// Its number of spelled-out axes.
         right_len: usize,
     },
@@ -342,7 +356,7 @@ pub enum ShapeError {
         /// The constraint.
         context: Arc<Origin>,
         /// The row.
-        row: RowFact,
+        row: Box<RowFact>,
         /// The required number of elements.
         total: u64,
         /// The product of the row's known sizes (saturating).
@@ -356,7 +370,7 @@ pub enum ShapeError {
         /// The constraint.
         context: Arc<Origin>,
         /// The row.
-        row: RowFact,
+        row: Box<RowFact>,
         /// The required number of elements.
         total: u64,
         /// How many sizes are unknown.
@@ -368,7 +382,7 @@ pub enum ShapeError {
         /// The constraint.
         context: Arc<Origin>,
         /// The row.
-        row: RowFact,
+        row: Box<RowFact>,
     },
     /// A variable that finalization could not close, or that was read
     /// before finalization.

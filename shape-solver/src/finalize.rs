@@ -585,7 +585,7 @@ impl Solver {
                     .count();
                 ShapeError::Underdetermined {
                     context: self.origin_arc(why.origin),
-                    row: self.row_fact(&rr),
+                    row: Box::new(self.row_fact(&rr)),
                     total: total.get(),
                     unknowns,
                 }

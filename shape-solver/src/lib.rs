@@ -26,6 +26,7 @@ mod constraint;
 mod env;
 mod error;
 mod finalize;
+mod flank;
 mod graph;
 mod lowering;
 mod operation;

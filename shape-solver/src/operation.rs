@@ -12,7 +12,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use shape_core::{DimVar, Row, RowKind, RowVar, Shape};
+use shape_core::{Dim, DimVar, Row, RowKind, RowVar, Shape};
 
 use crate::constraint::Constraint;
 use crate::graph::GraphError;
@@ -177,12 +177,41 @@ impl ConstraintCx<'_> {
         self.solver.push(c);
     }
 
+    /// The row `before ++ ..var.. ++ after` for the row at `site`: axes
+    /// before a row variable (a leading flank), which the solver holds as
+    /// first-axis constraints added here; `what` says why, for messages.
+    /// With `before` empty this is `Row::open(var, after)`.
+    pub fn flanked_row(
+        &mut self,
+        site: RowSite,
+        before: Vec<Dim>,
+        var: RowVar,
+        after: Vec<Dim>,
+        what: Arc<str>,
+    ) -> Row {
+        let why = self.why_row(site, what);
+        let mut constraints = Vec::new();
+        let row = crate::flank::flanked_row(
+            before,
+            var,
+            after,
+            || self.solver.fresh_row(),
+            why,
+            &mut constraints,
+        );
+        for c in constraints {
+            self.solver.push(c);
+        }
+        row
+    }
+
     /// `rest` is the row `whole` without its first (leftmost) axis.
     pub fn drop_first(&mut self, whole: RowSite, rest: RowSite, what: Arc<str>) {
         let why = self.why_row(rest, what);
         let c = Constraint::DropFirst {
             whole: self.row(whole),
             rest: self.row(rest),
+            first: None,
             why,
         };
         self.solver.push(c);

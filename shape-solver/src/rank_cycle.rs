@@ -143,7 +143,10 @@ pub(crate) fn find_rank_cycle(
             continue;
         }
         for c in bounds.watchers.iter() {
-            let Constraint::DropFirst { whole, rest, why } = c else {
+            let Constraint::DropFirst {
+                whole, rest, why, ..
+            } = c
+            else {
                 continue;
             };
             let (n, whole_tail) = env.extent(whole.dims.len(), whole.tail)?;

@@ -392,7 +392,12 @@ impl Solver {
                 self.row_ineq(cur, subr, why)
             }
             Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
-            Constraint::DropFirst { whole, rest, why } => self.drop_first(whole, rest, why),
+            Constraint::DropFirst {
+                whole,
+                rest,
+                first,
+                why,
+            } => self.drop_first(whole, rest, first, why),
         }
     }
 
@@ -656,9 +661,9 @@ impl Solver {
         let mismatch = |s: &Self| ShapeError::AxisCountMismatch {
             context: s.origin_arc(why.origin),
             relation: Relation::Equal,
-            left_row: s.row_fact(&ra),
+            left_row: Box::new(s.row_fact(&ra)),
             left_len: la,
-            right_row: s.row_fact(&rb),
+            right_row: Box::new(s.row_fact(&rb)),
             right_len: lb,
         };
         match (ra.tail, rb.tail) {
@@ -743,9 +748,9 @@ impl Solver {
                     return Err(ShapeError::AxisCountMismatch {
                         context: self.origin_arc(why.origin),
                         relation: Relation::Broadcasts,
-                        left_row: self.row_fact(&rc),
+                        left_row: Box::new(self.row_fact(&rc)),
                         left_len: lc,
-                        right_row: self.row_fact(&rs),
+                        right_row: Box::new(self.row_fact(&rs)),
                         right_len: ls,
                     })
                 }
@@ -937,7 +942,7 @@ impl Solver {
         let t = total.get() as u128;
         let fail = |s: &Self, reason: TotalElemsReason| ShapeError::TotalElems {
             context: s.origin_arc(why.origin),
-            row: s.row_fact(&rr),
+            row: Box::new(s.row_fact(&rr)),
             total: total.get(),
             known_product: u64::try_from(known).unwrap_or(u64::MAX),
             reason,
@@ -995,37 +1000,66 @@ impl Solver {
     /// `[..r..]` with `w` and `r` of equal length. Every lower bound on the
     /// lengths is then in axes spelled out, so that closing `w` or `r`
     /// empty cannot contradict the slice.
-    fn drop_first(&mut self, whole: Row, rest: Row, why: Why) -> Result<(), ShapeError> {
+    fn drop_first(
+        &mut self,
+        whole: Row,
+        rest: Row,
+        first: Option<Dim>,
+        why: Why,
+    ) -> Result<(), ShapeError> {
         let rw = self.env.resolve_row(&whole)?;
         let rr = self.env.resolve_row(&rest)?;
         let (n, m) = (rw.dims.len(), rr.dims.len());
-        let (w, r) = match (rw.tail, rr.tail) {
-            (RowTail::Closed, _) => {
-                if n == 0 {
-                    return Err(ShapeError::NothingToSlice {
-                        context: self.origin_arc(why.origin),
-                        row: self.row_fact(&rw),
+        let (w, r) =
+            match (rw.tail, rr.tail) {
+                (RowTail::Closed, _) => {
+                    if n == 0 {
+                        let context = self.origin_arc(why.origin);
+                        let row = self.row_fact(&rw);
+                        return Err(match first {
+                            // A leading flank longer than the row.
+                            Some(first) => ShapeError::AxisCountMismatch {
+                                context,
+                                relation: Relation::Equal,
+                                left_row: Box::new(row),
+                                left_len: 0,
+                                right_row: Box::new(RowFact::new(true, Vec::new()).with_before(
+                                    vec![self.resolve_dim(&first)?.as_known().cloned()],
+                                )),
+                                right_len: 1,
+                            },
+                            None => ShapeError::NothingToSlice {
+                                context,
+                                row: Box::new(row),
+                            },
+                        });
+                    }
+                    if let Some(first) = first {
+                        self.requeue(Constraint::DimEq {
+                            a: rw.dims[0].clone(),
+                            b: first,
+                            why,
+                        });
+                    }
+                    self.requeue(Constraint::RowEq {
+                        a: rest,
+                        b: Row::closed(rw.dims[1..].to_vec()),
+                        why,
                     });
+                    return Ok(());
                 }
-                self.requeue(Constraint::RowEq {
-                    a: rest,
-                    b: Row::closed(rw.dims[1..].to_vec()),
-                    why,
-                });
-                return Ok(());
-            }
-            (RowTail::Open(_), RowTail::Closed) => {
-                let first = Dim::Var(self.mint_dim());
-                let dims = std::iter::once(first).chain(rr.dims.iter().cloned());
-                self.requeue(Constraint::RowEq {
-                    a: whole,
-                    b: Row::closed(dims.collect()),
-                    why,
-                });
-                return Ok(());
-            }
-            (RowTail::Open(w), RowTail::Open(r)) => (w, r),
-        };
+                (RowTail::Open(_), RowTail::Closed) => {
+                    let first = first.unwrap_or_else(|| Dim::Var(self.mint_dim()));
+                    let dims = std::iter::once(first).chain(rr.dims.iter().cloned());
+                    self.requeue(Constraint::RowEq {
+                        a: whole,
+                        b: Row::closed(dims.collect()),
+                        why,
+                    });
+                    return Ok(());
+                }
+                (RowTail::Open(w), RowTail::Open(r)) => (w, r),
+            };
         if w == r && n != m + 1 {
             // The rest would be one axis shorter than a row that starts
             // with the very same variable, and ends the same way.
@@ -1037,7 +1071,12 @@ impl Solver {
         }
         if n == 1 && m == 0 || !self.match_open_slices {
             // Nothing more to match, or not yet: wait for either side.
-            let c = Constraint::DropFirst { whole, rest, why };
+            let c = Constraint::DropFirst {
+                whole,
+                rest,
+                first,
+                why,
+            };
             if w != r {
                 self.defer(c.clone(), &[], Some(r));
             }
@@ -1094,19 +1133,23 @@ impl Solver {
             )
         } else {
             // `whole` ends with a first axis and then all of `rest`'s.
+            // The new axis is the last of `first ++ r`, not `first` itself
+            // (unless `r` turns out empty, which the requeued constraint
+            // finds).
             let w2 = self.mint_row(depth);
-            let first = Dim::Var(self.mint_dim());
-            let dims = std::iter::once(first.clone()).chain(rr.dims.iter().cloned());
+            let last = Dim::Var(self.mint_dim());
+            let dims = std::iter::once(last.clone()).chain(rr.dims.iter().cloned());
             self.requeue(Constraint::RowEq {
                 a: Row::open(w, rw.dims.to_vec()),
                 b: Row::open(w2, dims.collect()),
                 why,
             });
-            (Row::open(w2, vec![first]), Row::open(r, vec![]))
+            (Row::open(w2, vec![last]), Row::open(r, vec![]))
         };
         self.requeue(Constraint::DropFirst {
             whole: whole_left,
             rest: rest_left,
+            first,
             why,
         });
         Ok(())

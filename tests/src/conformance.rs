@@ -190,6 +190,48 @@ pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     }
 }
 
+/// Axes before a row variable (a leading flank): rotations of a row and
+/// a leading axis broadcast over the middle.
+pub fn leading_flanks<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let t = g.input("t", "2|3, ..m.., 4").expect("a spec");
+    let b = g.input("b", "3, ..m.., 1").expect("a spec");
+    let last_first = g.permute("..m.., n=>n, ..m..", t).expect("a rotation");
+    let first_last = g.permute("a, ..m..=>..m.., a", t).expect("a rotation");
+    let sum = g.binary("add", t, b).expect("a sum");
+    g.require(t, "2|3, 5, 4").expect("a spec");
+    let program = Program::with_named_data(
+        g,
+        vec![last_first, first_last, sum],
+        [("t", ramp(120)), ("b", ramp(15))],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &program, tolerance);
+    let t_at =
+        |batch: usize, i: usize, j: usize, k: usize| ramp(120)[((batch * 3 + i) * 5 + j) * 4 + k];
+    // `n, ..m..`: element [batch][k][i][j] is t[batch][i][j][k].
+    assert_eq!(
+        out[&last_first][(3 * 3 + 2) * 5 + 1],
+        t_at(0, 2, 1, 3),
+        "{}",
+        backend.name()
+    );
+    // `..m.., a`: element [batch][j][k][i] is t[batch][i][j][k].
+    assert_eq!(
+        out[&first_last][((5 + 2) * 4 + 3) * 3 + 2],
+        t_at(1, 2, 2, 3),
+        "{}",
+        backend.name()
+    );
+    // `b` is 3 x 5 x 1 and broadcasts over the batch and the last axis.
+    assert_eq!(
+        out[&sum][((3 + 1) * 5 + 4) * 4 + 2],
+        t_at(1, 1, 4, 2) + ramp(15)[5 + 4],
+        "{}",
+        backend.name()
+    );
+}
+
 /// A result a kernel does not write entirely (a diagonal placed in a
 /// matrix) must read 0 elsewhere, even in a buffer that an earlier result
 /// of the same size freed.
@@ -383,6 +425,7 @@ macro_rules! backend_conformance {
                 broadcasting,
                 contractions,
                 rearrangements,
+                leading_flanks,
                 unwritten_elements_are_zero,
                 multi_step_lowering,
                 long_reductions,

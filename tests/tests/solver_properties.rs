@@ -31,8 +31,9 @@ enum GenConstraint {
     RowEq(GenRow, GenRow),
     RowIneq(GenRow, GenRow),
     Total(GenRow, u64),
-    /// A batch slice: the second row is the first without its first axis.
-    Drop(GenRow, GenRow),
+    /// A batch slice (no first axis named) or a leading flank (the first
+    /// axis named): the second row is the first without its first axis.
+    Drop(GenRow, GenRow, Option<GenDim>),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -57,7 +58,7 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         2 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::RowEq(a, b)),
         4 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::RowIneq(a, b)),
         1 => (gen_row(), prop::sample::select(vec![1u64, 4, 6, 12, 24])).prop_map(|(r, n)| GenConstraint::Total(r, n)),
-        1 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::Drop(a, b)),
+        1 => (gen_row(), gen_row(), prop::option::of(gen_dim())).prop_map(|(a, b, f)| GenConstraint::Drop(a, b, f)),
     ]
 }
 
@@ -123,9 +124,10 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                     total: (*n).try_into().unwrap(),
                     why,
                 },
-                GenConstraint::Drop(a, b) => Constraint::DropFirst {
+                GenConstraint::Drop(a, b, f) => Constraint::DropFirst {
                     whole: row(a),
                     rest: row(b),
+                    first: f.as_ref().map(dim),
                     why,
                 },
             }
@@ -385,9 +387,11 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
         Constraint::TotalElems { row: r, total, .. } => {
             row(r).iter().product::<u64>() == total.get()
         }
-        Constraint::DropFirst { whole, rest, .. } => {
+        Constraint::DropFirst {
+            whole, rest, first, ..
+        } => {
             let (w, r) = (row(whole), row(rest));
-            !w.is_empty() && w[1..] == r[..]
+            !w.is_empty() && w[1..] == r[..] && first.as_ref().is_none_or(|f| dim(f) == w[0])
         }
     }
 }

@@ -66,7 +66,7 @@ fn multi_character_mode_is_chosen_by_separators_in_any_row() {
 }
 
 #[test]
-fn row_variables_come_first() {
+fn row_variables_stand_anywhere_in_a_row_once() {
     let s = ShapeSpec::parse("..batch..|..i..x->y").unwrap();
     let vars: Vec<_> = s.row_vars().map(|(k, n, _)| (k, n.clone())).collect();
     assert_eq!(
@@ -80,9 +80,23 @@ fn row_variables_come_first() {
     let vars: Vec<_> = s.row_vars().map(|(k, n, _)| (k, n.clone())).collect();
     assert_eq!(vars[0].1, RowVarName::OfKind(RowKind::Batch));
     assert_eq!(vars[1].1, RowVarName::OfKind(RowKind::Input));
-    let e = ShapeSpec::parse("x..r..").unwrap_err();
-    assert_eq!(e.span, 1..6);
-    assert!(e.expected.contains("first"));
+    // Axes may stand on both sides of a row variable (a leading flank).
+    let s = ShapeSpec::parse("x..r..y").unwrap();
+    let labels = |axes: &[shape_core::spec::AxisSpec]| -> Vec<String> {
+        axes.iter().map(|a| format!("{:?}", a.kind)).collect()
+    };
+    assert_eq!(labels(&s.output.before), ["Label(\"x\")"]);
+    assert_eq!(labels(&s.output.axes), ["Label(\"y\")"]);
+    assert_eq!(s.to_string(), "x..r..y");
+    let s = ShapeSpec::parse("5, 6, ..r.., 7").unwrap();
+    assert_eq!(s.output.before.len(), 2);
+    assert_eq!(s.output.axes.len(), 1);
+    assert_eq!(s.to_string(), "5, 6, ..r.., 7");
+    assert_eq!(s.axes().count(), 3);
+    // Still one row variable per row.
+    let e = ShapeSpec::parse("x..r..y..q..").unwrap_err();
+    assert_eq!(e.span, 7..12);
+    assert!(e.expected.contains("at most one"));
 }
 
 #[test]

@@ -83,27 +83,42 @@ impl fmt::Display for RowVarName {
     }
 }
 
-/// One row of a spec: an optional leading row variable and axis entries.
+/// One row of a spec: axis entries around an optional row variable.
+///
+/// `a, ..r.., b` has `before = [a]`, `row_var = r` and `axes = [b]`: the
+/// row variable stands for the axes between its two flanks. A row without
+/// a row variable has all its entries in `axes` and none `before`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RowSpec {
-    /// The leading row variable, with its span.
+    /// The entries before the row variable, left to right (its leading
+    /// flank); empty when the row has no row variable.
+    pub before: Vec<AxisSpec>,
+    /// The row variable, with its span.
     pub row_var: Option<(RowVarName, Span)>,
-    /// The axis entries, left to right.
+    /// The entries after the row variable (all of them in a row without
+    /// one), left to right.
     pub axes: Vec<AxisSpec>,
 }
 
 impl RowSpec {
+    /// Every axis entry, left to right, both flanks.
+    pub fn all_axes(&self) -> impl Iterator<Item = &AxisSpec> {
+        self.before.iter().chain(&self.axes)
+    }
+
     fn entries(&self) -> Vec<String> {
-        let mut out = Vec::with_capacity(self.axes.len() + 1);
-        if let Some((name, _)) = &self.row_var {
-            out.push(name.to_string());
-        }
-        out.extend(self.axes.iter().map(|a| match &a.kind {
+        let show = |a: &AxisSpec| match &a.kind {
             AxisKind::Label(l) => l.clone(),
             AxisKind::Size(n) => n.to_string(),
             AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
             AxisKind::Anonymous => "_".to_string(),
-        }));
+        };
+        let mut out = Vec::with_capacity(self.before.len() + self.axes.len() + 1);
+        out.extend(self.before.iter().map(show));
+        if let Some((name, _)) = &self.row_var {
+            out.push(name.to_string());
+        }
+        out.extend(self.axes.iter().map(show));
         out
     }
 }
@@ -149,7 +164,7 @@ impl ShapeSpec {
         RowKind::ALL.into_iter().flat_map(move |k| {
             self.row(k)
                 .into_iter()
-                .flat_map(move |r| r.axes.iter().map(move |a| (k, a)))
+                .flat_map(move |r| r.all_axes().map(move |a| (k, a)))
         })
     }
 

@@ -195,14 +195,8 @@ fn push_row_var(text: &str, out: &mut RowSpec, var: (RowVarName, Span)) -> Resul
             "a second row variable",
         ));
     }
-    if !out.axes.is_empty() {
-        return Err(err(
-            text,
-            var.1,
-            "the row variable first in its row (it stands for the leading axes)",
-            "a row variable after an axis",
-        ));
-    }
+    // Axes written so far lead the row variable (its leading flank).
+    out.before = std::mem::take(&mut out.axes);
     out.row_var = Some(var);
     Ok(())
 }

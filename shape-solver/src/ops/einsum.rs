@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use shape_core::kernel::{Accumulate, BinaryOp, Expr};
-use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec};
+use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar};
 
 use crate::graph::GraphError;
@@ -83,30 +83,38 @@ impl Einsum {
         &self.spec
     }
 
+    /// The row a spec row stands for at `site`: one dim variable per label
+    /// (shared across the spec), one row variable per row variable name.
     fn template<'s>(
         cx: &mut ConstraintCx<'_>,
+        site: RowSite,
         r: &'s RowSpec,
+        what: &Arc<str>,
         dims: &mut Vec<(&'s str, Dim)>,
         rows: &mut Vec<(&'s RowVarName, RowVar)>,
     ) -> Row {
-        let ds = r
-            .axes
-            .iter()
-            .map(|a| match &a.kind {
-                AxisKind::Label(l) => lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim())),
-                AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
-                AxisKind::LabeledSize(l, n) => {
-                    Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
-                }
-                AxisKind::Anonymous => Dim::Var(cx.fresh_dim()),
-            })
-            .collect();
+        let mut entries = |axes: &'s [AxisSpec]| -> Vec<Dim> {
+            axes.iter()
+                .map(|a| match &a.kind {
+                    AxisKind::Label(l) => {
+                        lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()))
+                    }
+                    AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
+                    AxisKind::LabeledSize(l, n) => {
+                        Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
+                    }
+                    AxisKind::Anonymous => Dim::Var(cx.fresh_dim()),
+                })
+                .collect()
+        };
+        let before = entries(&r.before);
+        let after = entries(&r.axes);
         match &r.row_var {
             Some((name, _)) => {
                 let v = lookup_or(rows, name, || cx.fresh_row());
-                Row::open(v, ds)
+                cx.flanked_row(site, before, v, after, what.clone())
             }
-            None => Row::closed(ds),
+            None => Row::closed(after),
         }
     }
 }
@@ -128,19 +136,20 @@ impl Operation for Einsum {
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
         for (i, s) in specs.enumerate() {
             for (k, kind) in RowKind::ALL.into_iter().enumerate() {
+                let site = RowSite {
+                    position: i as u32,
+                    kind,
+                };
+                let what = &self.row_rules[i][k];
                 let template = match (s.row(kind), kind) {
-                    (Some(r), _) => Self::template(cx, r, &mut dims, &mut rows),
+                    (Some(r), _) => Self::template(cx, site, r, what, &mut dims, &mut rows),
                     (None, RowKind::Batch) => {
                         let v = lookup_or(&mut rows, &BATCH, || cx.fresh_row());
                         Row::open(v, vec![])
                     }
                     (None, _) => Row::empty(),
                 };
-                let site = RowSite {
-                    position: i as u32,
-                    kind,
-                };
-                cx.row_is(site, template, self.row_rules[i][k].clone());
+                cx.row_is(site, template, what.clone());
             }
         }
     }
@@ -156,20 +165,28 @@ impl Operation for Einsum {
                     kind,
                 };
                 let len = cx.row_len(row);
-                let (var, axes): (Option<&RowVarName>, &[_]) = match (s.row(kind), kind) {
-                    (Some(r), _) => (r.row_var.as_ref().map(|(n, _)| n), &r.axes),
-                    (None, RowKind::Batch) => (Some(&BATCH), &[]),
-                    (None, _) => (None, &[]),
-                };
+                let (var, before, axes): (Option<&RowVarName>, &[_], &[_]) =
+                    match (s.row(kind), kind) {
+                        (Some(r), _) => (r.row_var.as_ref().map(|(n, _)| n), &r.before, &r.axes),
+                        (None, RowKind::Batch) => (Some(&BATCH), &[], &[]),
+                        (None, _) => (None, &[], &[]),
+                    };
+                // The solved row is the leading flank, the row variable's
+                // axes, then the trailing axes.
                 let spread = len.saturating_sub(axes.len());
+                fn label(a: &AxisSpec) -> Option<EinsumKey<'_>> {
+                    match &a.kind {
+                        AxisKind::Label(l) => Some(EinsumKey::Label(l)),
+                        _ => None,
+                    }
+                }
                 for j in 0..len {
-                    let key = if j < spread {
-                        var.map(|v| EinsumKey::RowVar(v, j))
+                    let key = if j < before.len() {
+                        label(&before[j])
+                    } else if j < spread {
+                        var.map(|v| EinsumKey::RowVar(v, j - before.len()))
                     } else {
-                        match &axes[j - spread].kind {
-                            AxisKind::Label(l) => Some(EinsumKey::Label(l)),
-                            _ => None,
-                        }
+                        label(&axes[j - spread])
                     };
                     let Some(key) = key else { continue };
                     let at = AxisSite { row, axis: j };

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use shape_core::spec::{AxisKind, RowSpec, RowVarName, ShapeSpec};
+use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, DimVar, KnownDim, Label, Row, RowKind, RowVar, Shape};
 
 use crate::constraint::Constraint;
@@ -35,8 +35,39 @@ pub(crate) fn row_from_spec(
     constraints: &mut Vec<Constraint>,
 ) -> Row {
     let n = r.axes.len();
-    let mut dims = Vec::with_capacity(n);
-    for (i, a) in r.axes.iter().enumerate() {
+    // Axes after the row variable are counted from the end, as the
+    // solver's messages count them; a leading flank has no such position.
+    let before = dims_from_spec(solver, &r.before, names, |_| why, constraints);
+    let after = dims_from_spec(
+        solver,
+        &r.axes,
+        names,
+        |i| why.at_axis(n - 1 - i),
+        constraints,
+    );
+    match &r.row_var {
+        Some((name, _)) => {
+            let v = *names
+                .rows
+                .entry(name.clone())
+                .or_insert_with(|| solver.fresh_row());
+            crate::flank::flanked_row(before, v, after, || solver.fresh_row(), why, constraints)
+        }
+        None => Row::closed(after),
+    }
+}
+
+/// Fresh variables for axis entries; fixed sizes become equations recorded
+/// in `constraints`, for the reason `why_at(i)` of entry `i`.
+fn dims_from_spec(
+    solver: &mut Solver,
+    axes: &[AxisSpec],
+    names: &mut SpecNames,
+    why_at: impl Fn(usize) -> Why,
+    constraints: &mut Vec<Constraint>,
+) -> Vec<Dim> {
+    let mut dims = Vec::with_capacity(axes.len());
+    for (i, a) in axes.iter().enumerate() {
         let known = match &a.kind {
             AxisKind::Label(l) => {
                 let v = *names
@@ -58,19 +89,10 @@ pub(crate) fn row_from_spec(
         constraints.push(Constraint::DimEq {
             a: Dim::Var(v),
             b: Dim::Known(known),
-            why: why.at_axis(n - 1 - i),
+            why: why_at(i),
         });
     }
-    match &r.row_var {
-        Some((name, _)) => {
-            let v = *names
-                .rows
-                .entry(name.clone())
-                .or_insert_with(|| solver.fresh_row());
-            Row::open(v, dims)
-        }
-        None => Row::closed(dims),
-    }
+    dims
 }
 
 /// The shape of a declared tensor: the spec's rows (unwritten rows empty)

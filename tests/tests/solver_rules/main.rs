@@ -126,6 +126,7 @@ impl Fixture {
         Constraint::DropFirst {
             whole,
             rest,
+            first: None,
             why: self.why,
         }
     }

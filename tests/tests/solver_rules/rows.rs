@@ -3,7 +3,7 @@
 
 use shape_core::Dim;
 use shape_core::KnownDim;
-use shape_solver::{AxesCycle, ShapeError};
+use shape_solver::{AxesCycle, Constraint, ShapeError};
 use shape_tests::inference::infer;
 
 use crate::{closed, k, open, permutations, sizes, v, Fixture};
@@ -213,4 +213,106 @@ fn a_cycle_of_broadcasts_that_adds_axes_is_an_error_in_every_order() {
         }
     }
     insta::assert_snapshot!(first, @"infinite number of axes in the constraint c3: the leading axes of a row would have to contain themselves plus more axes ([...] >= [..., 3, 4, ?, ?], and through the constraint c2, then the constraint c0, the operand's leading axes already number at least the row's minus 1: a cycle of broadcasting constraints that adds 3 axes on every round)");
+}
+
+// ----- axes before a row variable (leading flanks) -------------------------
+
+#[test]
+fn axes_may_stand_before_and_after_a_row_variable() {
+    insta::assert_snapshot!(infer(r"
+        input x: 5, ..r.., 7
+        require x: 5, 6, 6, 7
+    "), @"x : |->5, 6, 6, 7");
+    // A flank that does not fit is a conflict with both origins.
+    let out = infer("input x: 5, ..r..\nrequire x: 4, 6");
+    assert!(out.starts_with("error[dim_mismatch]"), "{out}");
+    assert!(
+        out.contains("\"5, ..r..\"") && out.contains("\"4, 6\""),
+        "{out}"
+    );
+    // A flank longer than the row.
+    let out = infer("input x: 5, 6, ..r..\nrequire x: 5");
+    assert!(out.starts_with("error[axis_count_mismatch]"), "{out}");
+}
+
+#[test]
+fn a_permute_rotates_a_row_through_its_row_variable() {
+    // The issue's example: the last axis moves to the front.
+    insta::assert_snapshot!(infer(r#"
+        input t: |2, 3, 4
+        r = permute("|..m.., n=>|n, ..m..", t)
+    "#), @r"
+    t : |->2, 3, 4
+    r : |->4, 2, 3
+    ");
+    // Backwards, from a required result to a parameter, both ends moving.
+    insta::assert_snapshot!(infer(r#"
+        param w
+        r = permute("a, ..m.., n=>n, ..m.., a", w)
+        require r: 4, 2, 3, 5
+    "#), @r"
+    w : |->5, 2, 3, 4
+    r : |->4, 2, 3, 5
+    ");
+}
+
+#[test]
+fn a_leading_flank_broadcasts_aligned_at_the_outer_edge() {
+    // `w`'s leading 3 lines up with the first axis of `x`, the row
+    // variable takes the middle.
+    insta::assert_snapshot!(infer(r"
+        param w: 3, ..r..
+        input x: 2|3, 4, 5
+        y = w * x
+    "), @r"
+    w : |->3, 4, 5
+    x : 2|->3, 4, 5
+    y : 2|->3, 4, 5
+    ");
+    insta::assert_snapshot!(infer(r"
+        input a: 2, ..r..
+        input c: 2, 3, 4
+        y = a + c
+    "), @r"
+    a : |->2, 3, 4
+    c : |->2, 3, 4
+    y : |->2, 3, 4
+    ");
+}
+
+#[test]
+fn a_leading_flank_gives_the_same_shapes_in_every_order() {
+    // Flanks are first-axis constraints: the shapes may not depend on the
+    // order in which they meet the sizes.
+    let mut f = Fixture::new();
+    let r = f.row();
+    let s = f.row();
+    let a = f.dim();
+    let facts = [
+        Constraint::DropFirst {
+            whole: open(s, []),
+            rest: open(r, []),
+            first: Some(v(a)),
+            why: f.why,
+        },
+        f.row_eq(open(s, [k(7)]), closed([k(5), k(6), k(6), k(7)])),
+        f.row_ge(open(r, []), closed([k(6)])),
+    ];
+    for order in permutations(facts.len()) {
+        let mut g = Fixture::new();
+        let (r2, s2, a2) = (g.row(), g.row(), g.dim());
+        assert_eq!((r2, s2, a2), (r, s, a));
+        for &i in &order {
+            g.add(facts[i].clone()).unwrap();
+        }
+        let sol = g.s.finalize().unwrap();
+        assert_eq!(sol.dim(&v(a)).unwrap().size(), 5, "{order:?}");
+        let sizes: Vec<u64> = sol
+            .row(&open(r, []))
+            .unwrap()
+            .iter()
+            .map(|d| d.size())
+            .collect();
+        assert_eq!(sizes, [6, 6], "{order:?}");
+    }
 }
