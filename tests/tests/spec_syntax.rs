@@ -187,3 +187,30 @@ proptest! {
         let _ = EinsumSpec::parse(&text);
     }
 }
+
+#[test]
+fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
+    // Reserved, never read as labels: each error names the feature.
+    let cases = [
+        ("var, 3", 0..3, "ragged"),
+        ("?, 3", 0..1, "run time"),
+        ("3|?", 2..3, "run time"),
+        ("2*o+k", 1..2, "affine"),
+        ("2*o + k, 3", 0..3, "affine"),
+        ("a^b", 1..2, "concatenation"),
+    ];
+    for (text, span, what) in cases {
+        let e = ShapeSpec::parse(text).unwrap_err();
+        assert_eq!(e.span, span, "{text}");
+        assert!(
+            e.found.contains("reserved") && e.found.contains(what),
+            "{text}: {e}"
+        );
+    }
+    // In single-character mode `var` is three axes, as in OCANNL.
+    assert_eq!(ShapeSpec::parse("var").unwrap().output.axes.len(), 3);
+    assert!(EinsumSpec::parse("i+j=>i")
+        .unwrap_err()
+        .found
+        .contains("affine"));
+}

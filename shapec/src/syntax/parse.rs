@@ -23,8 +23,9 @@ pub const MAX_NODES: usize = 1000;
 /// The deepest nesting of parentheses, calls and unary minuses.
 pub const MAX_DEPTH: usize = 64;
 
-/// Words that start a declaration or a requirement and cannot name tensors.
-pub const KEYWORDS: &[&str] = &["input", "param", "const", "require"];
+/// Words that start a statement (or are reserved for the notation) and cannot
+/// name tensors.
+pub const KEYWORDS: &[&str] = &["input", "param", "const", "require", "size", "of", "var"];
 
 /// Parses a whole program.
 pub fn parse(source: &str) -> Result<Program, SyntaxError> {
