@@ -7,10 +7,19 @@
 //! results are bit-identical.
 
 use shape_core::coalesce::coalesce;
+
+use crate::transposed;
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp};
 
 /// `map1` with the function inlined: one monomorphic loop per function.
-fn map1_op(op: UnaryOp, out: &mut [f32], o: usize, os: usize, a: (&[f32], usize, usize), n: usize) {
+pub(crate) fn map1_op(
+    op: UnaryOp,
+    out: &mut [f32],
+    o: usize,
+    os: usize,
+    a: (&[f32], usize, usize),
+    n: usize,
+) {
     match op {
         UnaryOp::Neg => map1(out, o, os, a, n, |x| -x),
         UnaryOp::Exp => map1(out, o, os, a, n, f32::exp),
@@ -50,7 +59,7 @@ fn map2_op(
 }
 
 /// Iterates an odometer over `sizes`, calling `f` with the index.
-fn for_each_index(sizes: &[u64], mut f: impl FnMut(&[u64])) {
+pub(crate) fn for_each_index(sizes: &[u64], mut f: impl FnMut(&[u64])) {
     if sizes.contains(&0) {
         return;
     }
@@ -106,6 +115,9 @@ pub(crate) fn execute(
             result[l.result.offset as usize] = k.body.eval(&loads);
             return;
         }
+        if transposed::try_execute(&k.body, &l, result, &ops) {
+            return;
+        }
         let (outer, inner) = (&l.sizes[..n - 1], l.sizes[n - 1] as usize);
         let os = out_strides[n - 1] as usize;
         for_each_index(outer, |idx| {
@@ -145,6 +157,9 @@ pub(crate) fn execute(
 
     // Reductions: for each result element, run the reduction iterators with
     // the innermost one as the inner loop.
+    if crate::contraction::try_execute(&k.body, k.accumulate, &l, np, result, &ops) {
+        return;
+    }
     let (par, red) = l.sizes.split_at(np);
     let inner = red[red.len() - 1] as usize;
     let outer_red = &red[..red.len() - 1];
@@ -192,7 +207,7 @@ pub(crate) fn execute(
 }
 
 #[inline]
-fn map1(
+pub(crate) fn map1(
     out: &mut [f32],
     o: usize,
     os: usize,

@@ -80,7 +80,9 @@ impl CpuError {
     }
 }
 
+mod contraction;
 mod fast;
+mod transposed;
 
 /// Which of the two CPU execution paths runs kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -334,5 +336,111 @@ mod tests {
             e.to_string(),
             "the kernel's body reads operand 1 but the kernel declares 1 operands"
         );
+    }
+}
+
+#[cfg(test)]
+mod loop_order_tests {
+    use super::*;
+    use shape_core::coalesce::coalesce;
+    use shape_core::kernel::{Accumulate, BinaryOp, Expr, Layout};
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed) % 1000) as f32 * 0.013 - 6.1)
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Runs on both paths, checks that `engaged` takes the coalesced form,
+    /// and compares bit for bit.
+    fn check(
+        kernel: &Kernel,
+        launch: &Launch,
+        inputs: &[Vec<f32>],
+        engaged: impl Fn(&Kernel, &Launch, &mut [f32], &[(&[f32], &[u64], usize)]) -> bool,
+    ) {
+        let refs: Vec<&Vec<f32>> = inputs.iter().collect();
+        let n = launch.result.len as usize;
+        let mut expected = vec![0.0; n];
+        CpuBackend::reference()
+            .execute(kernel, launch, &mut expected, &refs)
+            .unwrap();
+        let mut got = vec![0.0; n];
+        CpuBackend::coalesced()
+            .execute(kernel, launch, &mut got, &refs)
+            .unwrap();
+        assert_eq!(bits(&got), bits(&expected));
+        let (k, l) = coalesce(kernel, launch);
+        let ops: Vec<(&[f32], &[u64], usize)> = inputs
+            .iter()
+            .zip(&l.operands)
+            .map(|(b, lay)| (b.as_slice(), lay.strides.as_slice(), lay.offset as usize))
+            .collect();
+        let mut direct = vec![0.0; n];
+        assert!(
+            engaged(&k, &l, &mut direct, &ops),
+            "the path did not take the kernel"
+        );
+        assert_eq!(bits(&direct), bits(&expected));
+    }
+
+    #[test]
+    fn register_tiles_take_contractions_of_any_size() {
+        // out[i, j] = sum_k a[i, k] * b[k, j], sizes off the tiles' edges.
+        for (m, n, k) in [(9, 17, 5), (4, 8, 2), (13, 8, 33), (5, 23, 7)] {
+            let kernel = Kernel::new(
+                vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
+                2,
+                Expr::Binary(
+                    BinaryOp::Mul,
+                    Box::new(Expr::Load(0)),
+                    Box::new(Expr::Load(1)),
+                ),
+                Accumulate::Add,
+            );
+            let launch = Launch::new(
+                vec![m, n, k],
+                Layout::new(0, vec![n, 1, 0], m * n),
+                vec![
+                    Layout::new(0, vec![k, 0, 1], m * k),
+                    Layout::new(0, vec![0, 1, n], k * n),
+                ],
+            );
+            let inputs = [values((m * k) as usize, 1), values((k * n) as usize, 2)];
+            check(&kernel, &launch, &inputs, |k, l, out, ops| {
+                let np = k
+                    .iterators
+                    .iter()
+                    .filter(|&&i| i == IterKind::Parallel)
+                    .count();
+                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops)
+            });
+        }
+    }
+
+    #[test]
+    fn blocked_copies_take_transposes_of_any_size() {
+        for (m, n) in [(8, 8), (33, 17), (9, 64), (40, 11)] {
+            for body in [
+                Expr::Load(0),
+                Expr::Unary(shape_core::kernel::UnaryOp::Exp, Box::new(Expr::Load(0))),
+            ] {
+                let kernel = Kernel::new(vec![IterKind::Parallel; 2], 1, body, Accumulate::Assign);
+                // out[j, i] = a[i, j]: the result's order is (j, i).
+                let launch = Launch::new(
+                    vec![n, m],
+                    Layout::new(0, vec![m, 1], m * n),
+                    vec![Layout::new(0, vec![1, n], m * n)],
+                );
+                let inputs = [values((m * n) as usize, 3)];
+                check(&kernel, &launch, &inputs, |k, l, out, ops| {
+                    crate::transposed::try_execute(&k.body, l, out, ops)
+                });
+            }
+        }
     }
 }

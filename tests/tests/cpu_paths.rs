@@ -83,3 +83,84 @@ fn contiguous_pointwise_kernels_become_one_loop() {
     let (k2, _) = coalesce(&lowered.steps[0].kernel, &lowered.steps[0].launch);
     assert_eq!(k2.iterators.len(), 2);
 }
+
+/// Runs `spec` over operands of the given shapes on both CPU paths and
+/// compares the results bit for bit.
+fn both_paths_agree(
+    spec: &str,
+    shapes: &[String],
+    unary: Option<&str>,
+) -> Result<(), TestCaseError> {
+    let mut g = shape_solver::Graph::new();
+    let ids: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| g.input(&format!("x{i}"), s).unwrap())
+        .collect();
+    let mut r = g.einsum(spec, &ids).unwrap();
+    if let Some(f) = unary {
+        r = g.unary(f, r).unwrap();
+    }
+    let data: Vec<(String, Vec<f32>)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            let n: usize = shapes[i]
+                .split(',')
+                .map(|d| d.trim().parse::<usize>().unwrap())
+                .product();
+            // Values whose sums round differently in another order.
+            let v = (0..n)
+                .map(|j| ((j * 7919 + i * 104729) % 1000) as f32 * 0.013 - 6.1)
+                .collect();
+            (format!("x{i}"), v)
+        })
+        .collect();
+    let p = shape_tests::programs::Program::with_named_data(
+        g,
+        vec![r],
+        data.iter().map(|(n, v)| (n.as_str(), v.clone())),
+    )
+    .unwrap();
+    let solved = p.graph.solve().unwrap();
+    let reference = CpuBackend::reference().run_solved(&solved, &p).unwrap();
+    let coalesced = CpuBackend::coalesced().run_solved(&solved, &p).unwrap();
+    prop_assert_eq!(
+        bits(&reference[&r]),
+        bits(&coalesced[&r]),
+        "{} over {:?}",
+        spec,
+        shapes
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/cpu_paths.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Register tiles and blocked copies change the order in which
+    /// elements are computed, never the order in which a sum adds: every
+    /// result is the reference's, bit for bit, at sizes around the tiles'
+    /// edges and with the operands in either role.
+    #[test]
+    fn loop_order_never_changes_a_result(
+        (b, i, j, k, l) in (1usize..4, 1usize..19, 1usize..21, 1usize..12, 1usize..4),
+        which in 0usize..6,
+    ) {
+        let s = |d: &[usize]| d.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+        let cases: [(&str, Vec<String>, Option<&str>); 6] = [
+            ("b, i, k; b, k, j => b, i, j", vec![s(&[b, i, k]), s(&[b, k, j])], None),
+            ("k, j; i, k => i, j", vec![s(&[k, j]), s(&[i, k])], None),
+            ("i, k, l; l, k, j => i, j", vec![s(&[i, k, l]), s(&[l, k, j])], None),
+            ("i, j => j, i", vec![s(&[i * 3, j * 2])], None),
+            ("b, i, j => j, b, i", vec![s(&[b, i * 2, j * 2])], Some("exp")),
+            ("k, i; k, j => i, j", vec![s(&[k, i]), s(&[k, j])], Some("relu")),
+        ];
+        let (spec, shapes, f) = &cases[which];
+        both_paths_agree(spec, shapes, *f)?;
+    }
+}
