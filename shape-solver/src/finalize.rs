@@ -618,35 +618,55 @@ struct Pending {
 /// axes]`) can have: `1 + m - n` plus what the rest's own row variable
 /// needs as the operand of further slices. Entries of 0 are left out.
 fn smallest_operands(slices: &[(RowVar, usize, usize, RowTail)]) -> BTreeMap<RowVar, usize> {
-    fn need(
-        w: RowVar,
-        slices: &[(RowVar, usize, usize, RowTail)],
-        memo: &mut BTreeMap<RowVar, usize>,
-        visiting: &mut BTreeSet<RowVar>,
-    ) -> usize {
-        if let Some(&n) = memo.get(&w) {
-            return n;
-        }
-        // A cycle of slices is a contradiction the solver reports on its
-        // own; here it only must not recurse forever.
-        if !visiting.insert(w) {
-            return 0;
-        }
-        let mut most = 0;
-        for &(x, n, m, rest) in slices.iter().filter(|s| s.0 == w) {
-            let below = match rest {
-                RowTail::Open(r) if r != x => need(r, slices, memo, visiting),
-                _ => 0,
-            };
-            most = most.max((1 + m + below).saturating_sub(n));
-        }
-        visiting.remove(&w);
-        memo.insert(w, most);
-        most
+    // The slices of each operand variable, found once (a scan per variable
+    // made long chains of slices or leading flanks quadratic).
+    let mut by_operand: BTreeMap<RowVar, Vec<usize>> = BTreeMap::new();
+    for (i, s) in slices.iter().enumerate() {
+        by_operand.entry(s.0).or_default().push(i);
     }
-    let mut memo = BTreeMap::new();
-    for &(w, ..) in slices {
-        need(w, slices, &mut memo, &mut BTreeSet::new());
+    let below = |i: usize| match slices[i] {
+        (x, _, _, RowTail::Open(r)) if r != x => Some(r),
+        _ => None,
+    };
+    // Depth first without recursion (a chain may be 100,000 slices long):
+    // a variable is finished once every variable below it is.
+    let mut memo: BTreeMap<RowVar, usize> = BTreeMap::new();
+    let mut visiting: BTreeSet<RowVar> = BTreeSet::new();
+    for &(root, ..) in slices {
+        let mut stack = vec![root];
+        while let Some(&w) = stack.last() {
+            if memo.contains_key(&w) {
+                stack.pop();
+                continue;
+            }
+            let mine = by_operand.get(&w).map_or(&[][..], Vec::as_slice);
+            if visiting.insert(w) {
+                // First visit: finish the variables below first. A cycle of
+                // slices is a contradiction the solver reports on its own;
+                // here it only must not loop, so a variable on the stack
+                // counts as needing nothing.
+                for &i in mine {
+                    if let Some(r) = below(i) {
+                        if !memo.contains_key(&r) && !visiting.contains(&r) {
+                            stack.push(r);
+                        }
+                    }
+                }
+                continue;
+            }
+            let most = mine
+                .iter()
+                .map(|&i| {
+                    let (_, n, m, _) = slices[i];
+                    let under = below(i).and_then(|r| memo.get(&r).copied()).unwrap_or(0);
+                    (1 + m + under).saturating_sub(n)
+                })
+                .max()
+                .unwrap_or(0);
+            visiting.remove(&w);
+            memo.insert(w, most);
+            stack.pop();
+        }
     }
     memo.retain(|_, n| *n > 0);
     memo

@@ -19,20 +19,27 @@ pub enum Chain {
     /// A chain over an input with open batch axes (`..b..|i`), each
     /// permute keeping them (`...|i=>...|i`); the batch axis last.
     BatchLast,
+    /// A chain of rotations through leading flanks
+    /// (`a, ..m.., b=>b, ..m.., a`) over an input whose middle nothing
+    /// gives, so every flank waits for finalization (issue 13). Two
+    /// rotations per step, so that the ends are back in place.
+    FlanksOpen,
 }
 
 impl Chain {
-    pub const ALL: [Chain; 4] = [
+    pub const ALL: [Chain; 5] = [
         Chain::FactFirst,
         Chain::FactLast,
         Chain::Star,
         Chain::BatchLast,
+        Chain::FlanksOpen,
     ];
 
     /// The shape every tensor of the chain solves to.
     pub fn shape(self) -> &'static str {
         match self {
             Chain::BatchLast => "2|->5",
+            Chain::FlanksOpen => "|->3, 7",
             _ => "|->5",
         }
     }
@@ -43,6 +50,7 @@ pub fn chain(k: usize, which: Chain) -> Result<(Graph, TensorId, TensorId), Grap
     let mut g = Graph::new();
     let x = match which {
         Chain::BatchLast => g.input("x", "..b..|i")?,
+        Chain::FlanksOpen => g.input("x", "3, ..q.., 7")?,
         _ => g.parameter("x")?,
     };
     if which == Chain::FactFirst {
@@ -53,13 +61,17 @@ pub fn chain(k: usize, which: Chain) -> Result<(Graph, TensorId, TensorId), Grap
         h = match which {
             Chain::Star => g.permute("i=>i", x)?,
             Chain::BatchLast => g.permute("...|i=>...|i", h)?,
+            Chain::FlanksOpen => {
+                let swapped = g.permute("a, ..m.., b=>b, ..m.., a", h)?;
+                g.permute("a, ..m.., b=>b, ..m.., a", swapped)?
+            }
             _ => g.permute("i=>i", h)?,
         };
     }
     match which {
         Chain::FactLast | Chain::Star => g.require(h, "5")?,
         Chain::BatchLast => g.require(h, "2|5")?,
-        Chain::FactFirst => {}
+        Chain::FactFirst | Chain::FlanksOpen => {}
     }
     Ok((g, x, h))
 }
