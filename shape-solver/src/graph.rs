@@ -834,6 +834,27 @@ impl Graph {
         self.apply(op, operands)
     }
 
+    /// An einsum whose left-out labels are reduced by `reduction` instead
+    /// of summed (`einsum_max`, `einsum_min`, `einsum_prod` in the text
+    /// language): the row maximum of a softmax, a max-pool.
+    ///
+    /// ```
+    /// use shape_solver::{ops::Reduction, Graph};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "5, 3").unwrap();
+    /// let column_max = g.einsum_reduced("u,t=>t", &[x], Reduction::Max).unwrap();
+    /// assert_eq!(g.solve().unwrap().shape(column_max).unwrap().to_string(), "|->3");
+    /// ```
+    pub fn einsum_reduced(
+        &mut self,
+        spec: &str,
+        operands: &[TensorId],
+        reduction: ops::Reduction,
+    ) -> Result<TensorId, GraphError> {
+        let op = self.built(reduction.function(), Some(spec), operands.len())?;
+        self.apply(op, operands)
+    }
+
     /// A permutation (or reduction) of one operand: a unary einsum such as
     /// `"ij=>ji"`.
     pub fn permute(&mut self, spec: &str, a: TensorId) -> Result<TensorId, GraphError> {

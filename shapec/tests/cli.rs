@@ -494,6 +494,29 @@ fn attention_softmax_rows_sum_to_one() {
     }
 }
 
+#[test]
+fn reductions_other_than_sums_in_the_text_language() {
+    let dir = scratch("reductions_other_than_sums");
+    std::fs::write(
+        dir.join("r.shape"),
+        "const x: 3, 2 = [1, -4, 5, 2, -3, 6]\n\
+         hi = einsum_max(\"u, t => t\", x)\n\
+         lo = einsum_min(\"u, t => t\", x)\n\
+         pr = einsum_prod(\"u, t => t\", x)\n\
+         # a stable softmax over the first axis: each column's maximum first\n\
+         e = exp(x - hi)\n\
+         s = e / einsum(\"u, t => t\", e)\n",
+    )
+    .unwrap();
+    let out = shapec_in(&dir, &["run", "r.shape", "--backend", "cpu"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[2], "hi : |->2 = [5, 6]", "{}", out.stdout);
+    assert_eq!(lines[3], "lo : |->2 = [-3, -4]", "{}", out.stdout);
+    assert_eq!(lines[4], "pr : |->2 = [-15, -48]", "{}", out.stdout);
+    assert!(lines[6].starts_with("s : |->3, 2 = "), "{}", out.stdout);
+}
+
 // ---- broadcast -------------------------------------------------------------
 
 #[test]

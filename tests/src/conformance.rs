@@ -190,6 +190,72 @@ pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     }
 }
 
+/// Reductions other than sums: a numerically stable softmax over the
+/// first axis (subtracting each column's maximum), a minimum and a
+/// product, and a reduction of nothing, which keeps NaN.
+pub fn reductions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    use shape_solver::ops::Reduction;
+    let mut g = Graph::new();
+    let x = g.input("x", "5, 3").expect("a spec");
+    let big = g.input("big", "5, 3").expect("a spec");
+    let scaled = g.binary("mul", x, big).expect("a product");
+    let max = g
+        .einsum_reduced("u,t=>t", &[scaled], Reduction::Max)
+        .expect("a max");
+    let shifted = g.binary("sub", scaled, max).expect("a difference");
+    let e = g.unary("exp", shifted).expect("exp");
+    let total = g.einsum("u,t=>t", &[e]).expect("a sum");
+    let softmax = g.binary("div", e, total).expect("a quotient");
+    let min = g
+        .einsum_reduced("u,t=>t", &[x], Reduction::Min)
+        .expect("a min");
+    let prod = g
+        .einsum_reduced("u,t=>t", &[x], Reduction::Product)
+        .expect("a product");
+    let same = g
+        .einsum_reduced("u,t=>t,u", &[x], Reduction::Max)
+        .expect("no reduction");
+    let mut xs = ramp(15);
+    xs[4] = f32::NAN;
+    let program = Program::with_named_data(
+        g,
+        vec![max, softmax, min, prod, same],
+        [("x", xs.clone()), ("big", vec![1000.0; 15])],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &program, tolerance);
+    let column = |t: usize| -> Vec<f32> { (0..5).map(|u| xs[u * 3 + t]).collect() };
+    for t in 0..3 {
+        // `f32::max` and `f32::min` pass over NaN (column 1 holds one).
+        let hi = column(t).into_iter().fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(out[&max][t], hi * 1000.0, "{}", backend.name());
+        assert_eq!(
+            out[&min][t],
+            column(t).into_iter().fold(f32::INFINITY, f32::min),
+            "{}",
+            backend.name()
+        );
+        let p = column(t).into_iter().fold(1.0f32, |a, v| a * v);
+        assert_eq!(out[&prod][t].is_nan(), p.is_nan(), "{}", backend.name());
+        if !p.is_nan() {
+            assert!(
+                (out[&prod][t] - p).abs() <= 1e-6 * p.abs(),
+                "{}",
+                backend.name()
+            );
+        }
+        if t != 1 {
+            // Scaled by 1000, a plain softmax would overflow to NaN.
+            let s: f32 = (0..5).map(|u| out[&softmax][u * 3 + t]).sum();
+            assert!((s - 1.0).abs() < 1e-5, "{}: {s}", backend.name());
+        }
+    }
+    // Reducing nothing keeps every value, NaN included.
+    // `same` is `x` transposed: element [t = 1, u = 1] is x[1, 1].
+    assert!(out[&same][5 + 1].is_nan(), "{}", backend.name());
+    assert_eq!(out[&same][2 * 5 + 4], xs[4 * 3 + 2], "{}", backend.name());
+}
+
 /// Axes before a row variable (a leading flank): rotations of a row and
 /// a leading axis broadcast over the middle.
 pub fn leading_flanks<B: Backend>(backend: &mut B, tolerance: Tolerance) {
@@ -426,6 +492,7 @@ macro_rules! backend_conformance {
                 contractions,
                 rearrangements,
                 leading_flanks,
+                reductions,
                 unwritten_elements_are_zero,
                 multi_step_lowering,
                 long_reductions,

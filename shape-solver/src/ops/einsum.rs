@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use shape_core::kernel::{Accumulate, BinaryOp, Expr};
+use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind};
 use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar};
 
@@ -23,12 +23,60 @@ use crate::projections::{AxisSite, ProjectionBuilder};
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;
 
+/// How an einsum combines the values that meet in one result element:
+/// the labels its result leaves out are reduced by this.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// A sum (`einsum`, `permute`).
+    #[default]
+    Sum,
+    /// The largest value (`einsum_max`); NaN is ignored unless every value
+    /// is NaN, as in `f32::max`.
+    Max,
+    /// The smallest value (`einsum_min`).
+    Min,
+    /// The product (`einsum_prod`).
+    Product,
+}
+
+impl Reduction {
+    /// Every reduction.
+    pub const ALL: [Reduction; 4] = [
+        Reduction::Sum,
+        Reduction::Max,
+        Reduction::Min,
+        Reduction::Product,
+    ];
+
+    /// The name of the einsum that reduces this way in the text language
+    /// and the registry.
+    pub fn function(self) -> &'static str {
+        match self {
+            Reduction::Sum => "einsum",
+            Reduction::Max => "einsum_max",
+            Reduction::Min => "einsum_min",
+            Reduction::Product => "einsum_prod",
+        }
+    }
+
+    /// The kernel accumulation that implements it.
+    pub fn accumulate(self) -> Accumulate {
+        match self {
+            Reduction::Sum => Accumulate::Add,
+            Reduction::Max => Accumulate::Max,
+            Reduction::Min => Accumulate::Min,
+            Reduction::Product => Accumulate::Mul,
+        }
+    }
+}
+
 /// An einsum (or, with one operand, a permute) of a parsed spec, with the
 /// texts its messages use, computed once so that applying the same spec
 /// many times formats nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Einsum {
     spec: EinsumSpec,
+    reduction: Reduction,
     name: Arc<str>,
     /// Per spec (result first, then operands), per row kind: what the
     /// constraint tying that row to the spec says.
@@ -36,12 +84,26 @@ pub struct Einsum {
 }
 
 impl Einsum {
-    /// Prepares a parsed spec.
+    /// Prepares a parsed spec; the labels the result leaves out are
+    /// summed.
     pub fn new(spec: EinsumSpec) -> Einsum {
-        let name: Arc<str> = if spec.operands.len() == 1 {
-            format!("permute \"{spec}\"").into()
-        } else {
-            format!("einsum \"{spec}\"").into()
+        Einsum::with_reduction(spec, Reduction::Sum)
+    }
+
+    /// Prepares a parsed spec whose left-out labels are reduced by
+    /// `reduction`.
+    ///
+    /// ```
+    /// use shape_core::EinsumSpec;
+    /// use shape_solver::ops::{Einsum, Reduction};
+    /// use shape_solver::Operation;
+    /// let rows_max = Einsum::with_reduction(EinsumSpec::parse("u,t=>t").unwrap(), Reduction::Max);
+    /// assert_eq!(rows_max.name(), "einsum_max \"u,t=>t\"");
+    /// ```
+    pub fn with_reduction(spec: EinsumSpec, reduction: Reduction) -> Einsum {
+        let name: Arc<str> = match (reduction, spec.operands.len()) {
+            (Reduction::Sum, 1) => format!("permute \"{spec}\"").into(),
+            (r, _) => format!("{} \"{spec}\"", r.function()).into(),
         };
         let row_rules = std::iter::once(&spec.result)
             .chain(&spec.operands)
@@ -59,9 +121,15 @@ impl Einsum {
             .collect();
         Einsum {
             spec,
+            reduction,
             name,
             row_rules,
         }
+    }
+
+    /// How the labels the result leaves out are reduced.
+    pub fn reduction(&self) -> Reduction {
+        self.reduction
     }
 
     /// Parses `text`; `what` (`einsum` or `permute`) names the spec in
@@ -208,14 +276,21 @@ impl Operation for Einsum {
                 Box::new(Expr::Load(1)),
             ),
         };
-        cx.single_kernel(body, Accumulate::Add)
+        // Without reduced loops a maximum, minimum or product of one value
+        // is that value: assigned, so that NaN stays NaN.
+        let reduces = cx.projections().kinds.contains(&IterKind::Reduction);
+        let accumulate = match self.reduction {
+            Reduction::Sum => Accumulate::Add,
+            r if reduces => r.accumulate(),
+            _ => Accumulate::Assign,
+        };
+        cx.single_kernel(body, accumulate)
     }
 
     fn spell(&self, operands: &[&str]) -> String {
-        let f = if self.spec.operands.len() == 1 {
-            "permute"
-        } else {
-            "einsum"
+        let f = match (self.reduction, self.spec.operands.len()) {
+            (Reduction::Sum, 1) => "permute",
+            (r, _) => r.function(),
         };
         format!("{f}(\"{}\", {})", self.spec, operands.join(", "))
     }
@@ -304,11 +379,41 @@ fn sample_contraction(cx: &mut dyn SampleCx) -> Result<Option<crate::TensorId>, 
     cx.graph().einsum(&spec, &[t, v]).map(Some)
 }
 
+/// Reduces the first output axis of a tensor by `reduction` (the first,
+/// so that the result broadcasts back against the tensor).
+fn sample_reduction(
+    cx: &mut dyn SampleCx,
+    reduction: Reduction,
+) -> Result<Option<crate::TensorId>, GraphError> {
+    let t = cx.pick();
+    let s = cx.shape(t)?;
+    let (b, i, o) = (s.batch.len(), s.input.len(), s.output.len());
+    if o == 0 {
+        return Ok(None);
+    }
+    let ls = labels(o, b'a');
+    let bl = labels(b, b'm').join(",");
+    let il = labels(i, b'u').join(",");
+    let spec = format!(
+        "{bl}|{il}->{}=>{bl}|{il}->{},",
+        ls.join(","),
+        ls[1..].join(",")
+    );
+    cx.graph()
+        .call(reduction.function(), Some(&spec), &[t])
+        .map(Some)
+}
+
 fn build(args: &BuildArgs<'_>) -> Result<Arc<dyn Operation>, GraphError> {
     let text = args.spec.ok_or_else(|| GraphError::SpecExpected {
         function: args.name.to_string(),
     })?;
+    let reduction = Reduction::ALL
+        .into_iter()
+        .find(|r| r.function() == args.name)
+        .unwrap_or_default();
     let op = Einsum::parse(text, args.name)?;
+    let op = Einsum::with_reduction(op.spec, reduction);
     if args.name == "permute" && op.arity() != 1 {
         return Err(GraphError::PermuteSpec {
             spec: text.to_string(),
@@ -328,6 +433,30 @@ pub(super) fn entries() -> Vec<OpEntry> {
         )
         .with_spec()
         .with_sampler(sample_contraction),
+        OpEntry::new(
+            "einsum_max",
+            "like einsum, with the labels its result leaves out reduced by a maximum",
+            1..=2,
+            build,
+        )
+        .with_spec()
+        .with_sampler(|cx| sample_reduction(cx, Reduction::Max)),
+        OpEntry::new(
+            "einsum_min",
+            "like einsum, with the labels its result leaves out reduced by a minimum",
+            1..=2,
+            build,
+        )
+        .with_spec()
+        .with_sampler(|cx| sample_reduction(cx, Reduction::Min)),
+        OpEntry::new(
+            "einsum_prod",
+            "like einsum, with the labels its result leaves out reduced by a product",
+            1..=2,
+            build,
+        )
+        .with_spec()
+        .with_sampler(|cx| sample_reduction(cx, Reduction::Product)),
         OpEntry::new(
             "permute",
             "one tensor's axes rearranged (and summed over the labels its result leaves out)",

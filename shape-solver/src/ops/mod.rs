@@ -27,6 +27,6 @@ pub(crate) mod terminal;
 pub use batch_slice::BatchSlice;
 pub use binary::{Binary, BinaryFunction};
 pub use compose::Compose;
-pub use einsum::Einsum;
+pub use einsum::{Einsum, Reduction};
 pub use transpose::Transpose;
 pub use unary::{Unary, UnaryFunction};
