@@ -60,6 +60,16 @@ pub enum Constraint {
         /// Why.
         why: Why,
     },
+    /// `total` is the sum of `parts` (the axis of a concatenation). Waits
+    /// until all but one of the sizes are known.
+    DimSum {
+        /// The whole axis.
+        total: Dim,
+        /// The parts, in order.
+        parts: Vec<Dim>,
+        /// Why.
+        why: Why,
+    },
     /// `rest` is `whole` without its first (leftmost) axis. Waits until
     /// `whole` has a known number of axes.
     ///
@@ -87,6 +97,7 @@ impl Constraint {
             | Constraint::RowEq { why, .. }
             | Constraint::RowIneq { why, .. }
             | Constraint::TotalElems { why, .. }
+            | Constraint::DimSum { why, .. }
             | Constraint::DropFirst { why, .. } => *why,
         }
     }

@@ -272,6 +272,49 @@ impl fmt::Display for AxesCycle {
     }
 }
 
+/// Why the parts of a concatenated axis do not add up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SumReason {
+    /// Every size is known and the parts add up to another total.
+    NotEqual,
+    /// The known parts, with at least 1 for each unknown one, already
+    /// exceed the total.
+    PartsExceedTotal,
+    /// The sum is larger than a size can be (2^64 - 1).
+    Overflow,
+    /// One unknown part appears several times and the rest of the total
+    /// is not a multiple of that count.
+    NotDivisible,
+    /// Two or more parts are unknown at finalization.
+    Underdetermined,
+}
+
+impl SumReason {
+    fn explain(self) -> &'static str {
+        match self {
+            SumReason::NotEqual => "the parts do not add up to the whole",
+            SumReason::PartsExceedTotal => {
+                "the known parts, with at least 1 for each unknown one, exceed the whole"
+            }
+            SumReason::Overflow => "the parts add up to more than 2^64 - 1",
+            SumReason::NotDivisible => {
+                "what the known parts leave cannot be split evenly among the repeated unknown one"
+            }
+            SumReason::Underdetermined => "two or more parts are unknown; give all but one of them",
+        }
+    }
+}
+
+/// Sizes printed `?` where unknown, for messages.
+fn sizes_text(parts: &[Option<KnownDim>]) -> String {
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| p.as_ref().map_or("?".to_string(), |k| k.size().to_string()))
+        .collect();
+    parts.join(" + ")
+}
+
 /// A failure to solve shape constraints.
 ///
 /// Every variant carries the constraint in which the failure showed up
@@ -376,6 +419,18 @@ pub enum ShapeError {
         /// How many sizes are unknown.
         unknowns: usize,
     },
+    /// The parts of a concatenated axis do not add up to its size.
+    #[error("size mismatch in {context}: the concatenated axis is {} = {}: {}", total.as_ref().map_or("?".to_string(), |t| t.size().to_string()), sizes_text(parts), reason.explain())]
+    SumMismatch {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The whole axis, when known.
+        total: Option<KnownDim>,
+        /// The parts, in order, where known.
+        parts: Vec<Option<KnownDim>>,
+        /// What does not fit.
+        reason: SumReason,
+    },
     /// A batch slice of a tensor without batch axes.
     #[error("cannot slice in {context}: the row {row} has no axis to drop")]
     NothingToSlice {
@@ -445,6 +500,10 @@ impl ShapeError {
             ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
                 ErrorClass::Underdetermined
             }
+            ShapeError::SumMismatch { reason, .. } => match reason {
+                SumReason::Underdetermined => ErrorClass::Underdetermined,
+                _ => ErrorClass::Conflict,
+            },
             ShapeError::UnknownVariable { .. } => ErrorClass::Misuse,
         }
     }
@@ -465,6 +524,7 @@ impl ShapeError {
             | ShapeError::TotalElems { context, .. }
             | ShapeError::Underdetermined { context, .. }
             | ShapeError::NothingToSlice { context, .. }
+            | ShapeError::SumMismatch { context, .. }
             | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,
         }

@@ -42,7 +42,7 @@ use crate::constraint::Constraint;
 use crate::env::{
     resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowEntry,
 };
-use crate::error::ShapeError;
+use crate::error::{ShapeError, SumReason};
 use crate::origin::{Origin, Why};
 use crate::solver::Solver;
 use crate::store::LinkCache;
@@ -161,7 +161,7 @@ impl Solver {
         let mut pending = s.pending()?;
         loop {
             s.run()?;
-            if s.close_queued(&mut q, fin, &pending.rows)? {
+            if s.close_queued(&mut q, fin, &pending.rows, &pending.sum_held)? {
                 continue;
             }
             pending = s.pending()?;
@@ -198,6 +198,46 @@ impl Solver {
                 pending.rows.clear();
                 s.match_open_slices();
                 any_open = s.queue_all_open(&mut q);
+                continue;
+            }
+            if !s.sums_released && !pending.totals.is_empty() {
+                // Only sums (and the dims related to them) are left. As
+                // elsewhere, results close before their operands: first
+                // every whole that has a least upper bound closes to it,
+                // all at once; then the parts still unknown close, all at
+                // once, each to its least upper bound or else 1. No order
+                // of constraints can change either batch; the sums decide
+                // what follows, and the rules the rest.
+                s.sums_released = true;
+                let wholes: BTreeSet<DimVar> = pending.totals.iter().copied().collect();
+                let mut batch = Vec::new();
+                for v in wholes {
+                    if let Some((lub, _)) = s.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
+                        batch.push((v, lub));
+                    }
+                }
+                for (v, value) in batch {
+                    s.bind_dim(v, Dim::Known(value), fin, fin);
+                }
+                s.run()?;
+                let mut batch = Vec::new();
+                for v in s.pending_sum_parts()? {
+                    let Some(b) = s.env.dim_bounds(v) else {
+                        continue;
+                    };
+                    let value = b
+                        .lub
+                        .as_ref()
+                        .map_or_else(KnownDim::one, |(k, _)| k.clone());
+                    batch.push((v, value));
+                }
+                for (v, value) in batch {
+                    if s.env.dim_bounds(v).is_some() {
+                        s.bind_dim(v, Dim::Known(value), fin, fin);
+                    }
+                }
+                any_open = s.queue_all_open(&mut q);
+                pending = s.pending()?;
                 continue;
             }
             if let Some(c) = pending.waiting {
@@ -258,9 +298,14 @@ impl Solver {
         q: &mut Queues,
         fin: Why,
         blocked_rows: &BTreeSet<RowVar>,
+        blocked_dims: &BTreeSet<DimVar>,
     ) -> Result<bool, ShapeError> {
         q.absorb(&mut self.env);
         if let Some(v) = q.dims.pop().map(DimVar) {
+            if blocked_dims.contains(&v) {
+                // Closed with its sum, all at once (see `sums_released`).
+                return Ok(true);
+            }
             if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
                 self.bind_dim(v, Dim::Known(lub), lw, lw);
             }
@@ -363,6 +408,10 @@ impl Solver {
         // variable, the operand's spelled-out axes, and how the rest ends.
         let mut slices: Vec<(RowVar, usize, usize, RowTail)> = Vec::new();
         let mut waiting = None;
+        // Wholes of sums whose parts are not all known yet.
+        let mut totals: Vec<DimVar> = Vec::new();
+        let mut parts_of_sums: BTreeSet<DimVar> = BTreeSet::new();
+        let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
         let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
@@ -389,6 +438,30 @@ impl Solver {
                         if rr.tail == RowTail::Closed && unknown.len() >= 2 {
                             dims.extend(unknown);
                             waiting.get_or_insert_with(|| c.clone());
+                        }
+                    }
+                    Constraint::DimSum { total, parts, why } => {
+                        // Parts close by the defaults, then decide the whole;
+                        // the whole may not be closed by a default first. With
+                        // the whole known, two unknown parts are a guess.
+                        let mut unknown = Vec::new();
+                        for d in parts {
+                            if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
+                                unknown.push(v);
+                            }
+                        }
+                        unknown.sort();
+                        unknown.dedup();
+                        match resolve_dim(env, total, *why)? {
+                            ResolvedDim::Var(t) => {
+                                totals.push(t);
+                                parts_of_sums.extend(unknown);
+                            }
+                            ResolvedDim::Known { .. } if unknown.len() >= 2 => {
+                                dims.extend(unknown);
+                                waiting.get_or_insert_with(|| c.clone());
+                            }
+                            ResolvedDim::Known { .. } => {}
                         }
                     }
                     Constraint::DropFirst { whole, rest, .. } => {
@@ -423,6 +496,30 @@ impl Solver {
                 }
             }
         }
+        // A sum with unknown sizes, and every dim related to them by
+        // inequalities, waits until nothing else is left: closing one of
+        // them first would decide the others, one way or another by the
+        // order of the rules. Then finalization releases them all at once
+        // (`sums_released`), and the rules close them together.
+        if !self.sums_released {
+            let mut held: BTreeSet<DimVar> = totals.iter().copied().collect();
+            held.extend(parts_of_sums.iter().copied());
+            let mut todo: Vec<DimVar> = held.iter().copied().collect();
+            while let Some(v) = todo.pop() {
+                let Some(b) = self.env.dim_bounds(v) else {
+                    continue;
+                };
+                for (u, why) in b.cur.iter().chain(&b.subr) {
+                    if let ResolvedDim::Var(u) = resolve_dim(env, &Dim::Var(*u), *why)? {
+                        if held.insert(u) {
+                            todo.push(u);
+                        }
+                    }
+                }
+            }
+            dims.extend(held.iter().copied());
+            sum_held = held;
+        }
         // A row above a pending slice's result must wait for it too: closing
         // it first would bound the slice's result before the slice decides.
         let mut frontier: Vec<RowVar> = rows.iter().copied().collect();
@@ -441,6 +538,8 @@ impl Solver {
             }
         }
         Ok(Pending {
+            totals,
+            sum_held,
             dims,
             rows,
             wholes: smallest_operands(&slices),
@@ -571,26 +670,67 @@ impl Solver {
         Ok(false)
     }
 
-    fn underdetermined(&self, c: Constraint) -> ShapeError {
-        let Constraint::TotalElems { row, total, why } = c else {
-            unreachable!("only element-count constraints wait on several dims")
-        };
+    /// The unknown parts of sums whose wholes are unknown too, resolved
+    /// and without repeats, in id order.
+    fn pending_sum_parts(&self) -> Result<Vec<DimVar>, ShapeError> {
         let env = &mut self.env.read_only();
-        match resolve_row(env, &row) {
-            Ok(rr) => {
-                let unknowns = rr
-                    .dims
-                    .iter()
-                    .filter(|d| matches!(resolve_dim(env, d, why), Ok(ResolvedDim::Var(_))))
-                    .count();
-                ShapeError::Underdetermined {
-                    context: self.origin_arc(why.origin),
-                    row: Box::new(self.row_fact(&rr)),
-                    total: total.get(),
-                    unknowns,
+        let mut parts = BTreeSet::new();
+        for v in &self.watched_dims {
+            let Some(b) = self.env.dim_bounds(*v) else {
+                continue;
+            };
+            for c in b.watchers.iter() {
+                let Constraint::DimSum {
+                    total,
+                    parts: ps,
+                    why,
+                } = c
+                else {
+                    continue;
+                };
+                if !matches!(resolve_dim(env, total, *why)?, ResolvedDim::Var(_)) {
+                    continue;
+                }
+                for d in ps {
+                    if let ResolvedDim::Var(p) = resolve_dim(env, d, *why)? {
+                        parts.insert(p);
+                    }
                 }
             }
-            Err(e) => e,
+        }
+        Ok(parts.into_iter().collect())
+    }
+
+    fn underdetermined(&self, c: Constraint) -> ShapeError {
+        let env = &mut self.env.read_only();
+        let known = |env: &mut _, d: &Dim, why| match resolve_dim(env, d, why) {
+            Ok(ResolvedDim::Known { value, .. }) => Some(value),
+            _ => None,
+        };
+        match c {
+            Constraint::TotalElems { row, total, why } => match resolve_row(env, &row) {
+                Ok(rr) => {
+                    let unknowns = rr
+                        .dims
+                        .iter()
+                        .filter(|d| matches!(resolve_dim(env, d, why), Ok(ResolvedDim::Var(_))))
+                        .count();
+                    ShapeError::Underdetermined {
+                        context: self.origin_arc(why.origin),
+                        row: Box::new(self.row_fact(&rr)),
+                        total: total.get(),
+                        unknowns,
+                    }
+                }
+                Err(e) => e,
+            },
+            Constraint::DimSum { total, parts, why } => ShapeError::SumMismatch {
+                context: self.origin_arc(why.origin),
+                total: known(env, &total, why),
+                parts: parts.iter().map(|d| known(env, d, why)).collect(),
+                reason: SumReason::Underdetermined,
+            },
+            other => unreachable!("only element counts and sums wait on several dims: {other:?}"),
         }
     }
 }
@@ -599,6 +739,13 @@ impl Solver {
 /// they will decide, and the smallest rows slices allow.
 #[derive(Debug, Default)]
 struct Pending {
+    /// Wholes of sums still waiting for their parts (held back in `dims`
+    /// until released).
+    totals: Vec<DimVar>,
+    /// The sums' unknown sizes and every dim related to them: no rule
+    /// closes them, not even to a least upper bound, until the sums are
+    /// released.
+    sum_held: BTreeSet<DimVar>,
     /// Dims of element-count rows with two or more unknowns, and the dims
     /// above them.
     dims: BTreeSet<DimVar>,

@@ -834,6 +834,25 @@ impl Graph {
         self.apply(op, operands)
     }
 
+    /// The operands one after another along their last output axis; the
+    /// other axes broadcast as in a pointwise operation, and one unknown
+    /// size among the parts and the whole is inferred from the others.
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// let mut g = Graph::new();
+    /// let a = g.input("a", "4|2").unwrap();
+    /// let b = g.parameter("b").unwrap();
+    /// let c = g.concat(&[a, b]).unwrap();
+    /// g.require(c, "4|5").unwrap();
+    /// let s = g.solve().unwrap();
+    /// assert_eq!(s.shape(b).unwrap().to_string(), "|->3");
+    /// ```
+    pub fn concat(&mut self, parts: &[TensorId]) -> Result<TensorId, GraphError> {
+        let op = self.built("concat", None, parts.len())?;
+        self.apply(op, parts)
+    }
+
     /// An einsum whose left-out labels are reduced by `reduction` instead
     /// of summed (`einsum_max`, `einsum_min`, `einsum_prod` in the text
     /// language): the row maximum of a softmax, a max-pool.

@@ -43,7 +43,8 @@ pub mod symbolic;
 
 pub use constraint::Constraint;
 pub use error::{
-    AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError, TotalElemsReason,
+    AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError, SumReason,
+    TotalElemsReason,
 };
 pub use finalize::{Provenance, Solution};
 pub use graph::{

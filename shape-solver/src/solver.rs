@@ -34,7 +34,9 @@ use crate::env::{
     resolve_dim, resolve_row, DimEntry, Env, EnvSnapshot, ResolvedDim, ResolvedRow, RowEntry,
     StoredIneq, StoredRow,
 };
-use crate::error::{AxesCycle, CycleStep, DimFact, RowFact, ShapeError, TotalElemsReason};
+use crate::error::{
+    AxesCycle, CycleStep, DimFact, RowFact, ShapeError, SumReason, TotalElemsReason,
+};
 use crate::origin::{Origin, OriginId, Relation, Why};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
 
@@ -86,6 +88,9 @@ pub struct Solver {
     /// Whether slices whose rows are both open match what the rows spell
     /// out (set by finalization, see `drop_first`).
     match_open_slices: bool,
+    /// Whether finalization lets its defaults close the wholes of sums
+    /// that still wait for parts (set once nothing else is left).
+    pub(crate) sums_released: bool,
 }
 
 /// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
@@ -392,6 +397,7 @@ impl Solver {
                 self.row_ineq(cur, subr, why)
             }
             Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
+            Constraint::DimSum { total, parts, why } => self.dim_sum(total, parts, why),
             Constraint::DropFirst {
                 whole,
                 rest,
@@ -986,6 +992,91 @@ impl Solver {
         Ok(())
     }
 
+    /// `total` is the sum of `parts`: decided once all but one of the
+    /// sizes are known (one unknown part repeated `k` times takes a `k`-th
+    /// of what is left); waits on the unknowns otherwise.
+    fn dim_sum(&mut self, total: Dim, parts: Vec<Dim>, why: Why) -> Result<(), ShapeError> {
+        let mut known: u128 = 0;
+        let mut facts = Vec::with_capacity(parts.len());
+        let mut unknown: Vec<DimVar> = Vec::new();
+        for d in &parts {
+            match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, .. } => {
+                    known += value.size() as u128;
+                    facts.push(Some(value));
+                }
+                ResolvedDim::Var(v) => {
+                    unknown.push(v);
+                    facts.push(None);
+                }
+            }
+        }
+        let whole = match self.env.resolve_dim(&total, why)? {
+            ResolvedDim::Known { value, .. } => Ok(value),
+            ResolvedDim::Var(v) => Err(v),
+        };
+        let fail = |s: &Self, reason: SumReason| ShapeError::SumMismatch {
+            context: s.origin_arc(why.origin),
+            total: whole.clone().ok(),
+            parts: facts.clone(),
+            reason,
+        };
+        let mut distinct = unknown.clone();
+        distinct.sort();
+        distinct.dedup();
+        if let (Err(t), true) = (&whole, parts.len() >= 2) {
+            if distinct.contains(t) {
+                // The whole is one of its own parts, and the others are at
+                // least 1 each.
+                return Err(fail(self, SumReason::PartsExceedTotal));
+            }
+        }
+        match (&whole, distinct.as_slice()) {
+            (Ok(t), []) => {
+                if known != t.size() as u128 {
+                    return Err(fail(self, SumReason::NotEqual));
+                }
+            }
+            (Err(_), []) => {
+                let size = u64::try_from(known).ok().and_then(KnownDim::of);
+                let Some(size) = size else {
+                    return Err(fail(self, SumReason::Overflow));
+                };
+                self.requeue(Constraint::DimEq {
+                    a: total,
+                    b: Dim::Known(size),
+                    why,
+                });
+            }
+            (Ok(t), vars) => {
+                // Each unknown part is at least 1.
+                let left = (t.size() as u128).checked_sub(known + unknown.len() as u128);
+                let Some(left) = left else {
+                    return Err(fail(self, SumReason::PartsExceedTotal));
+                };
+                if let [v] = vars {
+                    let k = unknown.len() as u128;
+                    let rest = left + k;
+                    if !rest.is_multiple_of(k) {
+                        return Err(fail(self, SumReason::NotDivisible));
+                    }
+                    let size = KnownDim::of((rest / k) as u64).expect("at least 1");
+                    self.bind_dim(*v, Dim::Known(size), why, why);
+                } else {
+                    let c = Constraint::DimSum { total, parts, why };
+                    self.defer(c, &distinct, None);
+                }
+            }
+            (Err(t), _) => {
+                let mut waits = distinct.clone();
+                waits.push(*t);
+                let c = Constraint::DimSum { total, parts, why };
+                self.defer(c, &waits, None);
+            }
+        }
+        Ok(())
+    }
+
     /// `rest` is `whole` without its first axis.
     ///
     /// A closed `whole` decides `rest`, and a closed `rest` decides `whole`
@@ -1198,7 +1289,9 @@ impl WorkQueue {
         match c {
             Constraint::DimEq { .. } | Constraint::DimIneq { .. } => self.dims.push(c),
             Constraint::RowEq { .. } | Constraint::RowIneq { .. } => self.rows.push(c),
-            Constraint::TotalElems { .. } | Constraint::DropFirst { .. } => self.whole_rows.push(c),
+            Constraint::TotalElems { .. }
+            | Constraint::DimSum { .. }
+            | Constraint::DropFirst { .. } => self.whole_rows.push(c),
         }
     }
 

@@ -198,6 +198,7 @@ fn headline(e: &ShapeError) -> String {
         ShapeError::TotalElems { .. } => "the element count does not fit".into(),
         ShapeError::Underdetermined { .. } => "too many unknown sizes".into(),
         ShapeError::NothingToSlice { .. } => "no batch axis to slice".into(),
+        ShapeError::SumMismatch { .. } => "the parts do not add up".into(),
         _ => "here".into(),
     }
 }

@@ -256,6 +256,29 @@ pub fn reductions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     assert_eq!(out[&same][2 * 5 + 4], xs[4 * 3 + 2], "{}", backend.name());
 }
 
+/// Concatenation along the last output axis: parts of different lengths,
+/// one that broadcasts over the leading axes, a part of length 1.
+pub fn concatenation<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let a = g.input("a", "2|3, 4").expect("a spec");
+    let b = g.input("b", "1, 2").expect("a spec");
+    let c = g.input("c", "2|3, 1").expect("a spec");
+    let cat = g.concat(&[a, b, c]).expect("a concatenation");
+    let program = Program::with_named_data(
+        g,
+        vec![cat],
+        [("a", ramp(24)), ("b", vec![10.0, 20.0]), ("c", ramp(6))],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &program, tolerance);
+    // Row (batch 1, 2) of the result: a's row, then b's only row, then c's.
+    let row = &out[&cat][(3 + 2) * 7..][..7];
+    let a_row = &ramp(24)[(3 + 2) * 4..][..4];
+    assert_eq!(&row[..4], a_row, "{}", backend.name());
+    assert_eq!(&row[4..6], &[10.0, 20.0], "{}", backend.name());
+    assert_eq!(row[6], ramp(6)[3 + 2], "{}", backend.name());
+}
+
 /// Axes before a row variable (a leading flank): rotations of a row and
 /// a leading axis broadcast over the middle.
 pub fn leading_flanks<B: Backend>(backend: &mut B, tolerance: Tolerance) {
@@ -493,6 +516,7 @@ macro_rules! backend_conformance {
                 rearrangements,
                 leading_flanks,
                 reductions,
+                concatenation,
                 unwritten_elements_are_zero,
                 multi_step_lowering,
                 long_reductions,

@@ -34,6 +34,8 @@ enum GenConstraint {
     /// A batch slice (no first axis named) or a leading flank (the first
     /// axis named): the second row is the first without its first axis.
     Drop(GenRow, GenRow, Option<GenDim>),
+    /// A concatenated axis: the first dim is the sum of the others.
+    Sum(GenDim, Vec<GenDim>),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -59,6 +61,7 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         4 => (gen_row(), gen_row()).prop_map(|(a, b)| GenConstraint::RowIneq(a, b)),
         1 => (gen_row(), prop::sample::select(vec![1u64, 4, 6, 12, 24])).prop_map(|(r, n)| GenConstraint::Total(r, n)),
         1 => (gen_row(), gen_row(), prop::option::of(gen_dim())).prop_map(|(a, b, f)| GenConstraint::Drop(a, b, f)),
+        1 => (gen_dim(), prop::collection::vec(gen_dim(), 2..4)).prop_map(|(t, p)| GenConstraint::Sum(t, p)),
     ]
 }
 
@@ -122,6 +125,11 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                 GenConstraint::Total(r, n) => Constraint::TotalElems {
                     row: row(r),
                     total: (*n).try_into().unwrap(),
+                    why,
+                },
+                GenConstraint::Sum(t, p) => Constraint::DimSum {
+                    total: dim(t),
+                    parts: p.iter().map(dim).collect(),
                     why,
                 },
                 GenConstraint::Drop(a, b, f) => Constraint::DropFirst {
@@ -387,6 +395,7 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
         Constraint::TotalElems { row: r, total, .. } => {
             row(r).iter().product::<u64>() == total.get()
         }
+        Constraint::DimSum { total, parts, .. } => dim(total) == parts.iter().map(dim).sum::<u64>(),
         Constraint::DropFirst {
             whole, rest, first, ..
         } => {

@@ -20,13 +20,22 @@ macro_rules! builtin_operations {
     };
 }
 
-builtin_operations!(unary, binary, compose, transpose, batch_slice, einsum);
+builtin_operations!(
+    unary,
+    binary,
+    compose,
+    transpose,
+    batch_slice,
+    einsum,
+    concat
+);
 
 pub(crate) mod terminal;
 
 pub use batch_slice::BatchSlice;
 pub use binary::{Binary, BinaryFunction};
 pub use compose::Compose;
+pub use concat::Concat;
 pub use einsum::{Einsum, Reduction};
 pub use transpose::Transpose;
 pub use unary::{Unary, UnaryFunction};
