@@ -412,6 +412,8 @@ impl Solver {
         let mut totals: Vec<DimVar> = Vec::new();
         let mut parts_of_sums: BTreeSet<DimVar> = BTreeSet::new();
         let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
+        // Open rows of element counts that need one axis at least.
+        let mut counted: Vec<RowVar> = Vec::new();
         let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
@@ -425,7 +427,7 @@ impl Solver {
         for ws in watchers {
             for c in ws.iter() {
                 match c {
-                    Constraint::TotalElems { row, why, .. } => {
+                    Constraint::TotalElems { row, why, total } => {
                         let rr = resolve_row(env, row)?;
                         let mut unknown = Vec::new();
                         for d in rr.dims.iter() {
@@ -438,6 +440,22 @@ impl Solver {
                         if rr.tail == RowTail::Closed && unknown.len() >= 2 {
                             dims.extend(unknown);
                             waiting.get_or_insert_with(|| c.clone());
+                        } else if let (RowTail::Open(r), true) = (rr.tail, unknown.is_empty()) {
+                            // A count the known axes do not reach (a
+                            // constant's open batch row): the row variable
+                            // needs one axis at least, which the count then
+                            // decides, rather than none.
+                            let known: u128 = (rr.dims.iter())
+                                .filter_map(|d| match resolve_dim(env, d, *why) {
+                                    Ok(ResolvedDim::Known { value, .. }) => {
+                                        Some(value.size() as u128)
+                                    }
+                                    _ => None,
+                                })
+                                .product();
+                            if known < u128::from(total.get()) {
+                                counted.push(r);
+                            }
                         }
                     }
                     Constraint::DimSum { total, parts, why } => {
@@ -542,7 +560,13 @@ impl Solver {
             sum_held,
             dims,
             rows,
-            wholes: smallest_operands(&slices),
+            wholes: {
+                let mut wholes = smallest_operands(&slices);
+                for r in counted {
+                    wholes.entry(r).or_insert(1);
+                }
+                wholes
+            },
             waiting,
         })
     }

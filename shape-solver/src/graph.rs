@@ -138,29 +138,16 @@ impl fmt::Display for SpecContext {
 pub enum ConstantProblem {
     /// No values at all.
     Empty,
-    /// The batch or input row has a row variable.
+    /// More than one row has a row variable: the count can decide the
+    /// axes of one.
     RowVariable,
-    /// The batch or input row has a size that is not a number.
-    UnknownSize,
-    /// The batch and input rows hold more elements than 128 bits count.
-    TooManyElements,
-    /// The values do not fill whole output rows.
-    Indivisible {
-        /// The number of values.
-        elements: u64,
-        /// The elements the batch and input rows hold.
-        per_row: u128,
-    },
 }
 
 impl ConstantProblem {
     fn describe(&self, spec: &str) -> String {
         match self {
             ConstantProblem::Empty => "a constant needs at least one element".into(),
-            ConstantProblem::RowVariable => format!("the batch and input rows of \"{spec}\" must not have row variables when the element count is given"),
-            ConstantProblem::UnknownSize => format!("the batch and input rows of \"{spec}\" must be fixed sizes when the element count is given"),
-            ConstantProblem::TooManyElements => format!("the batch and input rows of \"{spec}\" hold more elements than fit in 128 bits"),
-            ConstantProblem::Indivisible { elements, per_row } => format!("{elements} elements do not fill whole rows of the {per_row} elements that the batch and input rows of \"{spec}\" hold"),
+            ConstantProblem::RowVariable => format!("at most one row of \"{spec}\" may have a row variable when the element count is given"),
         }
     }
 }
@@ -600,16 +587,15 @@ impl Graph {
         let (spec_arc, spec) = self.declared_spec(spec_text, || SpecContext::Declared {
             tensor: Arc::from(name),
         })?;
-        let per_output = match num_elems {
-            Some(n) => Some((n, terminal::elements_per_output(name, &spec_arc, &spec, n)?)),
-            None => None,
-        };
+        if num_elems.is_some() {
+            terminal::check_counted_spec(name, &spec_arc, &spec)?;
+        }
         let tref = TensorRef {
             id: self.tensors.len(),
             name: Arc::from(name),
         };
         let shape = self.solver.transaction(|solver| {
-            terminal::declared_shape(solver, &tref, &spec_arc, &spec, per_output)
+            terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems)
         })?;
         Ok(self.push_tensor(tref.name, kind, shape))
     }

@@ -152,8 +152,8 @@ fn arity() {
 #[test]
 fn constant_errors() {
     insta::assert_snapshot!(
-        "constant_unknown_input",
-        err(|g| g.constant("c", "k->3", 12).map(drop))
+        "constant_two_row_variables",
+        err(|g| g.constant("c", "..i..->..o..", 12).map(drop))
     );
     insta::assert_snapshot!("constant_zero", err(|g| g.constant("c", "3", 0).map(drop)));
 }

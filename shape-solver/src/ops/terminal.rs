@@ -11,7 +11,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
-use shape_core::{Dim, DimVar, KnownDim, Label, Row, RowKind, RowVar, Shape};
+use shape_core::{Dim, DimVar, KnownDim, Label, Row, RowKind, RowTail, RowVar, Shape};
 
 use crate::constraint::Constraint;
 use crate::graph::{ConstantProblem, GraphError};
@@ -104,7 +104,7 @@ pub(crate) fn declared_shape(
     tensor: &TensorRef,
     spec_text: &Arc<str>,
     spec: &ShapeSpec,
-    num_elems: Option<(NonZeroU64, NonZeroU64)>,
+    num_elems: Option<NonZeroU64>,
 ) -> Result<Shape, GraphError> {
     let mut names = SpecNames::default();
     let mut constraints = Vec::new();
@@ -122,17 +122,32 @@ pub(crate) fn declared_shape(
         });
     }
     let [batch, input, output]: [Row; 3] = rows.try_into().expect("three rows");
-    // The count is one constraint with its own origin; it is not attached
-    // to the tensor's row, which would repeat it on every use.
-    if let Some((n, per_output)) = num_elems {
+    // The count is one constraint with its own origin, over the axes of
+    // all three rows (the product does not depend on their order, so the
+    // one row variable a counted spec may have stands first); it is not
+    // attached to the tensor's rows, which would repeat it on every use.
+    if let Some(n) = num_elems {
         let why = Why::of(solver.add_origin(Origin::ElementCount {
             tensor: tensor.clone(),
             spec: spec_text.clone(),
             num_elems: n.get(),
         }));
+        let dims = (batch.dims.iter())
+            .chain(&output.dims)
+            .chain(&input.dims)
+            .cloned()
+            .collect();
+        let tail = [&batch, &output, &input]
+            .into_iter()
+            .find_map(|r| r.row_var())
+            .map_or(RowTail::Closed, RowTail::Open);
         constraints.push(Constraint::TotalElems {
-            row: output.clone(),
-            total: per_output,
+            row: Row {
+                dims,
+                tail,
+                constraint: shape_core::RowConstraint::Unconstrained,
+            },
+            total: n,
             why,
         });
     }
@@ -175,42 +190,23 @@ pub(crate) fn required_shape(
     Ok(solver.add_all(constraints)?)
 }
 
-/// For a constant: how many elements the output row holds, given that
-/// the batch and input rows must be fixed sizes.
-pub(crate) fn elements_per_output(
+/// For a constant: at most one of its rows may have a row variable; the
+/// count then decides that variable's axes.
+pub(crate) fn check_counted_spec(
     name: &str,
     spec_text: &Arc<str>,
     spec: &ShapeSpec,
-    n: NonZeroU64,
-) -> Result<NonZeroU64, GraphError> {
-    let fail = |problem: ConstantProblem| GraphError::Constant {
-        name: name.into(),
-        spec: spec_text.clone(),
-        problem,
-    };
-    let mut others: u128 = 1;
-    for kind in [RowKind::Batch, RowKind::Input] {
-        let Some(r) = spec.row(kind) else { continue };
-        if r.row_var.is_some() {
-            return Err(fail(ConstantProblem::RowVariable));
-        }
-        for a in &r.axes {
-            match &a.kind {
-                AxisKind::Size(n) | AxisKind::LabeledSize(_, n) => {
-                    others = others
-                        .checked_mul(n.get() as u128)
-                        .ok_or_else(|| fail(ConstantProblem::TooManyElements))?
-                }
-                _ => return Err(fail(ConstantProblem::UnknownSize)),
-            }
-        }
+) -> Result<(), GraphError> {
+    let open = RowKind::ALL
+        .into_iter()
+        .filter(|&kind| spec.row(kind).is_some_and(|r| r.row_var.is_some()))
+        .count();
+    if open > 1 {
+        return Err(GraphError::Constant {
+            name: name.into(),
+            spec: spec_text.clone(),
+            problem: ConstantProblem::RowVariable,
+        });
     }
-    let total = n.get() as u128;
-    if !total.is_multiple_of(others) {
-        return Err(fail(ConstantProblem::Indivisible {
-            elements: n.get(),
-            per_row: others,
-        }));
-    }
-    Ok(NonZeroU64::new((total / others) as u64).expect("a non-zero quotient"))
+    Ok(())
 }

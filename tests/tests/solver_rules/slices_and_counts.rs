@@ -31,14 +31,17 @@ fn an_element_count_that_the_known_sizes_do_not_divide_is_an_error() {
     insta::assert_snapshot!(infer(&constant("c", "2,3", 12)), @r#"
         error[total_elems] line 1: element count mismatch in the 12 elements of `c` declared as "2,3": the row [2, 3] must hold 12 elements, but its sizes multiply to 6
         "#);
-    // The batch and input rows of a constant must be fixed sizes that
-    // divide the count.
+    // The count is over the axes of all three rows (in memory order:
+    // batch, output, input), so an unknown size may stand in any row
+    // (OCANNL's rebatch).
     insta::assert_snapshot!(infer(&constant("c", "5->k", 24)), @r#"
-        error[constant] line 1: constant `c`: 24 elements do not fill whole rows of the 5 elements that the batch and input rows of "5->k" hold
+        error[total_elems] line 1: element count mismatch in the 24 elements of `c` declared as "5->k": the row [?, 5] must hold 24 elements, but its known sizes multiply to 5, which does not divide 24
         "#);
-    insta::assert_snapshot!(infer(&constant("c", "k->3", 24)), @r#"
-        error[constant] line 1: constant `c`: the batch and input rows of "k->3" must be fixed sizes when the element count is given
-        "#);
+    insta::assert_snapshot!(infer(&constant("c", "k->3", 24)), @"c : |8->3");
+    insta::assert_snapshot!(infer(&constant("c", "b|2->3", 24)), @"c : 4|2->3");
+    // An open batch row takes one axis, which the count decides.
+    insta::assert_snapshot!(infer(&constant("c", "..b..|3", 6)), @"c : 2|->3");
+    insta::assert_snapshot!(infer(&constant("c", "..b..|3", 3)), @"c : |->3");
     // The reasons, as the solver reports them.
     let mut f = Fixture::new();
     let d = f.dim();
