@@ -568,14 +568,14 @@ impl RunReport<'_> {
                 })
                 .to_string();
                 let sep = if i == 0 { "" } else { "," };
-                write!(w, "{sep}{},\"values\":[", &meta[..meta.len() - 1])?;
-                for (k, v) in self.values(t).iter().enumerate() {
-                    if k > 0 {
-                        w.write_all(b",")?;
-                    }
-                    write_f32(&mut w, *v)?;
-                }
-                w.write_all(b"]}")?;
+                write!(w, "{sep}{},\"values\":", &meta[..meta.len() - 1])?;
+                crate::json_values::write_nested(
+                    &mut w,
+                    &shape.memory_dims(),
+                    self.values(t),
+                    |w, v| write_f32(w, v),
+                )?;
+                w.write_all(b"}")?;
             }
             let written = match written {
                 Some(dir) => json!({

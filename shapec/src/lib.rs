@@ -26,6 +26,7 @@ pub mod compile;
 pub mod diagnostics;
 pub mod error;
 pub mod infer;
+pub mod json_values;
 pub mod memory;
 pub mod npy;
 pub mod output;

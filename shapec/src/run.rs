@@ -39,7 +39,21 @@ pub fn random_values(seed: u64, name: &str, len: usize) -> Option<Vec<f32>> {
 /// `dims`, then exactly the data it promises. A regular file's length is
 /// checked against the header before anything is allocated; other files
 /// (pipes) must end right after the data.
+///
+/// A path ending in `.json` is read as nested lists instead
+/// ([`crate::json_values::read_json_input`]).
 pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f32>, CliError> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        return crate::json_values::read_json_input(
+            path,
+            name,
+            &shape.to_string(),
+            &shape.memory_dims(),
+        );
+    }
     let read_error = |source: std::io::Error| CliError::Read {
         path: path.to_path_buf(),
         source,

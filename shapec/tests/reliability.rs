@@ -586,7 +586,7 @@ fn run_json_gives_every_result_with_shape_dims_and_values() {
     );
     assert_eq!(
         v["results"][0],
-        json!({"name": "y", "shape": {"batch": [2], "input": [], "output": [3]}, "dims": [2, 3], "values": [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]})
+        json!({"name": "y", "shape": {"batch": [2], "input": [], "output": [3]}, "dims": [2, 3], "values": [[2.0, 4.0, 6.0], [8.0, 10.0, 12.0]]})
     );
     assert_eq!(v["results"][1]["name"], "z");
     assert_eq!(v["results"][1]["shape"]["input"], json!([3]));
@@ -606,6 +606,66 @@ fn run_json_gives_every_result_with_shape_dims_and_values() {
     let v = json_of(&out.stdout);
     assert_eq!(v["results"][0]["values"], json!(["-inf", 0.0, "nan"]));
     assert_eq!(v["results"][1]["values"][1], "inf");
+}
+
+#[test]
+fn json_values_in_and_out() {
+    let dir = scratch(
+        "json_values",
+        &[
+            ("p.shape", "input x: 2|3\nparam s: 1\ny = x * s\n"),
+            ("x.json", "[[1, 2, 3], [4, \"inf\", -0.5]]"),
+            ("s.json", "[2]"),
+            ("short.json", "[[1, 2, 3], [4, 5]]"),
+            ("word.json", "[[1, 2, 3], [4, \"five\", 6]]"),
+            ("flat.json", "[1, 2, 3, 4, 5, 6]"),
+            ("broken.json", "[[1, 2, 3], [4, 5,"),
+        ],
+    );
+    let run = |x: &str| {
+        shapec_in(
+            &dir,
+            &[
+                "run",
+                "p.shape",
+                "--backend",
+                "cpu",
+                "--json",
+                "--input",
+                x,
+                "--input",
+                "s=s.json",
+            ],
+        )
+    };
+    let out = run("x=x.json");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        v["data"][0]["source"],
+        json!({"kind": "file", "path": "x.json"})
+    );
+    assert_eq!(
+        v["results"][0]["values"],
+        json!([[2.0, 4.0, 6.0], [8.0, "inf", -1.0]])
+    );
+    // Every malformed file is a data error that says where.
+    for (file, says) in [
+        ("short.json", "entry [1] has 2 entries, where axis 1 has 3"),
+        ("word.json", "entry [1][1] is a string, not a number"),
+        (
+            "flat.json",
+            "the whole value has 6 entries, where axis 0 has 2",
+        ),
+        ("broken.json", "it is not JSON"),
+    ] {
+        let out = run(&format!("x={file}"));
+        assert_eq!(out.status, 1, "{file}");
+        let e = json_of(&out.stdout);
+        assert_eq!(e["error"]["kind"], "data", "{}", out.stdout);
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{file}: {message}");
+    }
 }
 
 #[test]

@@ -1,0 +1,206 @@
+//! Tensor values as JSON nested lists: read with `run --input NAME=FILE.json`
+//! and written by `run --json`.
+//!
+//! A tensor of dims `[2, 3]` (memory order: batch, then output, then input
+//! axes) is `[[a, b, c], [d, e, f]]`; a tensor without axes is a bare
+//! number. Finite values are numbers; NaN and the infinities are the
+//! strings `"nan"`, `"inf"` and `"-inf"`, which JSON numbers cannot write.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::CliError;
+
+/// The most bytes one value may take in a JSON file (a long number with
+/// its separator and whitespace); files past this many per element are
+/// refused before they are parsed, so that `/dev/zero` or a huge file
+/// cannot exhaust memory.
+const BYTES_PER_VALUE: u64 = 64;
+
+/// Writes `values` (C order over `dims`) as nested lists, without
+/// recursion (a tensor may have thousands of axes of size 1).
+pub fn write_nested(
+    w: &mut dyn Write,
+    dims: &[u64],
+    values: &[f32],
+    write_value: impl Fn(&mut dyn Write, f32) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if dims.is_empty() {
+        return write_value(w, values.first().copied().unwrap_or(0.0));
+    }
+    // The number of elements each level spans.
+    let mut spans = vec![1u64; dims.len()];
+    let mut span = 1u64;
+    for (level, &d) in dims.iter().enumerate().rev() {
+        span = span.saturating_mul(d);
+        spans[level] = span;
+    }
+    for (i, &v) in values.iter().enumerate() {
+        let i = i as u64;
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        let opens = spans.iter().filter(|&&s| i % s == 0).count();
+        for _ in 0..opens {
+            w.write_all(b"[")?;
+        }
+        write_value(w, v)?;
+        let closes = spans.iter().filter(|&&s| (i + 1) % s == 0).count();
+        for _ in 0..closes {
+            w.write_all(b"]")?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads `--input NAME=FILE.json`: nested lists whose lengths are `dims`
+/// (the tensor's solved shape in memory order), a bare value for a tensor
+/// without axes.
+pub fn read_json_input(
+    path: &Path,
+    name: &str,
+    shape_text: &str,
+    dims: &[u64],
+) -> Result<Vec<f32>, CliError> {
+    let read_error = |source: std::io::Error| CliError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let data_error = |what: String| {
+        CliError::Data(format!(
+            "{}: `{name}` has the solved shape {shape_text}, so its values must be nested lists of lengths {} (batch, then output, then input axes): {what}",
+            path.display(),
+            lengths(dims)
+        ))
+    };
+    let elements: u64 = dims
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .unwrap_or(u64::MAX);
+    let limit = elements
+        .saturating_mul(BYTES_PER_VALUE)
+        .saturating_add(4096);
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    if file.metadata().map_err(read_error)?.is_dir() {
+        return Err(read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is a directory",
+        )));
+    }
+    let mut text = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(read_error)?;
+    if text.len() as u64 > limit {
+        return Err(data_error(format!(
+            "the file is longer than {limit} bytes, more than {elements} values can take"
+        )));
+    }
+    let value: Value =
+        serde_json::from_slice(&text).map_err(|e| data_error(format!("it is not JSON ({e})")))?;
+    let mut out = crate::npy::try_vec(usize::try_from(elements).unwrap_or(usize::MAX))
+        .ok_or_else(|| data_error("there is not enough memory for the values".into()))?;
+    // Depth first without recursion: (value, level, index path).
+    let mut stack: Vec<(&Value, usize, Vec<u64>)> = vec![(&value, 0, Vec::new())];
+    while let Some((v, level, at)) = stack.pop() {
+        if level == dims.len() {
+            out.push(number(v).ok_or_else(|| {
+                data_error(format!("{} is {}, not a number", place(&at), describe(v)))
+            })?);
+            continue;
+        }
+        let Value::Array(items) = v else {
+            return Err(data_error(format!(
+                "{} is {}, where a list of {} is expected",
+                place(&at),
+                describe(v),
+                dims[level]
+            )));
+        };
+        if items.len() as u64 != dims[level] {
+            return Err(data_error(format!(
+                "{} has {} entries, where axis {level} has {}",
+                place(&at),
+                items.len(),
+                dims[level]
+            )));
+        }
+        // Pushed in reverse so that they are read in order.
+        for (k, item) in items.iter().enumerate().rev() {
+            let mut next = at.clone();
+            next.push(k as u64);
+            stack.push((item, level + 1, next));
+        }
+    }
+    Ok(out)
+}
+
+/// A JSON value as an `f32`: a number, or `"nan"`, `"inf"`, `"-inf"`.
+fn number(v: &Value) -> Option<f32> {
+    match v {
+        Value::Number(n) => n.as_f64().map(|x| x as f32),
+        Value::String(s) => match s.as_str() {
+            "nan" => Some(f32::NAN),
+            "inf" => Some(f32::INFINITY),
+            "-inf" => Some(f32::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn place(at: &[u64]) -> String {
+    if at.is_empty() {
+        "the whole value".to_string()
+    } else {
+        let idx: Vec<String> = at.iter().map(u64::to_string).collect();
+        format!("entry [{}]", idx.join("]["))
+    }
+}
+
+fn lengths(dims: &[u64]) -> String {
+    if dims.is_empty() {
+        "() (a bare value)".to_string()
+    } else {
+        let d: Vec<String> = dims.iter().map(u64::to_string).collect();
+        format!("({})", d.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(dims: &[u64], values: &[f32]) -> String {
+        let mut out = Vec::new();
+        write_nested(&mut out, dims, values, |w, v| write!(w, "{v:?}")).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn values_nest_by_their_dims() {
+        assert_eq!(nested(&[], &[2.5]), "2.5");
+        assert_eq!(nested(&[3], &[1.0, 2.0, 3.0]), "[1.0,2.0,3.0]");
+        assert_eq!(
+            nested(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            "[[1.0,2.0,3.0],[4.0,5.0,6.0]]"
+        );
+        assert_eq!(nested(&[1, 1, 2], &[7.0, 8.0]), "[[[7.0,8.0]]]");
+        // Thousands of axes of size 1: no recursion.
+        let deep = nested(&vec![1; 5000], &[1.0]);
+        assert_eq!(deep.len(), 5000 * 2 + 3);
+    }
+}
