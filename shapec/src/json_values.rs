@@ -42,12 +42,12 @@ pub fn write_nested(
         if i > 0 {
             w.write_all(b",")?;
         }
-        let opens = spans.iter().filter(|&&s| i % s == 0).count();
+        let opens = spans.iter().filter(|&&s| i.is_multiple_of(s)).count();
         for _ in 0..opens {
             w.write_all(b"[")?;
         }
         write_value(w, v)?;
-        let closes = spans.iter().filter(|&&s| (i + 1) % s == 0).count();
+        let closes = spans.iter().filter(|&&s| (i + 1).is_multiple_of(s)).count();
         for _ in 0..closes {
             w.write_all(b"]")?;
         }
