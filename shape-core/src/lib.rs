@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod coalesce;
 pub mod dim;
+pub mod dynamic;
 pub mod kernel;
 pub mod row;
 pub mod shape;

@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use shape_core::dynamic::{self, DynDim, DynShape};
 use shape_core::kernel::{Accumulate, BinaryOp, Expr};
 use shape_core::RowKind;
 use shape_solver::{
@@ -140,6 +141,120 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
     let solved = g.solve().map_err(|e| fail(e, last))?;
     let shape = solved.shape(result).map_err(|e| fail(e, last))?;
     Ok(shape.sizes(RowKind::Output))
+}
+
+/// Whether a shape argument needs MLIR's dynamic rules: it holds `?` or
+/// is `*`.
+pub fn is_dynamic(text: &str) -> bool {
+    text.contains('?') || text.trim() == "*"
+}
+
+/// Reads a shape that may hold `?` (a size known only at run time) or be
+/// `*` (unknown rank).
+pub fn parse_dynamic_shape(text: &str) -> Result<DynShape, CliError> {
+    if text.trim() == "*" {
+        return Ok(DynShape::Unranked);
+    }
+    let shown = escaped(text);
+    let t = text.trim();
+    let inner = match t.strip_prefix('(') {
+        Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
+            CliError::Broadcast(format!("shape `{shown}`: `(` is not closed by `)`"))
+        })?,
+        None => t,
+    };
+    let mut dims = Vec::new();
+    for part in inner.split(|c: char| c == ',' || c.is_whitespace()) {
+        match part {
+            "" => {}
+            "?" => dims.push(DynDim::Dynamic),
+            "*" => {
+                return Err(CliError::Broadcast(format!(
+                    "shape `{shown}`: `*` stands for a whole shape of unknown rank, not for one size (write `?` for that)"
+                )))
+            }
+            size => {
+                let n = parse_shape(size)?;
+                dims.push(DynDim::Static(n[0]));
+            }
+        }
+    }
+    Ok(DynShape::Ranked(dims))
+}
+
+fn dyn_json(shape: &DynShape) -> serde_json::Value {
+    match shape {
+        DynShape::Unranked => serde_json::json!("*"),
+        DynShape::Ranked(dims) => dims
+            .iter()
+            .map(|d| match d {
+                DynDim::Static(n) => serde_json::json!(n),
+                DynDim::Dynamic => serde_json::json!("?"),
+            })
+            .collect(),
+    }
+}
+
+/// `shapec broadcast` with MLIR's rules: the inferred shape (or, with
+/// `result`, whether it verifies; with `statically`, whether broadcasting
+/// is known to succeed before run time), and the guards left for run
+/// time; the line to print, as text or JSON.
+pub fn dynamic(
+    shapes: &[String],
+    result: Option<&str>,
+    statically: bool,
+    json: bool,
+) -> Result<String, CliError> {
+    let operands = shapes
+        .iter()
+        .map(|s| parse_dynamic_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let declared = result.map(parse_dynamic_shape).transpose()?;
+    let inferred = match &declared {
+        Some(r) => dynamic::verify(&operands, r)?,
+        None => dynamic::infer(&operands)?,
+    };
+    let guards: Vec<serde_json::Value> = inferred
+        .guards
+        .iter()
+        .map(|g| {
+            serde_json::json!({"operand": g.operand, "axis": g.axis, "requires": g.requires.to_string()})
+        })
+        .collect();
+    let mut value = if statically {
+        serde_json::json!({"known": inferred.known_statically()})
+    } else if declared.is_some() {
+        serde_json::json!({"valid": true})
+    } else {
+        serde_json::json!({"shape": dyn_json(&inferred.shape)})
+    };
+    if json {
+        if !guards.is_empty() {
+            value["guards"] = serde_json::Value::Array(guards);
+        }
+        return Ok(value.to_string());
+    }
+    let mut text = if statically {
+        if inferred.known_statically() {
+            format!("known to broadcast to {}", inferred.shape)
+        } else {
+            format!(
+                "broadcasts to {} only if the run-time sizes allow it",
+                inferred.shape
+            )
+        }
+    } else if let Some(r) = &declared {
+        format!("valid: {r} is a result of {}", inferred.shape)
+    } else {
+        inferred.shape.to_string()
+    };
+    for g in &inferred.guards {
+        text.push_str(&format!(
+            "\nguard: operand {} axis {} must be {} at run time",
+            g.operand, g.axis, g.requires
+        ));
+    }
+    Ok(text)
 }
 
 fn tuple_list(shapes: &[Vec<u64>]) -> String {

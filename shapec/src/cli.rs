@@ -92,9 +92,17 @@ pub enum Command {
     },
     /// Broadcast shapes by NumPy's rules, e.g. `shapec broadcast 5,2,1 2,3`.
     Broadcast {
-        /// Shapes: sizes separated by commas, `""` or `()` for no axes.
+        /// Shapes: sizes separated by commas, `""` or `()` for no axes; `?`
+        /// for a size known only at run time, `*` for a shape of unknown
+        /// rank (MLIR's rules, with the guards they leave).
         #[arg(required = true, allow_hyphen_values = true)]
         shapes: Vec<String>,
+        /// Verify a declared result shape against the operands.
+        #[arg(long, value_name = "SHAPE", allow_hyphen_values = true)]
+        result: Option<String>,
+        /// Report whether broadcasting is known to succeed before run time.
+        #[arg(long = "static")]
+        statically: bool,
         /// Print {"shape": [..]} or {"error": {"message": ..}}.
         #[arg(long)]
         json: bool,
@@ -211,12 +219,27 @@ pub fn main_with(
             return code.clamp(0, 255) as u8;
         }
     };
-    if let Command::Broadcast { shapes, json } = &mut cli.command {
+    if let Command::Broadcast {
+        shapes,
+        json,
+        statically,
+        result,
+    } = &mut cli.command
+    {
         // Shapes may start with `-` (`-1,2` is refused as a negative size,
-        // not read as an option), so `--json` after them arrives as one.
+        // not read as an option), so options after them arrive as shapes.
+        if let Some(i) = shapes.iter().position(|s| s == "--result") {
+            if i + 1 < shapes.len() && result.is_none() {
+                *result = Some(shapes.remove(i + 1));
+            }
+            shapes.remove(i);
+        }
         let before = shapes.len();
         shapes.retain(|s| s != "--json");
         *json |= shapes.len() < before;
+        let before = shapes.len();
+        shapes.retain(|s| s != "--static");
+        *statically |= shapes.len() < before;
     }
     let color = match cli.color {
         ColorChoice::Always => true,
@@ -272,6 +295,9 @@ fn report(
             CliError::Broadcast(message) => {
                 serde_json::json!({ "error": { "message": message } })
             }
+            CliError::DynamicBroadcast(d) => {
+                serde_json::json!({ "error": { "kind": d.kind(), "message": d.to_string() } })
+            }
             _ => diagnostics::json(e, text),
         };
         let _ = writeln!(out, "{value}");
@@ -291,7 +317,16 @@ fn execute(
 ) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {
-        Command::Broadcast { shapes, json } => {
+        Command::Broadcast {
+            shapes,
+            json,
+            statically,
+            result,
+        } if *statically || result.is_some() || shapes.iter().any(|s| broadcast::is_dynamic(s)) => {
+            let line = broadcast::dynamic(shapes, result.as_deref(), *statically, *json)?;
+            writeln!(out, "{line}").map_err(stdout_error)?;
+        }
+        Command::Broadcast { shapes, json, .. } => {
             let parsed = shapes
                 .iter()
                 .map(|s| broadcast::parse_shape(s))

@@ -236,14 +236,19 @@ pub enum CliError {
     /// it cannot read.
     #[error("{0}")]
     Broadcast(String),
+    /// `shapec broadcast` with sizes known only at run time (`?`, `*`) or
+    /// a declared result: MLIR's rules refuse them.
+    #[error("{0}")]
+    DynamicBroadcast(#[from] shape_core::dynamic::DynError),
 }
 
 impl CliError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        if let CliError::Program(e) = self {
-            return e.kind();
+        match self {
+            CliError::Program(e) => e.kind(),
+            CliError::DynamicBroadcast(e) => e.kind(),
+            _ => self.into(),
         }
-        self.into()
     }
 }

@@ -519,6 +519,93 @@ fn reductions_other_than_sums_in_the_text_language() {
 
 // ---- broadcast -------------------------------------------------------------
 
+/// MLIR's `Broadcastable` rules through `shapec broadcast`: the dimension
+/// inference table, the verification table and the document's examples
+/// (docs/dynamic-sizes.md links each row here).
+#[test]
+fn broadcast_dynamic_sizes_by_mlirs_tables() {
+    let run = |args: &[&str]| {
+        let mut all = vec!["broadcast"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        let out = shapec(&all);
+        (out.status, json_of(&out.stdout))
+    };
+    // Dimension inference, every row in both orders.
+    let rows: [(&str, &str, Value); 6] = [
+        ("?", "?", json!(["?"])),
+        ("?", "1", json!(["?"])),
+        ("?", "4", json!([4])),
+        ("1", "1", json!([1])),
+        ("1", "4", json!([4])),
+        ("4", "4", json!([4])),
+    ];
+    for (a, b, shape) in rows {
+        for (x, y) in [(a, b), (b, a)] {
+            let (status, v) = run(&[x, y, "--result", "?"]);
+            assert_eq!((status, &v["valid"]), (0, &json!(true)), "{x} {y}: {v}");
+            let (status, v) = run(&[x, y]);
+            assert_eq!((status, &v["shape"]), (0, &shape), "{x} {y}: {v}");
+        }
+    }
+    // Two unequal static sizes: with only static sizes, the numpy path
+    // answers (its stable error form); with `?` anywhere, MLIR's does.
+    let (status, v) = run(&["3", "2", "?"]);
+    assert_eq!(
+        (status, v["error"]["kind"].as_str()),
+        (1, Some("static_mismatch"))
+    );
+    // Guards: what static inference leaves to run time.
+    let (_, v) = run(&["?,3", "4,1"]);
+    assert_eq!(
+        v,
+        json!({"shape": [4, 3], "guards": [{"operand": 0, "axis": 0, "requires": "1 or 4"}]})
+    );
+    assert_eq!(run(&["?,3", "4,3", "--static"]).1["known"], json!(false));
+    assert_eq!(run(&["1,3", "4,3", "--static"]).1, json!({"known": true}));
+    // Verification: every row, and the document's correct and incorrect uses.
+    for (ops, result) in [
+        (vec!["1,2", "1,2"], "1,2"),
+        (vec!["?", "?"], "?"),
+        (vec!["1", "4"], "4"),
+        (vec!["4"], "?"),
+        (vec!["4", "2,3,4"], "2,3,4"),
+        (vec!["2", "2"], "2"),
+        (vec!["2"], "*"),
+        (vec!["*", "*"], "2"),
+    ] {
+        let mut args = ops.clone();
+        args.extend(["--result", result]);
+        let (status, v) = run(&args);
+        assert_eq!(
+            (status, &v["valid"]),
+            (0, &json!(true)),
+            "{ops:?} -> {result}: {v}"
+        );
+    }
+    for (ops, result, kind) in [
+        (vec!["3", "2"], "?", "static_mismatch"),
+        (vec!["3", "3"], "1,3", "rank_mismatch"),
+        (vec!["?", "?"], "4", "static_where_dynamic"),
+        (vec!["2", "2"], "4", "result_mismatch"),
+        (vec!["1", "1"], "4", "result_mismatch"),
+    ] {
+        let mut args = ops.clone();
+        args.extend(["--result", result]);
+        let (status, v) = run(&args);
+        assert_eq!(status, 1, "{ops:?} -> {result}");
+        assert_eq!(v["error"]["kind"], kind, "{ops:?} -> {result}: {v}");
+    }
+    // All operands unranked: the result is unranked too.
+    assert_eq!(run(&["*", "*"]).1, json!({"shape": "*"}));
+    // Text form.
+    let out = shapec(&["broadcast", "?,3", "4,1"]);
+    assert_eq!(
+        out.stdout,
+        "(4, 3)\nguard: operand 0 axis 0 must be 1 or 4 at run time\n"
+    );
+}
+
 #[test]
 fn broadcast_text_and_json() {
     let ok = shapec(&["broadcast", "5,2,1", "2,3"]);
