@@ -118,6 +118,11 @@ impl VarQueue {
     }
 
     /// Every member, lowest first, leaving the set empty.
+    /// Whether no id is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn take_all(&mut self) -> Vec<u32> {
         let mut all = Vec::with_capacity(self.len);
         for (w, word) in self.bits.iter_mut().enumerate().skip(self.low) {
@@ -301,13 +306,26 @@ impl Solver {
         blocked_dims: &BTreeSet<DimVar>,
     ) -> Result<bool, ShapeError> {
         q.absorb(&mut self.env);
-        if let Some(v) = q.dims.pop().map(DimVar) {
-            if blocked_dims.contains(&v) {
-                // Closed with its sum, all at once (see `sums_released`).
-                return Ok(true);
+        if !q.dims.is_empty() {
+            // Rule 1 closes every queued dim to its least upper bound at
+            // once: one at a time, the first closed could force another
+            // under a shared upper bound to 1 before its own bound was
+            // read, and which went first depended on the order of the
+            // constraints (through the variables union by size keeps).
+            let mut batch = Vec::new();
+            while let Some(v) = q.dims.pop().map(DimVar) {
+                if blocked_dims.contains(&v) {
+                    // Closed with its sum, all at once (see `sums_released`).
+                    continue;
+                }
+                if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
+                    batch.push((v, lub, lw));
+                }
             }
-            if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
-                self.bind_dim(v, Dim::Known(lub), lw, lw);
+            for (v, lub, lw) in batch {
+                if self.env.dim_bounds(v).is_some() {
+                    self.bind_dim(v, Dim::Known(lub), lw, lw);
+                }
             }
             return Ok(true);
         }

@@ -4,7 +4,7 @@
 
 use shape_tests::inference::infer;
 
-use crate::{accepted_in_every_order, closed, open, sizes, v, Fixture};
+use crate::{accepted_in_every_order, closed, k, open, sizes, v, Fixture};
 
 #[test]
 fn rows_with_nothing_above_them_close_empty_and_dims_to_one() {
@@ -88,4 +88,41 @@ fn closing_a_cycle_reached_through_an_equality_does_not_depend_on_the_order() {
         let lens = [r0, r1, r2].map(|r| sizes(&sol, &open(r, [])));
         assert_eq!(lens, [vec![1], vec![], vec![]], "order {order:?}");
     }
+}
+
+/// Found by the property tests: a dim above two others whose least upper
+/// bounds differ (3 and 2). Closing one to its bound first forced the
+/// other to 1, and which went first depended on the order of the
+/// constraints; closing both at once reports the conflict in every order.
+#[test]
+fn least_upper_bounds_close_together_in_every_order() {
+    let f = Fixture::new();
+    let mut g0 = Fixture::new();
+    let d: Vec<_> = (0..5).map(|_| g0.dim()).collect();
+    let facts = [
+        f.ge(v(d[4]), v(d[0])),
+        f.row_ge(closed([v(d[4])]), closed([v(d[1])])),
+        f.ge(k(2), v(d[1])),
+        f.ge(k(3), v(d[3])),
+        f.eq(v(d[0]), v(d[3])),
+    ];
+    let mut outcomes = std::collections::BTreeSet::new();
+    for order in crate::permutations(facts.len()) {
+        let mut g = Fixture::new();
+        let _ = (0..5).map(|_| g.dim()).count();
+        let mut result = Ok(());
+        for &i in &order {
+            result = result.and_then(|()| g.add(facts[i].clone()));
+        }
+        let got = result
+            .and_then(|()| g.s.finalize())
+            .map(|s| {
+                d.iter()
+                    .map(|x| s.dim(&v(*x)).unwrap().size())
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|e| e.class());
+        outcomes.insert(format!("{got:?}"));
+    }
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
 }
