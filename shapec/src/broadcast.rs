@@ -30,14 +30,7 @@ use crate::text::escaped;
 /// parentheses; `""` and `()` are the shape with no axes.
 pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
     let shown = escaped(text);
-    let t = text.trim();
-    let inner = match t.strip_prefix('(') {
-        Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
-            CliError::Broadcast(format!("shape `{shown}`: `(` is not closed by `)`"))
-        })?,
-        None => t,
-    };
-    inner
+    without_parentheses(text)?
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| match s.parse::<u64>() {
@@ -59,6 +52,20 @@ pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
             ))),
         })
         .collect()
+}
+
+/// The inside of `(...)`, or the trimmed text when it has none.
+fn without_parentheses(text: &str) -> Result<&str, CliError> {
+    let t = text.trim();
+    match t.strip_prefix('(') {
+        Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
+            CliError::Broadcast(format!(
+                "shape `{}`: `(` is not closed by `)`",
+                escaped(text)
+            ))
+        }),
+        None => Ok(t),
+    }
 }
 
 /// Numpy's broadcasting of two shapes, for `shapec broadcast`: the
@@ -156,15 +163,8 @@ pub fn parse_dynamic_shape(text: &str) -> Result<DynShape, CliError> {
         return Ok(DynShape::Unranked);
     }
     let shown = escaped(text);
-    let t = text.trim();
-    let inner = match t.strip_prefix('(') {
-        Some(rest) => rest.strip_suffix(')').ok_or_else(|| {
-            CliError::Broadcast(format!("shape `{shown}`: `(` is not closed by `)`"))
-        })?,
-        None => t,
-    };
     let mut dims = Vec::new();
-    for part in inner.split(|c: char| c == ',' || c.is_whitespace()) {
+    for part in without_parentheses(text)?.split(|c: char| c == ',' || c.is_whitespace()) {
         match part {
             "" => {}
             "?" => dims.push(DynDim::Dynamic),

@@ -424,7 +424,24 @@ fn build(args: &BuildArgs<'_>) -> Result<Arc<dyn Operation>, GraphError> {
 }
 
 pub(super) fn entries() -> Vec<OpEntry> {
-    vec![
+    // `einsum_max`, `einsum_min`, `einsum_prod`: einsum with another
+    // reduction, listed after `einsum`.
+    let others = Reduction::ALL[1..].iter().map(|&r| {
+        let how = match r {
+            Reduction::Max => "a maximum",
+            Reduction::Min => "a minimum",
+            _ => "a product",
+        };
+        OpEntry::new(
+            r.function(),
+            &format!("like einsum, with the labels its result leaves out reduced by {how}"),
+            1..=2,
+            build,
+        )
+        .with_spec()
+        .with_sampler(move |cx| sample_reduction(cx, r))
+    });
+    let mut entries = vec![
         OpEntry::new(
             "einsum",
             "a product of one or two tensors summed over the labels its result leaves out",
@@ -434,30 +451,6 @@ pub(super) fn entries() -> Vec<OpEntry> {
         .with_spec()
         .with_sampler(sample_contraction),
         OpEntry::new(
-            "einsum_max",
-            "like einsum, with the labels its result leaves out reduced by a maximum",
-            1..=2,
-            build,
-        )
-        .with_spec()
-        .with_sampler(|cx| sample_reduction(cx, Reduction::Max)),
-        OpEntry::new(
-            "einsum_min",
-            "like einsum, with the labels its result leaves out reduced by a minimum",
-            1..=2,
-            build,
-        )
-        .with_spec()
-        .with_sampler(|cx| sample_reduction(cx, Reduction::Min)),
-        OpEntry::new(
-            "einsum_prod",
-            "like einsum, with the labels its result leaves out reduced by a product",
-            1..=2,
-            build,
-        )
-        .with_spec()
-        .with_sampler(|cx| sample_reduction(cx, Reduction::Product)),
-        OpEntry::new(
             "permute",
             "one tensor's axes rearranged (and summed over the labels its result leaves out)",
             1..=1,
@@ -465,5 +458,7 @@ pub(super) fn entries() -> Vec<OpEntry> {
         )
         .with_spec()
         .with_sampler(sample_permute),
-    ]
+    ];
+    entries.splice(1..1, others);
+    entries
 }
