@@ -97,8 +97,8 @@ impl Einsum {
     /// use shape_core::EinsumSpec;
     /// use shape_solver::ops::{Einsum, Reduction};
     /// use shape_solver::Operation;
-    /// let rows_max = Einsum::with_reduction(EinsumSpec::parse("u,t=>t").unwrap(), Reduction::Max);
-    /// assert_eq!(rows_max.name(), "einsum_max \"u,t=>t\"");
+    /// let rows_max = Einsum::with_reduction(EinsumSpec::parse("ut=>t").unwrap(), Reduction::Max);
+    /// assert_eq!(rows_max.name(), "einsum_max \"ut=>t\"");
     /// ```
     pub fn with_reduction(spec: EinsumSpec, reduction: Reduction) -> Einsum {
         let name: Arc<str> = match (reduction, spec.operands.len()) {
