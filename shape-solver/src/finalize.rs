@@ -271,6 +271,7 @@ impl Solver {
             origins: s.origins,
             dim_links: LinkCache::default(),
             row_links: LinkCache::default(),
+            defaulted_rows: std::mem::take(&mut s.defaulted_rows),
         })
     }
 
@@ -334,6 +335,11 @@ impl Solver {
                 return Ok(true);
             }
             if let Some(len) = self.closed_upper_len(r)? {
+                // A row closed empty by bounds that are empty only by a
+                // default is itself empty only by that default.
+                if len == 0 && self.empty_only_by_default(r)? {
+                    self.defaulted_rows.insert(r);
+                }
                 let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
                 self.bind_row(r, &fresh, RowTail::Closed, fin);
             }
@@ -407,6 +413,36 @@ impl Solver {
         }
         let u = self.uppers(r)?;
         Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
+    }
+
+    /// Whether every upper bound of `r` that leaves it no axis is a row
+    /// that a default closed (see [`Solver::defaulted_rows`]); false when
+    /// one of them was closed by a fact.
+    fn empty_only_by_default(&mut self, r: RowVar) -> Result<bool, ShapeError> {
+        let mut found = UpperList::default();
+        let Some(b) = self.env.row_bounds(r) else {
+            return Ok(false);
+        };
+        for c in b.uppers() {
+            found.push((c.subr, c.cur.dims.len(), c.cur.tail));
+        }
+        let mut any = false;
+        for (subr, len, tail) in found.iter() {
+            let ls = if subr == r {
+                0
+            } else {
+                self.env.extent(0, RowTail::Open(subr))?.0
+            };
+            let (lc, ct) = self.env.extent(len, tail)?;
+            if ct != RowTail::Closed || lc > ls {
+                continue;
+            }
+            match closing_var(&self.env, tail)? {
+                Some(v) if self.defaulted_rows.contains(&v) => any = true,
+                _ => return Ok(false),
+            }
+        }
+        Ok(any)
     }
 
     /// Whether `r` has no upper bound left (rule 3).
@@ -627,6 +663,7 @@ impl Solver {
         }
         let len = wholes.get(&r).copied().unwrap_or(0);
         let dims: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
+        self.defaulted_rows.insert(r);
         self.bind_row(r, &dims, RowTail::Closed, fin);
         true
     }
@@ -901,6 +938,30 @@ pub struct Solution {
     /// are read: reading every shape of a long chain costs each step once.
     dim_links: LinkCache,
     row_links: LinkCache,
+    /// Row variables closed by a default (see `Solver::defaulted_rows`).
+    defaulted_rows: BTreeSet<RowVar>,
+}
+
+/// The row variable whose value closed the row ending in `tail`: the last
+/// of the chain of solved row variables from it. `None` for a row that was
+/// closed as written.
+pub(crate) fn closing_var(env: &Env, tail: RowTail) -> Result<Option<RowVar>, ShapeError> {
+    let RowTail::Open(mut v) = tail else {
+        return Ok(None);
+    };
+    loop {
+        match env.row_entry(v)? {
+            RowEntry::Solved {
+                tail: RowTail::Open(w),
+                ..
+            } => v = *w,
+            RowEntry::Solved {
+                tail: RowTail::Closed,
+                ..
+            } => return Ok(Some(v)),
+            RowEntry::Open { .. } => return Ok(None),
+        }
+    }
 }
 
 /// Why a dimension has its size.
@@ -1004,6 +1065,15 @@ impl Solution {
 }
 
 impl Solution {
+    /// Whether the row ending in `tail` is as long as it is only by
+    /// finalization's defaults: its row variable (through the chain of
+    /// variables it was solved to) was closed by rule 3 or 5, or by rule 2
+    /// against rows that were. False for a row closed by a fact (a
+    /// declaration, a required shape, a spec) and for a row written closed.
+    pub fn closed_by_default(&self, tail: RowTail) -> Result<bool, ShapeError> {
+        Ok(closing_var(&self.env, tail)?.is_some_and(|v| self.defaulted_rows.contains(&v)))
+    }
+
     /// The dims of a row with its row variables substituted, variables
     /// included (each resolves with [`Solution::dim`]).
     pub fn row_dims(&self, r: &Row) -> Result<Vec<Dim>, ShapeError> {

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
-use shape_core::{Row, RowKind, Shape, SolvedShape};
+use shape_core::{Dim, DimVar, Row, RowKind, Shape, SolvedShape};
 
 use crate::error::ShapeError;
 use crate::finalize::{Provenance, Solution};
@@ -269,6 +269,20 @@ pub enum GraphError {
         /// What does not fit.
         problem: ConstantProblem,
     },
+    /// A parameter's shape, or a named size of an input, that nothing
+    /// gives: only finalization's defaults would close it.
+    #[error(
+        "{} of {} is never given: {}",
+        what.describe(),
+        tensor,
+        what.remedy()
+    )]
+    NotGiven {
+        /// The parameter or input.
+        tensor: TensorRef,
+        /// What of it is not given.
+        what: NotGiven,
+    },
     /// A batch slice asked for an index its batch axis does not have.
     #[error("{op} takes batch index {index}, but the batch axis it slices has size {size}")]
     SliceOutOfRange {
@@ -307,7 +321,43 @@ impl GraphError {
             | GraphError::UnknownTensor(_)
             | GraphError::Arity { .. }
             | GraphError::NoSuchAxis { .. }
+            | GraphError::NotGiven { .. }
             | GraphError::Constant { .. } => None,
+        }
+    }
+}
+
+/// What of a tensor's shape nothing gives (see [`GraphError::NotGiven`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotGiven {
+    /// How many axes a parameter's row has.
+    Row(RowKind),
+    /// The size of a parameter's axis (row, axis from the left).
+    Axis(RowKind, usize),
+    /// A size named in an input's declared shape.
+    Named(Arc<str>),
+}
+
+impl NotGiven {
+    fn describe(&self) -> String {
+        match self {
+            NotGiven::Row(kind) => format!("the {kind} size"),
+            NotGiven::Axis(kind, axis) => format!("the size of {kind} axis {axis}"),
+            NotGiven::Named(name) => format!("the size `{name}` in the declared shape"),
+        }
+    }
+
+    fn remedy(&self) -> &'static str {
+        match self {
+            NotGiven::Row(_) | NotGiven::Axis(..) => {
+                "declare it, or require a shape downstream (a parameter's shape is inferred from \
+                 its uses, never guessed)"
+            }
+            NotGiven::Named(_) => {
+                "give it as a number, or require a shape that fixes it (an input's named sizes \
+                 are not run-time sizes yet)"
+            }
         }
     }
 }
@@ -351,6 +401,9 @@ pub struct Graph {
     specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
     /// Operation names in messages, shared by their uses.
     op_names: HashSet<Arc<str>>,
+    /// The named sizes in inputs' declared shapes, which
+    /// [`Graph::solve`] requires something other than a default to give.
+    input_labels: Vector<(TensorId, Arc<str>, DimVar)>,
 }
 
 impl Default for Graph {
@@ -375,6 +428,7 @@ impl Graph {
             built: HashMap::new(),
             specs: HashMap::new(),
             op_names: HashSet::new(),
+            input_labels: Vector::new(),
         }
     }
 
@@ -594,10 +648,18 @@ impl Graph {
             id: self.tensors.len(),
             name: Arc::from(name),
         };
+        let mut labels = Vec::new();
+        // The named sizes of an input must be given by something else: an
+        // input's sizes are those of the data, which no default can know.
+        let wanted = (kind == TensorKind::Input).then_some(&mut labels);
         let shape = self.solver.transaction(|solver| {
-            terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems)
+            terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems, wanted)
         })?;
-        Ok(self.push_tensor(tref.name, kind, shape))
+        let id = self.push_tensor(tref.name, kind, shape);
+        for (name, v) in labels {
+            self.input_labels.push_back((id, name, v));
+        }
+        Ok(id)
     }
 
     /// Requires a tensor to have the shape given in the spec notation; rows
@@ -830,7 +892,7 @@ impl Graph {
     /// let a = g.input("a", "4|2").unwrap();
     /// let b = g.parameter("b").unwrap();
     /// let c = g.concat(&[a, b]).unwrap();
-    /// g.require(c, "4|5").unwrap();
+    /// g.require(c, "4|->5").unwrap();
     /// let s = g.solve().unwrap();
     /// assert_eq!(s.shape(b).unwrap().to_string(), "|->3");
     /// ```
@@ -872,6 +934,7 @@ impl Graph {
     /// again.
     pub fn solve(&self) -> Result<SolvedGraph, GraphError> {
         let solution = self.solver.finalize()?;
+        self.check_given(&solution)?;
         Ok(SolvedGraph {
             graph: self.clone(),
             shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
@@ -879,6 +942,73 @@ impl Graph {
                 .collect(),
             solution,
         })
+    }
+}
+
+impl Graph {
+    /// Refuses a solution in which a parameter's shape, or a named size of
+    /// an input, is known only by finalization's defaults (OCANNL's "You
+    /// forgot to specify the hidden dimension(s)"): a default would give
+    /// it no axes or size 1 in silence. Results keep the defaults.
+    ///
+    /// A parameter's row may be empty by a default only when it is the
+    /// input row of a parameter used by pointwise operations alone (a
+    /// bias), as in OCANNL.
+    fn check_given(&self, solution: &Solution) -> Result<(), GraphError> {
+        let mut pointwise_only: Option<HashSet<TensorId>> = None;
+        for (i, t) in self.tensors.iter().enumerate() {
+            if t.kind != TensorKind::Parameter {
+                continue;
+            }
+            let id = TensorId(i);
+            for kind in RowKind::ALL {
+                let row = t.shape.row(kind);
+                let dims = solution.row_dims(row)?;
+                if dims.is_empty() && solution.closed_by_default(row.tail)? {
+                    let only = pointwise_only.get_or_insert_with(|| self.used_only_pointwise());
+                    if kind == RowKind::Input && only.contains(&id) {
+                        continue;
+                    }
+                    return Err(self.not_given(id, NotGiven::Row(kind)));
+                }
+                for (axis, d) in dims.iter().enumerate() {
+                    if matches!(*solution.provenance(d)?.source, Origin::Finalization) {
+                        return Err(self.not_given(id, NotGiven::Axis(kind, axis)));
+                    }
+                }
+            }
+        }
+        for (id, name, v) in self.input_labels.iter() {
+            if matches!(
+                *solution.provenance(&Dim::Var(*v))?.source,
+                Origin::Finalization
+            ) {
+                return Err(self.not_given(*id, NotGiven::Named(name.clone())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parameters that are operands of pointwise operations only.
+    fn used_only_pointwise(&self) -> HashSet<TensorId> {
+        let mut other = HashSet::new();
+        for node in self.ops.iter() {
+            if !node.op.pointwise() {
+                other.extend(node.operands.as_slice().iter().copied());
+            }
+        }
+        (0..self.tensors.len())
+            .map(TensorId)
+            .filter(|t| !other.contains(t))
+            .collect()
+    }
+
+    fn not_given(&self, t: TensorId, what: NotGiven) -> GraphError {
+        let tensor = self.tensor_ref(t).unwrap_or_else(|_| TensorRef {
+            id: t.0,
+            name: Arc::from("?"),
+        });
+        GraphError::NotGiven { tensor, what }
     }
 }
 

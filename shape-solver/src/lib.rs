@@ -48,7 +48,8 @@ pub use error::{
 };
 pub use finalize::{Provenance, Solution};
 pub use graph::{
-    ConstantProblem, Graph, GraphError, OpId, SolvedGraph, SpecContext, TensorId, TensorKind,
+    ConstantProblem, Graph, GraphError, NotGiven, OpId, SolvedGraph, SpecContext, TensorId,
+    TensorKind,
 };
 pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
 pub use operation::{ConstraintCx, Operation};

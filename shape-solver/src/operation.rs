@@ -80,6 +80,15 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     /// its operands' names: `relu(x)`, `compose(w, x)`,
     /// `einsum("ij;jk=>ik", a, b)`.
     fn spell(&self, operands: &[&str]) -> String;
+
+    /// Whether the operation relates each row of its result to the same
+    /// row of each operand by broadcasting and nothing else (an
+    /// elementwise function). A parameter used only by such operations may
+    /// keep an input row that nothing gives empty, as a bias does; any
+    /// other use leaves that to the user. False unless an operation says so.
+    fn pointwise(&self) -> bool {
+        false
+    }
 }
 
 /// The shape constraints of one application of an [`Operation`].

@@ -91,6 +91,11 @@ pub struct Solver {
     /// Whether finalization lets its defaults close the wholes of sums
     /// that still wait for parts (set once nothing else is left).
     pub(crate) sums_released: bool,
+    /// Row variables finalization closed by a default rather than by a
+    /// fact: rules 3 and 5, and rule 2 when the bound it took leaves no
+    /// axis and was itself closed by a default. Empty outside
+    /// finalization; read by [`crate::Solution::closed_by_default`].
+    pub(crate) defaulted_rows: std::collections::BTreeSet<RowVar>,
 }
 
 /// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
@@ -529,6 +534,12 @@ impl Solver {
         let Some(DimEntry::Open(bounds)) = self.env.set_dim(v, entry) else {
             return;
         };
+        // What was recorded against `v` is retried against `v` itself, not
+        // against a copy of its value: resolving `v` gives the value with
+        // its source, so a size passed on keeps the fact it came from (a
+        // declaration, or finalization's default) rather than taking the
+        // relation that passed it on as its source.
+        let value = Dim::Var(v);
         for &(c, cw) in &bounds.cur {
             self.requeue(Constraint::DimIneq {
                 cur: Dim::Var(c),
@@ -695,9 +706,15 @@ impl Solver {
         }
         match (ra.tail, rb.tail) {
             (RowTail::Open(v), RowTail::Closed) => {
+                if la == lb {
+                    self.inherit_default(b.tail, v)?;
+                }
                 self.bind_row(v, &rb.dims[..lb - la], RowTail::Closed, why)
             }
             (RowTail::Closed, RowTail::Open(w)) => {
+                if la == lb {
+                    self.inherit_default(a.tail, w)?;
+                }
                 self.bind_row(w, &ra.dims[..la - lb], RowTail::Closed, why)
             }
             (RowTail::Open(v), RowTail::Open(w)) if v != w => {
@@ -712,6 +729,19 @@ impl Solver {
                 }
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// `to` is about to be closed empty by the row ending in `from`: if a
+    /// default closed that row, `to` is empty only by that default too
+    /// (see `defaulted_rows`). Free before finalization's first default.
+    fn inherit_default(&mut self, from: RowTail, to: RowVar) -> Result<(), ShapeError> {
+        if !self.defaulted_rows.is_empty()
+            && crate::finalize::closing_var(&self.env, from)?
+                .is_some_and(|v| self.defaulted_rows.contains(&v))
+        {
+            self.defaulted_rows.insert(to);
         }
         Ok(())
     }
@@ -827,6 +857,7 @@ impl Solver {
         let stored_why = why.at_axis(ls);
         match rc.tail {
             RowTail::Closed if prefix.is_empty() => {
+                self.inherit_default(cur.tail, sv)?;
                 self.bind_row(sv, &[], RowTail::Closed, why);
             }
             RowTail::Closed => {

@@ -126,6 +126,15 @@ impl SourceMap {
                     });
                 }
             }
+        } else if let GraphError::NotGiven { tensor, .. } = &error {
+            // Placed at the declaration of the tensor nothing gives a
+            // shape to.
+            if let Some(site) = self.tensors.get(tensor.id) {
+                primary = Some(Note {
+                    span: site.span.clone(),
+                    text: String::new(),
+                });
+            }
         } else {
             // An error about one operation is placed at it.
             if let Some(o) = error.op() {
@@ -145,6 +154,7 @@ impl SourceMap {
                     "wrong number of operands".into()
                 }
                 GraphError::Constant { .. } => "this constant".into(),
+                GraphError::NotGiven { .. } => "nothing gives this shape".into(),
                 GraphError::SliceOutOfRange { index, size, .. } => {
                     format!("batch index {index} is outside 0..{size}")
                 }

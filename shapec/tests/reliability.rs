@@ -475,7 +475,10 @@ fn repeated_inputs_are_an_error() {
 fn explain_takes_every_name_infer_prints() {
     let dir = scratch(
         "explain_names",
-        &[("p.shape", "input x: 2|3\nparam w\ny = relu(w @ x) * 2\n")],
+        &[(
+            "p.shape",
+            "input x: 2|3\nparam w: 3->1\ny = relu(w @ x) * 2\n",
+        )],
     );
     let out = shapec_in(
         &dir,

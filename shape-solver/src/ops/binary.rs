@@ -114,6 +114,10 @@ impl Operation for Binary {
     fn spell(&self, operands: &[&str]) -> String {
         format!("{}({})", self.0.name(), operands.join(", "))
     }
+
+    fn pointwise(&self) -> bool {
+        true
+    }
 }
 
 /// The functions random programs draw (division is left out: dividing

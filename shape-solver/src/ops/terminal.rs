@@ -105,6 +105,7 @@ pub(crate) fn declared_shape(
     spec_text: &Arc<str>,
     spec: &ShapeSpec,
     num_elems: Option<NonZeroU64>,
+    labels: Option<&mut Vec<(Arc<str>, DimVar)>>,
 ) -> Result<Shape, GraphError> {
     let mut names = SpecNames::default();
     let mut constraints = Vec::new();
@@ -152,6 +153,13 @@ pub(crate) fn declared_shape(
         });
     }
     solver.add_all(constraints)?;
+    if let Some(labels) = labels {
+        let mut named: Vec<(Arc<str>, DimVar)> = (names.dims.into_iter())
+            .map(|(name, v)| (Arc::from(name), v))
+            .collect();
+        named.sort_by_key(|&(_, v)| v);
+        labels.extend(named);
+    }
     Ok(Shape {
         batch,
         input,

@@ -106,6 +106,10 @@ impl Operation for Unary {
     fn spell(&self, operands: &[&str]) -> String {
         format!("{}({})", self.0.name(), operands.join(", "))
     }
+
+    fn pointwise(&self) -> bool {
+        true
+    }
 }
 
 /// The functions random programs draw: ones that keep values finite

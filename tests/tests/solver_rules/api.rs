@@ -142,7 +142,8 @@ fn provenance_names_the_declaration_that_fixed_a_size() {
     let mut g = Graph::new();
     let x = g.input("x", "8|784").unwrap();
     let w = g.parameter("w").unwrap();
-    let _y = g.compose(w, x).unwrap();
+    let y = g.compose(w, x).unwrap();
+    g.require(y, "8|->10").unwrap();
     let s = g.solve().unwrap();
     let p = s.explain(w, RowKind::Input, 0).unwrap();
     assert_eq!(p.value.size(), 784);

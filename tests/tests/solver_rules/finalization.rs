@@ -9,11 +9,11 @@ use crate::{accepted_in_every_order, closed, k, open, sizes, v, Fixture};
 #[test]
 fn rows_with_nothing_above_them_close_empty_and_dims_to_one() {
     insta::assert_snapshot!(infer(r"
-        param p
-        input x: ..r.. n
+        input x: ..r.. _
+        y = exp(x)
     "), @r"
-        p : |->
         x : |->1
+        y : |->1
         ");
 }
 
@@ -125,4 +125,89 @@ fn least_upper_bounds_close_together_in_every_order() {
         outcomes.insert(format!("{got:?}"));
     }
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+}
+
+/// Issue 13, item 1: what only a default would close is not a parameter's
+/// shape (OCANNL: "You forgot to specify the hidden dimension(s)").
+#[test]
+fn a_parameter_shape_that_only_a_default_would_give_is_an_error() {
+    // The issue's three programs, once accepted with guessed shapes.
+    let out = infer("param x\nparam y\nz = x + y");
+    assert_eq!(
+        out.trim_end(),
+        "error[not_given] line 1: the output size of `x` is never given: declare it, or require \
+         a shape downstream (a parameter's shape is inferred from its uses, never guessed)"
+    );
+    let out = infer("param a\nparam b\nr = einsum(\"|ij;|jk=>|ik\", a, b)");
+    assert!(
+        out.starts_with("error[not_given] line 1: the size of output axis 0 of `a` is never given"),
+        "{out}"
+    );
+    let out = infer("param w\nconst v: 3 = [1, 2, 3]\ny = w @ v");
+    assert!(
+        out.starts_with("error[not_given] line 1: the output size of `w` is never given"),
+        "{out}"
+    );
+    // A size passed on from a result that closed by a default is no more
+    // given than the result's.
+    let out = infer("param p: a\nz = exp(p)");
+    assert!(
+        out.starts_with("error[not_given] line 1: the size of output axis 0 of `p`"),
+        "{out}"
+    );
+    // A named size of an input must be given: an input's sizes are its
+    // data's.
+    let out = infer("input x: b|8");
+    assert_eq!(
+        out.trim_end(),
+        "error[not_given] line 1: the size `b` in the declared shape of `x` is never given: give \
+         it as a number, or require a shape that fixes it (an input's named sizes are not \
+         run-time sizes yet)"
+    );
+}
+
+#[test]
+fn parameters_given_by_their_uses_declarations_or_requirements_are_inferred() {
+    insta::assert_snapshot!(infer(r#"
+        input x: b|8
+        require x: 4|8
+        param w
+        param bias
+        h = w @ x
+        y = h + bias
+        require y: 4|->3
+        param e: ..r..
+        s = permute("..r..=>", e)
+        require e: 2
+    "#), @r"
+    x    : 4|->8
+    w    : |8->3
+    bias : |->3
+    h    : 4|->3
+    y    : 4|->3
+    e    : |->2
+    s    : |->
+    ");
+    // A bias's input row, used only by pointwise operations, may stay
+    // empty without being given, as in OCANNL.
+    insta::assert_snapshot!(infer(r"
+        input x: 5|3
+        param b
+        y = x + b
+    "), @r"
+    x : 5|->3
+    b : |->3
+    y : 5|->3
+    ");
+    // The result of an explicit reduction keeps the spec's empty row, and
+    // results keep finalization's defaults.
+    insta::assert_snapshot!(infer(r#"
+        input x: 2,3
+        s = permute("ij=>", x)
+        t = exp(s)
+    "#), @r"
+    x : |->2, 3
+    s : |->
+    t : |->
+    ");
 }

@@ -135,6 +135,7 @@ fn an_operand_row_below_a_closed_row_takes_its_axes_at_finalization() {
         input w: 2,3->5
         param x
         y = w @ x
+        require y: |->5
     "), @r"
         w : |2, 3->5
         x : |->2, 3

@@ -381,7 +381,7 @@ fn a_concatenated_axis_is_the_sum_of_its_parts() {
         input a: 2, 3
         param b
         c = concat(a, b, a)
-        require c: 2, 10
+        require c: |->2, 10
     "), @r"
     a : |->2, 3
     b : |->2, 4
