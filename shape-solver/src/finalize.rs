@@ -98,6 +98,13 @@ impl VarQueue {
         }
     }
 
+    /// Whether `id` is in the set.
+    pub fn contains(&self, id: u32) -> bool {
+        self.bits
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+    }
+
     /// Inserts many ids at once.
     pub fn insert_all(&mut self, ids: &[u32]) {
         ids.iter().for_each(|&id| self.insert(id));
@@ -272,6 +279,7 @@ impl Solver {
             dim_links: LinkCache::default(),
             row_links: LinkCache::default(),
             defaulted_rows: std::mem::take(&mut s.defaulted_rows),
+            default_origin: fin.origin,
         })
     }
 
@@ -338,7 +346,7 @@ impl Solver {
                 // A row closed empty by bounds that are empty only by a
                 // default is itself empty only by that default.
                 if len == 0 && self.empty_only_by_default(r)? {
-                    self.defaulted_rows.insert(r);
+                    self.defaulted_rows.insert(r.0);
                 }
                 let fresh: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
                 self.bind_row(r, &fresh, RowTail::Closed, fin);
@@ -438,7 +446,7 @@ impl Solver {
                 continue;
             }
             match closing_var(&self.env, tail)? {
-                Some(v) if self.defaulted_rows.contains(&v) => any = true,
+                Some(v) if self.defaulted_rows.contains(v.0) => any = true,
                 _ => return Ok(false),
             }
         }
@@ -663,7 +671,7 @@ impl Solver {
         }
         let len = wholes.get(&r).copied().unwrap_or(0);
         let dims: Vec<Dim> = (0..len).map(|_| Dim::Var(self.mint_dim())).collect();
-        self.defaulted_rows.insert(r);
+        self.defaulted_rows.insert(r.0);
         self.bind_row(r, &dims, RowTail::Closed, fin);
         true
     }
@@ -939,7 +947,21 @@ pub struct Solution {
     dim_links: LinkCache,
     row_links: LinkCache,
     /// Row variables closed by a default (see `Solver::defaulted_rows`).
-    defaulted_rows: BTreeSet<RowVar>,
+    defaulted_rows: VarQueue,
+    /// The origin of finalization's defaults.
+    default_origin: crate::OriginId,
+}
+
+/// What finalization's defaults decided in a row (see
+/// [`Solution::defaults_in`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowDefaults {
+    /// Nothing: the row's length and sizes follow from facts.
+    None,
+    /// The row is empty only by a default.
+    EmptyRow,
+    /// The size of this axis (from the left) came from a default.
+    Axis(usize),
 }
 
 /// The row variable whose value closed the row ending in `tail`: the last
@@ -1065,13 +1087,57 @@ impl Solution {
 }
 
 impl Solution {
+    /// Whether a solved dim's size came from finalization's default (rule
+    /// 4 or 5, or a sum's part closed to 1), through any chain of
+    /// relations; the same answer as [`Solution::provenance`]'s source,
+    /// without building the chain.
+    pub fn sized_by_default(&self, d: &Dim) -> Result<bool, ShapeError> {
+        self.dim_by_default(&mut self.lookup(), d)
+    }
+
+    fn dim_by_default(&self, l: &mut Cached<'_>, d: &Dim) -> Result<bool, ShapeError> {
+        match resolve_dim(l, d, Why::of(crate::OriginId(0)))? {
+            ResolvedDim::Known { source, .. } => Ok(source.origin == self.default_origin),
+            ResolvedDim::Var(v) => Err(ShapeError::Unsolved {
+                what: "dim",
+                id: v.0,
+            }),
+        }
+    }
+
     /// Whether the row ending in `tail` is as long as it is only by
     /// finalization's defaults: its row variable (through the chain of
     /// variables it was solved to) was closed by rule 3 or 5, or by rule 2
     /// against rows that were. False for a row closed by a fact (a
     /// declaration, a required shape, a spec) and for a row written closed.
     pub fn closed_by_default(&self, tail: RowTail) -> Result<bool, ShapeError> {
-        Ok(closing_var(&self.env, tail)?.is_some_and(|v| self.defaulted_rows.contains(&v)))
+        Ok(closing_var(&self.env, tail)?.is_some_and(|v| self.defaulted_rows.contains(v.0)))
+    }
+
+    /// What finalization's defaults decided in a row: nothing, its being
+    /// empty, or the size of one of its axes (the first found).
+    pub fn defaults_in(&self, row: &Row) -> Result<RowDefaults, ShapeError> {
+        let mut l = self.lookup();
+        let rr = resolve_row(&mut l, row)?;
+        if let RowTail::Open(v) = rr.tail {
+            return Err(ShapeError::Unsolved {
+                what: "row",
+                id: v.0,
+            });
+        }
+        if rr.dims.is_empty() {
+            return Ok(if self.closed_by_default(row.tail)? {
+                RowDefaults::EmptyRow
+            } else {
+                RowDefaults::None
+            });
+        }
+        for (axis, d) in rr.dims.iter().enumerate() {
+            if self.dim_by_default(&mut l, d)? {
+                return Ok(RowDefaults::Axis(axis));
+            }
+        }
+        Ok(RowDefaults::None)
     }
 
     /// The dims of a row with its row variables substituted, variables

@@ -10,7 +10,7 @@ use shape_core::spec::{ShapeSpec, SpecError};
 use shape_core::{Dim, DimVar, Row, RowKind, Shape, SolvedShape};
 
 use crate::error::ShapeError;
-use crate::finalize::{Provenance, Solution};
+use crate::finalize::{Provenance, RowDefaults, Solution};
 use crate::operation::{ConstraintCx, Operation};
 use crate::ops::{self, terminal};
 use crate::origin::{OpRef, Origin, TensorRef};
@@ -962,27 +962,22 @@ impl Graph {
             }
             let id = TensorId(i);
             for kind in RowKind::ALL {
-                let row = t.shape.row(kind);
-                let dims = solution.row_dims(row)?;
-                if dims.is_empty() && solution.closed_by_default(row.tail)? {
-                    let only = pointwise_only.get_or_insert_with(|| self.used_only_pointwise());
-                    if kind == RowKind::Input && only.contains(&id) {
-                        continue;
+                match solution.defaults_in(t.shape.row(kind))? {
+                    RowDefaults::None => {}
+                    RowDefaults::EmptyRow => {
+                        let only = pointwise_only.get_or_insert_with(|| self.used_only_pointwise());
+                        if kind != RowKind::Input || !only.contains(&id) {
+                            return Err(self.not_given(id, NotGiven::Row(kind)));
+                        }
                     }
-                    return Err(self.not_given(id, NotGiven::Row(kind)));
-                }
-                for (axis, d) in dims.iter().enumerate() {
-                    if matches!(*solution.provenance(d)?.source, Origin::Finalization) {
+                    RowDefaults::Axis(axis) => {
                         return Err(self.not_given(id, NotGiven::Axis(kind, axis)));
                     }
                 }
             }
         }
         for (id, name, v) in self.input_labels.iter() {
-            if matches!(
-                *solution.provenance(&Dim::Var(*v))?.source,
-                Origin::Finalization
-            ) {
+            if solution.sized_by_default(&Dim::Var(*v))? {
                 return Err(self.not_given(*id, NotGiven::Named(name.clone())));
             }
         }

@@ -46,7 +46,7 @@ pub use error::{
     AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError, SumReason,
     TotalElemsReason,
 };
-pub use finalize::{Provenance, Solution};
+pub use finalize::{Provenance, RowDefaults, Solution};
 pub use graph::{
     ConstantProblem, Graph, GraphError, NotGiven, OpId, SolvedGraph, SpecContext, TensorId,
     TensorKind,

@@ -95,7 +95,7 @@ pub struct Solver {
     /// fact: rules 3 and 5, and rule 2 when the bound it took leaves no
     /// axis and was itself closed by a default. Empty outside
     /// finalization; read by [`crate::Solution::closed_by_default`].
-    pub(crate) defaulted_rows: std::collections::BTreeSet<RowVar>,
+    pub(crate) defaulted_rows: crate::finalize::VarQueue,
 }
 
 /// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
@@ -739,9 +739,9 @@ impl Solver {
     fn inherit_default(&mut self, from: RowTail, to: RowVar) -> Result<(), ShapeError> {
         if !self.defaulted_rows.is_empty()
             && crate::finalize::closing_var(&self.env, from)?
-                .is_some_and(|v| self.defaulted_rows.contains(&v))
+                .is_some_and(|v| self.defaulted_rows.contains(v.0))
         {
-            self.defaulted_rows.insert(to);
+            self.defaulted_rows.insert(to.0);
         }
         Ok(())
     }

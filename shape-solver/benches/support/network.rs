@@ -10,12 +10,20 @@ pub fn synthetic_network(n: usize) -> Result<(Graph, TensorId), GraphError> {
     let mut h = g.input("x", "32,16|64")?;
     let mut layer = 0;
     while g.num_ops() < n {
-        // An MLP layer: the hidden size is given on every fourth layer only.
-        let w = g.parameter(&format!("w{layer}"))?;
-        let b = if layer % 4 == 3 {
-            g.parameter_with_spec(&format!("b{layer}"), "64")?
+        // An MLP layer: the hidden size is given on the bias of every
+        // fourth layer, and on the weight's output row of the others;
+        // everything else (input rows, the other bias and weight rows) is
+        // inferred. (A parameter's size may not be left to a default.)
+        let (w, b) = if layer % 4 == 3 {
+            (
+                g.parameter(&format!("w{layer}"))?,
+                g.parameter_with_spec(&format!("b{layer}"), "64")?,
+            )
         } else {
-            g.parameter(&format!("b{layer}"))?
+            (
+                g.parameter_with_spec(&format!("w{layer}"), "..i..->64")?,
+                g.parameter(&format!("b{layer}"))?,
+            )
         };
         let z = g.compose(w, h)?;
         let z = g.add(z, b)?;
