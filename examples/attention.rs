@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scores = g.einsum("...|te;...|ue=>...|tu", &[q, k])?;
     let scores = g.mul(scores, half)?; // 1/sqrt(4)
     let p = g.unary("exp", scores)?;
-    let z = g.permute("...|tu=>...|t1", p)?; // row sums, as a column
+    let z = g.permute("...|t,u=>...|t,one:1", p)?; // row sums, as a column
     let attn = g.binary("div", p, z)?; // softmax
     let o = g.einsum("...|tu;...|ue=>...|te", &[attn, v])?;
     let out = g.einsum("...|te;|ef=>...|tf", &[o, wo])?;

@@ -70,6 +70,18 @@ pub enum Constraint {
         /// Why.
         why: Why,
     },
+    /// `dim` has at least `min` elements: an einsum's fixed index
+    /// `min - 1` addresses it. Waits while the size is unknown;
+    /// finalization then closes the size to `min` where its defaults would
+    /// have chosen less.
+    DimAtLeast {
+        /// The axis.
+        dim: Dim,
+        /// The fewest elements it may have.
+        min: NonZeroU64,
+        /// Why.
+        why: Why,
+    },
     /// `rest` is `whole` without its first (leftmost) axis. Waits until
     /// `whole` has a known number of axes.
     ///
@@ -98,6 +110,7 @@ impl Constraint {
             | Constraint::RowIneq { why, .. }
             | Constraint::TotalElems { why, .. }
             | Constraint::DimSum { why, .. }
+            | Constraint::DimAtLeast { why, .. }
             | Constraint::DropFirst { why, .. } => *why,
         }
     }

@@ -431,6 +431,18 @@ pub enum ShapeError {
         /// What does not fit.
         reason: SumReason,
     },
+    /// An axis with fewer elements than a fixed index into it needs.
+    #[error("axis too short in {context}{}: it needs at least {min} elements but has {}, which comes from {}", at_axis(axis), found.value, found.place())]
+    AxisTooShort {
+        /// The constraint that needs the elements (an einsum's fixed index).
+        context: Arc<Origin>,
+        /// The axis, counted from the end of the context's row.
+        axis: Option<u32>,
+        /// The fewest elements the axis may have.
+        min: u64,
+        /// The size it has, and where that came from.
+        found: Box<DimFact>,
+    },
     /// A batch slice of a tensor without batch axes.
     #[error("cannot slice in {context}: the row {row} has no axis to drop")]
     NothingToSlice {
@@ -495,6 +507,7 @@ impl ShapeError {
             | ShapeError::AxisCountMismatch { .. }
             | ShapeError::TotalElems { .. }
             | ShapeError::NothingToSlice { .. }
+            | ShapeError::AxisTooShort { .. }
             | ShapeError::InfiniteAxes { .. }
             | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
             ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
@@ -524,6 +537,7 @@ impl ShapeError {
             | ShapeError::TotalElems { context, .. }
             | ShapeError::Underdetermined { context, .. }
             | ShapeError::NothingToSlice { context, .. }
+            | ShapeError::AxisTooShort { context, .. }
             | ShapeError::SumMismatch { context, .. }
             | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,

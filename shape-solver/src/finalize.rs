@@ -237,15 +237,15 @@ impl Solver {
                     let Some(b) = s.env.dim_bounds(v) else {
                         continue;
                     };
-                    let value = b
-                        .lub
-                        .as_ref()
-                        .map_or_else(KnownDim::one, |(k, _)| k.clone());
+                    let value = match &b.lub {
+                        Some((k, w)) => (k.clone(), *w),
+                        None => s.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin)),
+                    };
                     batch.push((v, value));
                 }
-                for (v, value) in batch {
+                for (v, (value, why)) in batch {
                     if s.env.dim_bounds(v).is_some() {
-                        s.bind_dim(v, Dim::Known(value), fin, fin);
+                        s.bind_dim(v, Dim::Known(value), why, why);
                     }
                 }
                 any_open = s.queue_all_open(&mut q);
@@ -678,10 +678,18 @@ impl Solver {
 
     fn close_dim_one(&mut self, v: DimVar, fin: Why) -> Result<(), ShapeError> {
         if self.env.dim_bounds(v).is_some() {
-            self.bind_dim(v, Dim::Known(KnownDim::one()), fin, fin);
+            self.close_dim_least(v, fin);
             self.run()?;
         }
         Ok(())
+    }
+
+    /// Closes an open dim to the least size it may have: 1 by the default,
+    /// or what a fixed index into it (or into a dim below it) needs, for
+    /// that fixed index's reason.
+    fn close_dim_least(&mut self, v: DimVar, fin: Why) {
+        let (value, why) = self.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin));
+        self.bind_dim(v, Dim::Known(value), why, why);
     }
 
     /// Rule 4.
@@ -748,7 +756,7 @@ impl Solver {
         if !dims.is_empty() {
             for v in dims {
                 if self.env.dim_bounds(v).is_some() {
-                    self.bind_dim(v, Dim::Known(KnownDim::one()), fin, fin);
+                    self.close_dim_least(v, fin);
                 }
             }
             self.run()?;

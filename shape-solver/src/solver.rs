@@ -24,6 +24,7 @@
 //!   (`[fresh, rest..]`); while both are open it waits (finalization can
 //!   make it match what the two rows spell out, see `drop_first`).
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use imbl::Vector;
@@ -96,6 +97,9 @@ pub struct Solver {
     /// axis and was itself closed by a default. Empty outside
     /// finalization; read by [`crate::Solution::closed_by_default`].
     pub(crate) defaulted_rows: crate::finalize::VarQueue,
+    /// Whether any `DimAtLeast` ever waited on an unknown size: until one
+    /// does, finalization's defaults need not look for them.
+    has_minimums: bool,
 }
 
 /// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
@@ -403,6 +407,7 @@ impl Solver {
             }
             Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
             Constraint::DimSum { total, parts, why } => self.dim_sum(total, parts, why),
+            Constraint::DimAtLeast { dim, min, why } => self.dim_at_least(dim, min, why),
             Constraint::DropFirst {
                 whole,
                 rest,
@@ -410,6 +415,58 @@ impl Solver {
                 why,
             } => self.drop_first(whole, rest, first, why),
         }
+    }
+
+    /// `dim` has at least `min` elements: checked once its size is known,
+    /// deferred on it until then (finalization reads the deferred copies,
+    /// see `Solver::least_size`).
+    fn dim_at_least(&mut self, dim: Dim, min: NonZeroU64, why: Why) -> Result<(), ShapeError> {
+        match self.env.resolve_dim(&dim, why)? {
+            ResolvedDim::Known { value, source, .. } if value.size() < min.get() => {
+                Err(ShapeError::AxisTooShort {
+                    context: self.origin_arc(why.origin),
+                    axis: why.axis_from_end(),
+                    min: min.get(),
+                    found: Box::new(self.fact(value, source)),
+                })
+            }
+            ResolvedDim::Known { .. } => Ok(()),
+            ResolvedDim::Var(v) => {
+                self.has_minimums = true;
+                self.defer(Constraint::DimAtLeast { dim, min, why }, &[v], None);
+                Ok(())
+            }
+        }
+    }
+
+    /// The size finalization's defaults give an unknown dim: 1, unless a
+    /// fixed index needs more of it or of a dim below it (which it must
+    /// then equal, since only 1 broadcasts), with the reason for that.
+    pub(crate) fn least_size(&self, v: DimVar) -> Option<(KnownDim, Why)> {
+        if !self.has_minimums {
+            return None;
+        }
+        let mut best: Option<(NonZeroU64, Why)> = None;
+        let mut seen = std::collections::BTreeSet::from([v]);
+        let mut todo = vec![v];
+        while let Some(u) = todo.pop() {
+            let Some(b) = self.env.dim_bounds(u) else {
+                continue;
+            };
+            for c in b.watchers.iter() {
+                if let Constraint::DimAtLeast { min, why, .. } = c {
+                    if best.is_none_or(|(m, _)| *min > m) {
+                        best = Some((*min, *why));
+                    }
+                }
+            }
+            for &(s, _) in &b.subr {
+                if seen.insert(s) {
+                    todo.push(s);
+                }
+            }
+        }
+        best.map(|(m, why)| (KnownDim::new(m), why))
     }
 
     /// A row that carries its own constraint contributes it once it is used.
@@ -1322,6 +1379,7 @@ impl WorkQueue {
             Constraint::RowEq { .. } | Constraint::RowIneq { .. } => self.rows.push(c),
             Constraint::TotalElems { .. }
             | Constraint::DimSum { .. }
+            | Constraint::DimAtLeast { .. }
             | Constraint::DropFirst { .. } => self.whole_rows.push(c),
         }
     }

@@ -263,7 +263,14 @@ pub fn main_with(
         Ok(s) => s,
         Err(e) => return report(&e, None, None, json_errors, color, out, err),
     };
-    let result = execute(&cli.command, source.as_deref(), out, err);
+    let name = file.as_ref().map(|p| p.display().to_string());
+    let shown = name.as_deref().zip(source.as_deref());
+    let result = execute(&cli.command, source.as_deref(), out, err, &|w, err| {
+        if let Some((name, text)) = shown {
+            let source = diagnostics::Source { name, text };
+            let _ = write!(err, "{}", diagnostics::render_warning(w, source, color));
+        }
+    });
     match result {
         Ok(status) => status,
         Err(e) => {
@@ -314,6 +321,7 @@ fn execute(
     source: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
+    warn: &dyn Fn(&crate::compile::Warning, &mut dyn Write),
 ) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {
@@ -347,6 +355,7 @@ fn execute(
             ..
         } => {
             let Loaded { compiled, solved } = load(text)?;
+            compiled.warnings.iter().for_each(|w| warn(w, err));
             let s = if *json {
                 let mut v = infer::shapes_json(&compiled, &solved)?;
                 if *projections {
@@ -380,6 +389,7 @@ fn execute(
         }
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
+            compiled.warnings.iter().for_each(|w| warn(w, err));
             let outputs = &compiled.results;
             let out_dir = match dir {
                 Some(d) if !outputs.is_empty() => {
@@ -436,6 +446,7 @@ fn execute(
         }
         Command::Diff { run, tolerance, .. } => {
             let Loaded { compiled, solved } = load(text)?;
+            compiled.warnings.iter().for_each(|w| warn(w, err));
             let plan = checks::plan(&compiled, &solved, &run.options())?;
             // The reference always runs on the CPU.
             checks::buffers_fit(

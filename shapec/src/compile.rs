@@ -232,6 +232,19 @@ fn axis_span(spec: &str, at: &Span, kind: shape_core::RowKind, from_end: Option<
     }
 }
 
+/// Something a program may not mean, at a place in its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// A stable name for what it is about.
+    pub code: &'static str,
+    /// What it says.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+    /// What to do about it.
+    pub note: String,
+}
+
 /// A compiled program: the graph, the text positions of its parts, and the
 /// values written in it.
 #[derive(Clone, Debug)]
@@ -244,6 +257,9 @@ pub struct Compiled {
     pub constants: HashMap<TensorId, Vec<f32>>,
     /// The tensors named by assignments, in order: the program's results.
     pub results: Vec<TensorId>,
+    /// What the program compiles to but may not mean: shown on standard
+    /// error, never an error.
+    pub warnings: Vec<Warning>,
     names: HashMap<String, (TensorId, Span)>,
 }
 
@@ -272,6 +288,7 @@ pub fn compile(program: &Program) -> Result<Compiled, ProgramError> {
         map: SourceMap::default(),
         constants: HashMap::new(),
         results: Vec::new(),
+        warnings: Vec::new(),
         names: HashMap::new(),
     };
     for st in &program.statements {
@@ -441,6 +458,9 @@ fn apply(
             },
             (e, _) => graph_error(c, e, span, spec),
         })?;
+    if let Some(s) = spec {
+        warn_result_digits(c, func, s);
+    }
     c.map.ops.push(span.clone());
     c.map.tensors.push(TensorSite {
         span: span.clone(),
@@ -448,6 +468,45 @@ fn apply(
         values: None,
     });
     Ok(t)
+}
+
+/// A digit in an einsum result was a size before issue 13 and is a fixed
+/// index (a position) now: a program written before may mean a size-1
+/// axis where it now writes position 1 of a longer one. Operand digits
+/// need no warning: an old program's size `d` leaves the new index `d` out
+/// of range, an error that says what changed.
+fn warn_result_digits(c: &mut Compiled, func: &str, spec: &SpecText) {
+    if !spec.text.contains(|ch: char| ch.is_ascii_digit()) {
+        return;
+    }
+    let Ok(parsed) = shape_core::EinsumSpec::parse(&spec.text) else {
+        return;
+    };
+    for (_, axis) in parsed.result.axes() {
+        if let shape_core::spec::AxisKind::Fixed(i) = axis.kind {
+            c.warnings.push(Warning {
+                code: "fixed_index",
+                message: format!(
+                    "the digit `{i}` in the result of {func} \"{}\" is a fixed index: the values \
+                     go to position {i} of an axis of at least {}, the others stay 0",
+                    spec.text,
+                    elements(u128::from(i) + 1)
+                ),
+                span: spec.span.start + axis.span.start..spec.span.start + axis.span.end,
+                note: "digits in einsum specs were sizes before; a new axis of size 1 is \
+                       written `label:1` with a label no operand has (`\"...|t,u=>...|t,one:1\"`)"
+                    .into(),
+            });
+        }
+    }
+}
+
+/// `n elements`, or `1 element`.
+fn elements(n: u128) -> String {
+    match n {
+        1 => "1 element".into(),
+        n => format!("{n} elements"),
+    }
 }
 
 /// The function of the registry that `operator` writes.
@@ -606,7 +665,7 @@ mod tests {
 
     #[test]
     fn einsum_permute_transpose_and_slices() {
-        let src = "input a: 5|2,3\ninput b: 5|3,4\nm = einsum(\"...|ij;jk=>...|ik\", a, b)\n\
+        let src = "input a: 5|2,3\ninput b: 5|3,4\nm = einsum(\"...|ij;...|jk=>...|ik\", a, b)\n\
                    t = permute(\"...|ik=>...|ki\", m)\nr = einsum(\"...|ki=>...|k\", t)\n\
                    s = batch_slice(r)\nu = transpose(s)\n";
         let c = compiled(src).unwrap();

@@ -76,6 +76,25 @@ pub fn diagnostic(e: &CliError, with_source: bool) -> Diagnostic<()> {
     }
 }
 
+/// Renders a warning about a program for a terminal, like an error.
+pub fn render_warning(w: &crate::compile::Warning, source: Source<'_>, color: bool) -> String {
+    let file = SimpleFile::new(source.name, source.text);
+    let d = Diagnostic::warning()
+        .with_code(w.code)
+        .with_message(w.message.clone())
+        .with_labels(vec![Label::primary((), w.span.clone())])
+        .with_notes(vec![w.note.clone()]);
+    let config = Config::default();
+    let rendered = if color {
+        let mut out = Ansi::new(Vec::new());
+        term::emit_to_write_style(&mut out, &config, &file, &d)
+            .map(|()| String::from_utf8_lossy(&out.into_inner()).into_owned())
+    } else {
+        term::emit_into_string(&config, &file, &d)
+    };
+    rendered.unwrap_or_else(|_| format!("warning[{}]: {}\n", w.code, w.message))
+}
+
 /// Renders an error for a terminal: the message, and for errors in a
 /// program the source lines with underlines and notes.
 pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {

@@ -341,6 +341,57 @@ pub fn unwritten_elements_are_zero<B: Backend>(backend: &mut B, tolerance: Toler
     );
 }
 
+/// Fixed indices (issue 13): an operand digit selects a position, a result
+/// digit places values at one (the rest 0, also in a reused buffer), with
+/// a batch row and a max reduction around them; `label:size` ties axes.
+pub fn fixed_indices<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let h = g.input("h", "2|3->4").expect("a spec");
+    let a = g.input("a", "2,3").expect("a spec");
+    // Element 1 of each input row: h[b][o][1].
+    let picked = g.permute("...|1->...=>...|...", h).expect("a fixed index");
+    // A filler of the same size as `placed`, freed before it runs.
+    let filler = g.unary("exp", a).expect("a pointwise result");
+    let filler = g.unary("neg", filler).expect("a pointwise result");
+    // Row maxima of `a`, written to column 2 of a 2x3 result.
+    let placed = g
+        .einsum_reduced("i,j=>i,2", &[a], shape_solver::ops::Reduction::Max)
+        .expect("a fixed index in the result");
+    let tied = g.permute("i,n:3=>n:3,i", a).expect("a sized label");
+    let p = Program::with_named_data(
+        g,
+        vec![filler, picked, placed, tied],
+        [("h", ramp(24)), ("a", ramp(6))],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    let (hv, av) = (ramp(24), ramp(6));
+    // h is stored batch, output, input: [b][o][i] at (b * 4 + o) * 3 + i.
+    let want: Vec<f32> = (0..2)
+        .flat_map(|b| (0..4).map(move |o| (b, o)))
+        .map(|(b, o)| hv[(b * 4 + o) * 3 + 1])
+        .collect();
+    assert_eq!(out[&picked], want, "{}", backend.name());
+    let max = |r: usize| {
+        av[r * 3..r * 3 + 3]
+            .iter()
+            .copied()
+            .fold(f32::MIN, f32::max)
+    };
+    assert_eq!(
+        out[&placed],
+        [0., 0., max(0), 0., 0., max(1)],
+        "{}",
+        backend.name()
+    );
+    assert_eq!(
+        out[&tied],
+        [av[0], av[3], av[1], av[4], av[2], av[5]],
+        "{}",
+        backend.name()
+    );
+}
+
 /// A sum over every element of its operand, lowered to two kernels
 /// through a scratch buffer: doubled first, then summed and halved. An
 /// operation defined outside the solver, to check multi-step lowering.
@@ -518,6 +569,7 @@ macro_rules! backend_conformance {
                 reductions,
                 concatenation,
                 unwritten_elements_are_zero,
+                fixed_indices,
                 multi_step_lowering,
                 long_reductions,
                 write_conflicts,

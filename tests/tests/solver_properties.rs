@@ -36,6 +36,8 @@ enum GenConstraint {
     Drop(GenRow, GenRow, Option<GenDim>),
     /// A concatenated axis: the first dim is the sum of the others.
     Sum(GenDim, Vec<GenDim>),
+    /// An axis a fixed index addresses: at least this many elements.
+    AtLeast(GenDim, u64),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -62,6 +64,7 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         1 => (gen_row(), prop::sample::select(vec![1u64, 4, 6, 12, 24])).prop_map(|(r, n)| GenConstraint::Total(r, n)),
         1 => (gen_row(), gen_row(), prop::option::of(gen_dim())).prop_map(|(a, b, f)| GenConstraint::Drop(a, b, f)),
         1 => (gen_dim(), prop::collection::vec(gen_dim(), 2..4)).prop_map(|(t, p)| GenConstraint::Sum(t, p)),
+        1 => (gen_dim(), prop::sample::select(vec![1u64, 2, 3, 5])).prop_map(|(d, m)| GenConstraint::AtLeast(d, m)),
     ]
 }
 
@@ -125,6 +128,11 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                 GenConstraint::Total(r, n) => Constraint::TotalElems {
                     row: row(r),
                     total: (*n).try_into().unwrap(),
+                    why,
+                },
+                GenConstraint::AtLeast(d, m) => Constraint::DimAtLeast {
+                    dim: dim(d),
+                    min: (*m).try_into().unwrap(),
                     why,
                 },
                 GenConstraint::Sum(t, p) => Constraint::DimSum {
@@ -396,6 +404,7 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
             row(r).iter().product::<u64>() == total.get()
         }
         Constraint::DimSum { total, parts, .. } => dim(total) == parts.iter().map(dim).sum::<u64>(),
+        Constraint::DimAtLeast { dim: d, min, .. } => dim(d) >= min.get(),
         Constraint::DropFirst {
             whole, rest, first, ..
         } => {

@@ -15,6 +15,7 @@ fn axes(spec: &ShapeSpec, kind: RowKind) -> Vec<String> {
                     AxisKind::Size(n) => n.to_string(),
                     AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
                     AxisKind::Anonymous => "_".into(),
+                    AxisKind::Fixed(i) => format!("#{i}"),
                 })
                 .collect()
         })

@@ -11,9 +11,13 @@ use super::{AxisKind, RowVarName, ShapeSpec, Span, SpecError};
 ///
 /// Labels line up axes across the operands and the result; a label missing
 /// from the result is reduced over. Row variables work like labels for
-/// whole groups of leading axes. Digits are fixed sizes. A row the spec
-/// does not write is, for the batch row, the same row variable in every
-/// operand and the result (`...`), and for the input row, empty.
+/// whole groups of leading axes. A digit is a fixed index (OCANNL's
+/// reading): in an operand it selects that position of the axis, in the
+/// result it places the values at that position; either way the axis has
+/// at least index + 1 elements. A size is written `label:size`, a label
+/// tied across the spec like any other. A row the spec does not write is
+/// empty, except the batch row when no part of the spec writes one: then
+/// it is one row variable shared by every operand and the result (`...`).
 ///
 /// ```
 /// use shape_core::spec::EinsumSpec;
@@ -72,9 +76,9 @@ impl EinsumSpec {
         let mode = Mode::of(text, &all);
         let operands = sections
             .into_iter()
-            .map(|s| parse::shape_spec(text, s, mode))
+            .map(|s| parse::shape_spec(text, s, mode, parse::Digits::Indices))
             .collect::<Result<Vec<_>, _>>()?;
-        let result = parse::shape_spec(text, result_span, mode)?;
+        let result = parse::shape_spec(text, result_span, mode, parse::Digits::Indices)?;
         let spec = EinsumSpec { operands, result };
         spec.check(text)?;
         Ok(spec)
@@ -146,7 +150,9 @@ impl EinsumSpec {
                         "`_`".into(),
                     ));
                 }
-                AxisKind::Size(_) | AxisKind::LabeledSize(..) => {}
+                // A labeled size the operands do not have is a new axis of
+                // that size, which the result broadcasts along.
+                AxisKind::Size(_) | AxisKind::LabeledSize(..) | AxisKind::Fixed(_) => {}
             }
         }
         for (_, name, span) in self.result.row_vars() {

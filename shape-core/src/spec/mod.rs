@@ -54,6 +54,9 @@ pub enum AxisKind {
     LabeledSize(String, NonZeroU64),
     /// `_`: a fresh, anonymous dimension variable.
     Anonymous,
+    /// A digit in an einsum spec: a fixed index into the axis (OCANNL's
+    /// reading). Shape specs read digits as sizes.
+    Fixed(u64),
 }
 
 /// One axis entry with its place in the spec text.
@@ -112,6 +115,7 @@ impl RowSpec {
             AxisKind::Size(n) => n.to_string(),
             AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
             AxisKind::Anonymous => "_".to_string(),
+            AxisKind::Fixed(i) => i.to_string(),
         };
         let mut out = Vec::with_capacity(self.before.len() + self.axes.len() + 1);
         out.extend(self.before.iter().map(show));
@@ -147,7 +151,7 @@ impl ShapeSpec {
     pub fn parse(text: &str) -> Result<ShapeSpec, SpecError> {
         let whole: Span = 0..text.len();
         let mode = parse::Mode::of(text, std::slice::from_ref(&whole));
-        parse::shape_spec(text, 0..text.len(), mode)
+        parse::shape_spec(text, 0..text.len(), mode, parse::Digits::Sizes)
     }
 
     /// The row of the given kind, if the spec wrote it.

@@ -5,6 +5,14 @@ use std::num::NonZeroU64;
 use super::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec, Span, SpecError};
 use crate::row::RowKind;
 
+/// What a digit entry means: a size in shape specs, a position in einsum
+/// specs (OCANNL's fixed index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Digits {
+    Sizes,
+    Indices,
+}
+
 /// How axis entries are delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -69,7 +77,12 @@ fn split_rows(s: &str) -> Vec<Span> {
 }
 
 /// Parses the shape spec in `text[span]`.
-pub(crate) fn shape_spec(text: &str, span: Span, mode: Mode) -> Result<ShapeSpec, SpecError> {
+pub(crate) fn shape_spec(
+    text: &str,
+    span: Span,
+    mode: Mode,
+    digits: Digits,
+) -> Result<ShapeSpec, SpecError> {
     let s = &text[span.clone()];
     let at = |i: usize| span.start + i;
     let bars: Vec<usize> = s.match_indices('|').map(|(i, _)| i).collect();
@@ -104,17 +117,22 @@ pub(crate) fn shape_spec(text: &str, span: Span, mode: Mode) -> Result<ShapeSpec
     }
     let out_start = arrow.map(|a| a + 2).or(bar.map(|b| b + 1)).unwrap_or(0);
     let batch = match bar {
-        Some(b) => Some(row(text, at(0)..at(b), mode, RowKind::Batch)?),
+        Some(b) => Some(row(text, at(0)..at(b), (mode, digits), RowKind::Batch)?),
         None => None,
     };
     let input = match arrow {
         Some(a) => {
             let start = bar.map(|b| b + 1).unwrap_or(0);
-            Some(row(text, at(start)..at(a), mode, RowKind::Input)?)
+            Some(row(text, at(start)..at(a), (mode, digits), RowKind::Input)?)
         }
         None => None,
     };
-    let output = row(text, at(out_start)..span.end, mode, RowKind::Output)?;
+    let output = row(
+        text,
+        at(out_start)..span.end,
+        (mode, digits),
+        RowKind::Output,
+    )?;
     Ok(ShapeSpec {
         batch,
         input,
@@ -222,14 +240,43 @@ fn reserved(entry: &str) -> Option<String> {
 }
 
 /// Parses one row section `text[span]`.
-fn row(text: &str, span: Span, mode: Mode, kind: RowKind) -> Result<RowSpec, SpecError> {
+fn row(
+    text: &str,
+    span: Span,
+    (mode, digits): (Mode, Digits),
+    kind: RowKind,
+) -> Result<RowSpec, SpecError> {
     match mode {
-        Mode::SingleChar => single_char_row(text, span, kind),
-        Mode::MultiChar => multi_char_row(text, span, kind),
+        Mode::SingleChar => single_char_row(text, span, digits, kind),
+        Mode::MultiChar => multi_char_row(text, span, digits, kind),
     }
 }
 
-fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, SpecError> {
+/// A digit entry: a size, or in an einsum spec a fixed index (which may
+/// be 0).
+fn digit_axis(text: &str, span: Span, digits: Digits) -> Result<AxisKind, SpecError> {
+    match digits {
+        Digits::Sizes => parse_size(text, span).map(AxisKind::Size),
+        Digits::Indices => {
+            let entry = &text[span.clone()];
+            entry.parse().map(AxisKind::Fixed).map_err(|_| {
+                err(
+                    text,
+                    span,
+                    "a fixed index that fits in 64 bits",
+                    &format!("`{entry}`"),
+                )
+            })
+        }
+    }
+}
+
+fn single_char_row(
+    text: &str,
+    span: Span,
+    digits: Digits,
+    kind: RowKind,
+) -> Result<RowSpec, SpecError> {
     let mut out = RowSpec::default();
     let bytes = text.as_bytes();
     let mut i = span.start;
@@ -246,9 +293,8 @@ fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spe
             while i < span.end && bytes[i].is_ascii_digit() {
                 i += 1;
             }
-            let n = parse_size(text, start..i)?;
             out.axes.push(AxisSpec {
-                kind: AxisKind::Size(n),
+                kind: digit_axis(text, start..i, digits)?,
                 span: start..i,
             });
         } else if is_ident_start(c) {
@@ -276,7 +322,12 @@ fn single_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spe
     Ok(out)
 }
 
-fn multi_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, SpecError> {
+fn multi_char_row(
+    text: &str,
+    span: Span,
+    digits: Digits,
+    kind: RowKind,
+) -> Result<RowSpec, SpecError> {
     let mut out = RowSpec::default();
     let mut i = span.start;
     while i < span.end {
@@ -306,9 +357,8 @@ fn multi_char_row(text: &str, span: Span, kind: RowKind) -> Result<RowSpec, Spec
             }
             push_row_var(text, &mut out, var)?;
         } else if tok.chars().all(|c| c.is_ascii_digit()) {
-            let n = parse_size(text, start..i)?;
             out.axes.push(AxisSpec {
-                kind: AxisKind::Size(n),
+                kind: digit_axis(text, start..i, digits)?,
                 span: start..i,
             });
         } else if let Some((label, size)) = tok.split_once(':') {

@@ -9,17 +9,19 @@
 //! from the result are reduced by a sum.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind};
 use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
-use shape_core::{Dim, EinsumSpec, KnownDim, Label, Row, RowKind, RowVar};
+use shape_core::{Dim, EinsumSpec, KnownDim, Row, RowKind, RowVar};
 
+use crate::constraint::Constraint;
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
 use crate::origin::RowSite;
-use crate::projections::{AxisSite, ProjectionBuilder};
+use crate::projections::{AxisIndex, AxisSite, ProjectionBuilder};
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;
 
@@ -111,7 +113,7 @@ impl Einsum {
                 RowKind::ALL.map(|kind| -> Arc<str> {
                     match s.row(kind) {
                         Some(r) => format!("to match \"{}\" of the spec", RowText(r)).into(),
-                        None if kind == RowKind::Batch => {
+                        None if kind == RowKind::Batch && !writes_batch(&spec) => {
                             "to equal the batch rows of the other operands".into()
                         }
                         None => "to be empty, as the spec does not write it".into(),
@@ -152,7 +154,9 @@ impl Einsum {
     }
 
     /// The row a spec row stands for at `site`: one dim variable per label
-    /// (shared across the spec), one row variable per row variable name.
+    /// (shared across the spec), one row variable per row variable name; a
+    /// fixed index is an axis of at least index + 1 elements, and a
+    /// `label:size` the label's variable, of that size.
     fn template<'s>(
         cx: &mut ConstraintCx<'_>,
         site: RowSite,
@@ -161,22 +165,46 @@ impl Einsum {
         dims: &mut Vec<(&'s str, Dim)>,
         rows: &mut Vec<(&'s RowVarName, RowVar)>,
     ) -> Row {
-        let mut entries = |axes: &'s [AxisSpec]| -> Vec<Dim> {
-            axes.iter()
-                .map(|a| match &a.kind {
+        let mut entries = |axes: &'s [AxisSpec], trailing: bool| -> Vec<Dim> {
+            let n = axes.len();
+            let mut out = Vec::with_capacity(n);
+            for (j, a) in axes.iter().enumerate() {
+                // Axes after the row variable are counted from the end, as
+                // the solver's messages count them.
+                let at = |why: crate::Why| if trailing { why.at_axis(n - 1 - j) } else { why };
+                out.push(match &a.kind {
                     AxisKind::Label(l) => {
                         lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()))
                     }
                     AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
-                    AxisKind::LabeledSize(l, n) => {
-                        Dim::Known(KnownDim::new(*n).with_label(Some(Label::new(l))))
+                    AxisKind::LabeledSize(l, size) => {
+                        let d = lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()));
+                        let why = cx.why_row(site, format!("to have {size} elements on the axis `{l}:{size}`").into());
+                        cx.add(Constraint::DimEq {
+                            a: d.clone(),
+                            b: Dim::Known(KnownDim::new(*size)),
+                            why: at(why),
+                        });
+                        d
+                    }
+                    AxisKind::Fixed(i) => {
+                        let d = Dim::Var(cx.fresh_dim());
+                        let min = i.checked_add(1).and_then(NonZeroU64::new);
+                        let why = cx.why_row(site, fixed_index_rule(*i).into());
+                        cx.add(Constraint::DimAtLeast {
+                            dim: d.clone(),
+                            min: min.unwrap_or(NonZeroU64::MAX),
+                            why: at(why),
+                        });
+                        d
                     }
                     AxisKind::Anonymous => Dim::Var(cx.fresh_dim()),
-                })
-                .collect()
+                });
+            }
+            out
         };
-        let before = entries(&r.before);
-        let after = entries(&r.axes);
+        let before = entries(&r.before, false);
+        let after = entries(&r.axes, true);
         match &r.row_var {
             Some((name, _)) => {
                 let v = lookup_or(rows, name, || cx.fresh_row());
@@ -198,6 +226,7 @@ impl Operation for Einsum {
 
     fn constrain(&self, cx: &mut ConstraintCx<'_>) {
         let spec = &self.spec;
+        let shared_batch = !writes_batch(spec);
         // An einsum names a handful of axes: a linear scan beats hashing.
         let mut dims: Vec<(&str, Dim)> = Vec::with_capacity(8);
         let mut rows: Vec<(&RowVarName, RowVar)> = Vec::new();
@@ -211,7 +240,7 @@ impl Operation for Einsum {
                 let what = &self.row_rules[i][k];
                 let template = match (s.row(kind), kind) {
                     (Some(r), _) => Self::template(cx, site, r, what, &mut dims, &mut rows),
-                    (None, RowKind::Batch) => {
+                    (None, RowKind::Batch) if shared_batch => {
                         let v = lookup_or(&mut rows, &BATCH, || cx.fresh_row());
                         Row::open(v, vec![])
                     }
@@ -224,6 +253,7 @@ impl Operation for Einsum {
 
     fn project(&self, cx: &mut ProjectionBuilder<'_>) {
         let spec = &self.spec;
+        let shared_batch = !writes_batch(spec);
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
         let mut keys: Vec<(EinsumKey<'_>, AxisSite)> = Vec::new();
         for (t, s) in specs.enumerate() {
@@ -236,7 +266,7 @@ impl Operation for Einsum {
                 let (var, before, axes): (Option<&RowVarName>, &[_], &[_]) =
                     match (s.row(kind), kind) {
                         (Some(r), _) => (r.row_var.as_ref().map(|(n, _)| n), &r.before, &r.axes),
-                        (None, RowKind::Batch) => (Some(&BATCH), &[], &[]),
+                        (None, RowKind::Batch) if shared_batch => (Some(&BATCH), &[], &[]),
                         (None, _) => (None, &[], &[]),
                     };
                 // The solved row is the leading flank, the row variable's
@@ -244,8 +274,11 @@ impl Operation for Einsum {
                 let spread = len.saturating_sub(axes.len());
                 fn label(a: &AxisSpec) -> Option<EinsumKey<'_>> {
                     match &a.kind {
-                        AxisKind::Label(l) => Some(EinsumKey::Label(l)),
-                        _ => None,
+                        AxisKind::Label(l) | AxisKind::LabeledSize(l, _) => {
+                            Some(EinsumKey::Label(l))
+                        }
+                        AxisKind::Fixed(i) => Some(EinsumKey::Fixed(*i)),
+                        AxisKind::Size(_) | AxisKind::Anonymous => None,
                     }
                 }
                 for j in 0..len {
@@ -258,6 +291,10 @@ impl Operation for Einsum {
                     };
                     let Some(key) = key else { continue };
                     let at = AxisSite { row, axis: j };
+                    if let EinsumKey::Fixed(i) = key {
+                        cx.fix(at, AxisIndex::Fixed(i));
+                        continue;
+                    }
                     match keys.iter().find(|(k, _)| *k == key) {
                         Some(&(_, first)) => cx.tie(first, at),
                         None => keys.push((key, at)),
@@ -298,11 +335,34 @@ impl Operation for Einsum {
 
 static BATCH: RowVarName = RowVarName::OfKind(RowKind::Batch);
 
-/// What lines an einsum axis up with others.
+/// What lines an einsum axis up with others (or, for a fixed index,
+/// addresses it on its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum EinsumKey<'a> {
     Label(&'a str),
     RowVar(&'a RowVarName, usize),
+    Fixed(u64),
+}
+
+/// Whether some part of the spec writes a batch row: then, as in OCANNL,
+/// a part that does not write one has none, rather than sharing one row
+/// variable with every other part.
+fn writes_batch(spec: &EinsumSpec) -> bool {
+    std::iter::once(&spec.result)
+        .chain(&spec.operands)
+        .any(|s| s.batch.is_some())
+}
+
+/// What a fixed index requires of its axis, as messages say it. Digits in
+/// einsum specs were sizes before issue 13: the message says so, for
+/// programs written then.
+fn fixed_index_rule(index: u64) -> String {
+    let n = u128::from(index) + 1;
+    let s = if n == 1 { "" } else { "s" };
+    format!(
+        "to have at least {n} element{s} on the axis the spec's digit `{index}` indexes (a digit in \
+         an einsum spec is a fixed index, a position, not a size: write a size as `label:size`)"
+    )
 }
 
 /// The value for `key`, made and remembered on first use.

@@ -81,6 +81,19 @@ fn dims_from_spec(
                 dims.push(Dim::Var(solver.fresh_dim()));
                 continue;
             }
+            // Shape specs read digits as sizes; a spec built by hand with a
+            // fixed index asks for an axis that index fits in.
+            AxisKind::Fixed(index) => {
+                let v = solver.fresh_dim();
+                dims.push(Dim::Var(v));
+                constraints.push(Constraint::DimAtLeast {
+                    dim: Dim::Var(v),
+                    min: (index.checked_add(1).and_then(NonZeroU64::new))
+                        .unwrap_or(NonZeroU64::MAX),
+                    why: why_at(i),
+                });
+                continue;
+            }
             AxisKind::Size(s) => KnownDim::new(*s),
             AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
         };

@@ -130,21 +130,99 @@ fn einsum_infers_a_parameter_from_the_spec() {
 }
 
 #[test]
-fn einsum_checks_its_fixed_sizes() {
+fn einsum_sizes_are_labels_with_a_size() {
+    // Issue 13: `label:size` is a label (tied across the spec) of that size.
     insta::assert_snapshot!(infer(r#"
         input a: 2,3
-        p = permute("i3=>i", a)
+        p = permute("i,n:3=>i", a)
+        q = permute("i,n:3=>n:3,i", a)
+        const y: 3 = [1, 2, 3]
+        z = permute("a:3=>a:3", y)
+        w = permute("i=>i,k:4", y)
     "#), @r"
-        a : |->2, 3
-        p : |->2
-        ");
+    a : |->2, 3
+    p : |->2
+    q : |->3, 2
+    y : |->3
+    z : |->3
+    w : |->3, 4
+    ");
+    let out = infer("input a: 2,3\np = permute(\"i,n:4=>i\", a)");
+    assert!(out.starts_with("error[dim_mismatch] line 2"), "{out}");
+    assert!(out.contains("3 is not equal to 4"), "{out}");
+    assert!(
+        out.contains("to have 4 elements on the axis `n:4`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn einsum_digits_are_fixed_indices() {
+    // Issue 13, OCANNL's reading: an operand digit selects a position, a
+    // result digit places the values at one (the rest of the axis is 0);
+    // the axis has at least index + 1 elements.
     insta::assert_snapshot!(infer(r#"
+        input h: 2|3->4
+        t = permute("...|1->...=>...|...", h)
         input a: 2,3
-        p = permute("i4=>i", a)
-    "#), @r#"
-        error[dim_mismatch] line 2: size mismatch in `p = permute "i4=>i"(a)` (op #0), which requires the output row of `a` to match "i4" of the spec, at axis -1: 3 is not equal to 4; 3 comes from the declared shape "2,3" of `a` (output row) at axis -1, 4 from `p = permute "i4=>i"(a)` (op #0), which requires the output row of `a` to match "i4" of the spec at axis -1
-          line 1: 3 comes from the declared shape "2,3" of `a` (output row) at axis -1
-        "#);
+        p = permute("i2=>i", a)
+        q = permute("i,j=>i,2", a)
+        r = permute("ij=>i0", a)
+        param w: ..o..
+        s = permute("..o..,4=>..o..", w)
+        require w: 7,5
+    "#), @r"
+    h : 2|3->4
+    t : 2|->4
+    a : |->2, 3
+    p : |->2
+    q : |->2, 3
+    r : |->2, 1
+    w : |->7, 5
+    s : |->7
+    ");
+    // A size that is not enough for the index, as an old program that
+    // wrote a digit as a size gets it: the message says what changed.
+    let out = infer("input a: 2,3\np = permute(\"i3=>i\", a)");
+    assert!(out.starts_with("error[axis_too_short] line 2"), "{out}");
+    assert!(
+        out.contains("it needs at least 4 elements but has 3"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a digit in an einsum spec is a fixed index"),
+        "{out}"
+    );
+    // The same index into a size nothing else gives closes it to index + 1,
+    // and a bound from a use decides a larger one.
+    insta::assert_snapshot!(infer(r#"
+        const y: 3 = [1, 2, 3]
+        c = permute("i=>i,1", y)
+        input b: 3,5
+        d = permute("i=>i,1", y)
+        e = d + b
+    "#), @r"
+    y : |->3
+    c : |->3, 2
+    b : |->3, 5
+    d : |->3, 5
+    e : |->3, 5
+    ");
+}
+
+#[test]
+fn einsum_batch_rows_follow_ocannls_two_readings() {
+    // No part writes a batch row: all share one. Once one does, a part
+    // that leaves it out has none.
+    insta::assert_snapshot!(infer(r#"
+        input h: 2|3->4
+        s = permute("...|...->...o=>o", h)
+        u = permute("i->o=>o", h)
+    "#), @r"
+    h : 2|3->4
+    s : |->4
+    u : 2|->4
+    ");
 }
 
 #[test]
