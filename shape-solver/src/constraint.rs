@@ -82,6 +82,17 @@ pub enum Constraint {
         /// Why.
         why: Why,
     },
+    /// The product of the row's dims is the size `count` (a size statement
+    /// `size n = ..r.. of x`). Waits until the count, or every size of a
+    /// closed row, is known.
+    RowCount {
+        /// The row.
+        row: Row,
+        /// Its number of elements.
+        count: Dim,
+        /// Why.
+        why: Why,
+    },
     /// `rest` is `whole` without its first (leftmost) axis. Waits until
     /// `whole` has a known number of axes.
     ///
@@ -111,6 +122,7 @@ impl Constraint {
             | Constraint::TotalElems { why, .. }
             | Constraint::DimSum { why, .. }
             | Constraint::DimAtLeast { why, .. }
+            | Constraint::RowCount { why, .. }
             | Constraint::DropFirst { why, .. } => *why,
         }
     }

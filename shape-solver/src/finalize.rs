@@ -168,6 +168,8 @@ impl Solver {
         // Rule 6: once nothing but rows waiting for slices is left, the
         // slices hold nothing back any more.
         let mut slices_released = false;
+        // Rounds of closing the sums' unknown sizes (see below).
+        let mut sum_rounds = 0;
         // Recomputed with every round of rules 3-5; between rounds a row
         // that stays listed after its slice was decided only waits longer.
         let mut pending = s.pending()?;
@@ -212,15 +214,20 @@ impl Solver {
                 any_open = s.queue_all_open(&mut q);
                 continue;
             }
-            if !s.sums_released && !pending.totals.is_empty() {
+            if sum_rounds < 2 && !pending.totals.is_empty() {
                 // Only sums (and the dims related to them) are left. As
                 // elsewhere, results close before their operands: first
                 // every whole that has a least upper bound closes to it,
                 // all at once; then the parts still unknown close, all at
-                // once, each to its least upper bound or else 1. No order
+                // once, each to its least upper bound or else 1. A part
+                // that is the whole of another sum waits for that sum
+                // (the concatenation of a concatenation), unless only
+                // such parts are left (sums in a cycle): a second round
+                // closes them too. No order
                 // of constraints can change either batch; the sums decide
                 // what follows, and the rules the rest.
                 s.sums_released = true;
+                sum_rounds += 1;
                 let wholes: BTreeSet<DimVar> = pending.totals.iter().copied().collect();
                 let mut batch = Vec::new();
                 for v in wholes {
@@ -233,7 +240,7 @@ impl Solver {
                 }
                 s.run()?;
                 let mut batch = Vec::new();
-                for v in s.pending_sum_parts()? {
+                for v in s.pending_sum_parts(sum_rounds == 1)? {
                     let Some(b) = s.env.dim_bounds(v) else {
                         continue;
                     };
@@ -248,6 +255,15 @@ impl Solver {
                         s.bind_dim(v, Dim::Known(value), why, why);
                     }
                 }
+                any_open = s.queue_all_open(&mut q);
+                pending = s.pending()?;
+                continue;
+            }
+            if !s.counts_released && pending.counts_held {
+                // What is left waits on the sizes of row counts (a size
+                // above such a count, or one its row waits on): they are
+                // released, and the rules close them like any other.
+                s.counts_released = true;
                 any_open = s.queue_all_open(&mut q);
                 pending = s.pending()?;
                 continue;
@@ -476,6 +492,8 @@ impl Solver {
         let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
         // Open rows of element counts that need one axis at least.
         let mut counted: Vec<RowVar> = Vec::new();
+        // Whether a row count's size is held back.
+        let mut counts_held = false;
         let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
@@ -542,6 +560,27 @@ impl Solver {
                                 waiting.get_or_insert_with(|| c.clone());
                             }
                             ResolvedDim::Known { .. } => {}
+                        }
+                    }
+                    Constraint::RowCount { row, count, why } => {
+                        // The count follows from its row once the row is
+                        // closed and known, which the rules see to: no
+                        // default may decide it first. Unless it is one of
+                        // the row's own sizes, which would then wait for
+                        // itself.
+                        // Once nothing else can close, they are released.
+                        if let (false, ResolvedDim::Var(c)) =
+                            (self.counts_released, resolve_dim(env, count, *why)?)
+                        {
+                            let rr = resolve_row(env, row)?;
+                            let mut in_row = false;
+                            for d in rr.dims.iter() {
+                                in_row |= matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
+                            }
+                            if !in_row {
+                                dims.insert(c);
+                                counts_held = true;
+                            }
                         }
                     }
                     Constraint::DropFirst { whole, rest, .. } => {
@@ -630,6 +669,7 @@ impl Solver {
                 wholes
             },
             waiting,
+            counts_held,
         })
     }
 
@@ -767,9 +807,14 @@ impl Solver {
 
     /// The unknown parts of sums whose wholes are unknown too, resolved
     /// and without repeats, in id order.
-    fn pending_sum_parts(&self) -> Result<Vec<DimVar>, ShapeError> {
+    /// With `leaves_only`, parts that are the unknown whole of another sum,
+    /// or above one (a size that broadcasts from it, which only 1 below it
+    /// would let be 1), are left out, unless that leaves none: they follow
+    /// from that sum once its own parts are known.
+    fn pending_sum_parts(&self, leaves_only: bool) -> Result<Vec<DimVar>, ShapeError> {
         let env = &mut self.env.read_only();
         let mut parts = BTreeSet::new();
+        let mut wholes = BTreeSet::new();
         for v in &self.watched_dims {
             let Some(b) = self.env.dim_bounds(*v) else {
                 continue;
@@ -783,9 +828,10 @@ impl Solver {
                 else {
                     continue;
                 };
-                if !matches!(resolve_dim(env, total, *why)?, ResolvedDim::Var(_)) {
+                let ResolvedDim::Var(whole) = resolve_dim(env, total, *why)? else {
                     continue;
-                }
+                };
+                wholes.insert(whole);
                 for d in ps {
                     if let ResolvedDim::Var(p) = resolve_dim(env, d, *why)? {
                         parts.insert(p);
@@ -793,7 +839,39 @@ impl Solver {
                 }
             }
         }
+        if leaves_only {
+            let mut leaves = Vec::new();
+            for &p in &parts {
+                if !self.reaches_any(p, &wholes) {
+                    leaves.push(p);
+                }
+            }
+            if !leaves.is_empty() {
+                return Ok(leaves);
+            }
+        }
         Ok(parts.into_iter().collect())
+    }
+
+    /// Whether `v` is one of `targets`, or above one through the open
+    /// dims it bounds from above.
+    fn reaches_any(&self, v: DimVar, targets: &BTreeSet<DimVar>) -> bool {
+        let mut seen = BTreeSet::from([v]);
+        let mut todo = vec![v];
+        while let Some(u) = todo.pop() {
+            if targets.contains(&u) {
+                return true;
+            }
+            let Some(b) = self.env.dim_bounds(u) else {
+                continue;
+            };
+            for &(s, _) in &b.subr {
+                if seen.insert(s) {
+                    todo.push(s);
+                }
+            }
+        }
+        false
     }
 
     fn underdetermined(&self, c: Constraint) -> ShapeError {
@@ -853,6 +931,8 @@ struct Pending {
     wholes: BTreeMap<RowVar, usize>,
     /// One element-count constraint still waiting on two or more unknowns.
     waiting: Option<Constraint>,
+    /// Whether the size of a row count is held back (in `dims`).
+    counts_held: bool,
 }
 
 /// The fewest axes each operand row variable of `slices` (`(w, n, m,

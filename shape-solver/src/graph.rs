@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
-use shape_core::{Dim, DimVar, Row, RowKind, Shape, SolvedShape};
+use shape_core::{Dim, DimVar, KnownDim, Row, RowKind, Shape, SolvedShape};
 
+use crate::constraint::Constraint;
 use crate::error::ShapeError;
 use crate::finalize::{Provenance, RowDefaults, Solution};
 use crate::operation::{ConstraintCx, Operation};
@@ -57,6 +58,9 @@ struct Tensor {
     name: Arc<str>,
     kind: TensorKind,
     shape: Shape,
+    /// The spec it was declared with, for size statements that capture a
+    /// name of it.
+    spec: Option<Arc<ShapeSpec>>,
 }
 
 /// An operation node.
@@ -283,6 +287,29 @@ pub enum GraphError {
         /// What of it is not given.
         what: NotGiven,
     },
+    /// A size id that this graph did not make.
+    #[error("unknown size id {0}: it was not made by this graph")]
+    UnknownSize(usize),
+    /// A size set to 0.
+    #[error("the size `{name}` cannot be 0: sizes are at least 1 (size 0 is reserved for run-time sizes)")]
+    ZeroSize {
+        /// The size.
+        name: Arc<str>,
+    },
+    /// A size statement that captures a name the tensor's spec does not
+    /// write.
+    #[error(
+        "{} `{name}` in the spec of the operation that made {tensor}, nor in its declared spec",
+        if *row_var { "no row variable" } else { "no label" }
+    )]
+    NoSuchName {
+        /// The tensor.
+        tensor: TensorRef,
+        /// The name looked for.
+        name: Arc<str>,
+        /// Whether a row variable was looked for (`..name..`).
+        row_var: bool,
+    },
     /// A batch slice asked for an index its batch axis does not have.
     #[error("{op} takes batch index {index}, but the batch axis it slices has size {size}")]
     SliceOutOfRange {
@@ -322,6 +349,9 @@ impl GraphError {
             | GraphError::Arity { .. }
             | GraphError::NoSuchAxis { .. }
             | GraphError::NotGiven { .. }
+            | GraphError::UnknownSize(_)
+            | GraphError::ZeroSize { .. }
+            | GraphError::NoSuchName { .. }
             | GraphError::Constant { .. } => None,
         }
     }
@@ -404,6 +434,12 @@ pub struct Graph {
     /// The named sizes in inputs' declared shapes, which
     /// [`Graph::solve`] requires something other than a default to give.
     input_labels: Vector<(TensorId, Arc<str>, DimVar)>,
+    /// The sizes the program names, in order of first use, and their
+    /// variables by name (read by later specs that write the name).
+    sizes: Vector<(Arc<str>, DimVar)>,
+    size_dims: HashMap<Arc<str>, DimVar>,
+    /// Size statements made so far (they number their origins).
+    size_statements: usize,
 }
 
 impl Default for Graph {
@@ -429,6 +465,9 @@ impl Graph {
             specs: HashMap::new(),
             op_names: HashSet::new(),
             input_labels: Vector::new(),
+            sizes: Vector::new(),
+            size_dims: HashMap::new(),
+            size_statements: 0,
         }
     }
 
@@ -543,7 +582,12 @@ impl Graph {
 
     fn push_tensor(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
         let id = TensorId(self.tensors.len());
-        self.tensors.push_back(Tensor { name, kind, shape });
+        self.tensors.push_back(Tensor {
+            name,
+            kind,
+            shape,
+            spec: None,
+        });
         id
     }
 
@@ -652,10 +696,14 @@ impl Graph {
         // The named sizes of an input must be given by something else: an
         // input's sizes are those of the data, which no default can know.
         let wanted = (kind == TensorKind::Input).then_some(&mut labels);
+        let sizes = &self.size_dims;
         let shape = self.solver.transaction(|solver| {
-            terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems, wanted)
+            terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems, wanted, sizes)
         })?;
         let id = self.push_tensor(tref.name, kind, shape);
+        if let Some(t) = self.tensors.get_mut(id.0) {
+            t.spec = Some(spec);
+        }
         for (name, v) in labels {
             self.input_labels.push_back((id, name, v));
         }
@@ -670,8 +718,9 @@ impl Graph {
             tensor: tref.name.clone(),
         })?;
         let shape = self.tensor(t)?.shape.clone();
+        let sizes = &self.size_dims;
         self.solver.transaction(|solver| {
-            terminal::required_shape(solver, &tref, spec_text, &spec, &shape)
+            terminal::required_shape(solver, &tref, spec_text, &spec, &shape, sizes)
         })?;
         Ok(())
     }
@@ -759,6 +808,7 @@ impl Graph {
             name: result_name,
             kind: TensorKind::Result(op_id),
             shape: result_shape,
+            spec: None,
         });
         self.ops.push_back(OpNode {
             op: operation,
@@ -945,6 +995,237 @@ impl Graph {
     }
 }
 
+/// A size a program names (`size d = ...` in the text language): one
+/// dimension, shared by every later declaration or requirement whose spec
+/// writes the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SizeId(usize);
+
+impl SizeId {
+    /// Its index among the graph's sizes, in order of first use.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl Graph {
+    /// The size called `name`, made on first use. Declarations and
+    /// requirements made after it that write `name` in their spec mean
+    /// this size (labels are otherwise local to their spec).
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// let mut g = Graph::new();
+    /// let d = g.size("d");
+    /// g.set_size(d, 64).unwrap();
+    /// let x = g.input("x", "b|d").unwrap();
+    /// g.require(x, "4|d").unwrap();
+    /// let w = g.parameter_with_spec("w", "d->d").unwrap();
+    /// let y = g.compose(w, x).unwrap();
+    /// let s = g.solve().unwrap();
+    /// assert_eq!(s.shape(y).unwrap().to_string(), "4|->64");
+    /// assert_eq!(s.size(d).unwrap(), 64);
+    /// ```
+    pub fn size(&mut self, name: &str) -> SizeId {
+        if let Some(s) = self.size_named(name) {
+            return s;
+        }
+        let v = self.solver.fresh_dim();
+        let name: Arc<str> = Arc::from(name);
+        self.sizes.push_back((name.clone(), v));
+        self.size_dims.insert(name, v);
+        SizeId(self.sizes.len() - 1)
+    }
+
+    /// The size called `name`, if the graph has one.
+    pub fn size_named(&self, name: &str) -> Option<SizeId> {
+        let v = *self.size_dims.get(name)?;
+        self.sizes.iter().position(|(_, w)| *w == v).map(SizeId)
+    }
+
+    /// Every size the graph names, in order of first use.
+    pub fn sizes(&self) -> impl Iterator<Item = (SizeId, &str)> {
+        self.sizes
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (SizeId(i), &**n))
+    }
+
+    fn size_var(&self, s: SizeId) -> Result<(Arc<str>, DimVar), GraphError> {
+        self.sizes
+            .get(s.0)
+            .cloned()
+            .ok_or(GraphError::UnknownSize(s.0))
+    }
+
+    /// The origin of one size statement about `s`.
+    fn size_origin(&mut self, name: Arc<str>, what: String) -> crate::Why {
+        let origin = Origin::Size {
+            name,
+            statement: self.size_statements,
+            what: Arc::from(what),
+        };
+        self.size_statements += 1;
+        crate::Why::of(self.solver.add_origin(origin))
+    }
+
+    /// `size s = n`: the size is `n` (at least 1).
+    pub fn set_size(&mut self, s: SizeId, n: u64) -> Result<(), GraphError> {
+        let (name, v) = self.size_var(s)?;
+        let Some(known) = KnownDim::of(n) else {
+            return Err(GraphError::ZeroSize { name });
+        };
+        let why = self.size_origin(name, format!("= {n}"));
+        self.solver.transaction(|solver| {
+            solver.add(Constraint::DimEq {
+                a: Dim::Var(v),
+                b: Dim::Known(known),
+                why,
+            })
+        })?;
+        Ok(())
+    }
+
+    /// `size a == b`: the two sizes are equal.
+    pub fn equate_sizes(&mut self, a: SizeId, b: SizeId) -> Result<(), GraphError> {
+        let (name, v) = self.size_var(a)?;
+        let (other, w) = self.size_var(b)?;
+        let why = self.size_origin(name, format!("== {other}"));
+        self.solver.transaction(|solver| {
+            solver.add(Constraint::DimEq {
+                a: Dim::Var(v),
+                b: Dim::Var(w),
+                why,
+            })
+        })?;
+        Ok(())
+    }
+
+    /// `size s = label of t`: the size is that of the axis `label` names
+    /// in the spec of the operation that made `t` (its result first, then
+    /// its operands, so a label the result sums away is found too), or in
+    /// `t`'s declared spec.
+    pub fn capture_label(&mut self, s: SizeId, t: TensorId, label: &str) -> Result<(), GraphError> {
+        self.capture(s, t, label, false)
+    }
+
+    /// `size s = ..r.. of t`: the size is the number of elements of the
+    /// axes the row variable `r` stands for in the spec of the operation
+    /// that made `t`, or in `t`'s declared spec.
+    pub fn capture_count(
+        &mut self,
+        s: SizeId,
+        t: TensorId,
+        row_var: &str,
+    ) -> Result<(), GraphError> {
+        self.capture(s, t, row_var, true)
+    }
+
+    fn capture(
+        &mut self,
+        s: SizeId,
+        t: TensorId,
+        name: &str,
+        count: bool,
+    ) -> Result<(), GraphError> {
+        let (size_name, d) = self.size_var(s)?;
+        let tref = self.tensor_ref(t)?;
+        let not_found = || GraphError::NoSuchName {
+            tensor: tref.clone(),
+            name: Arc::from(name),
+            row_var: count,
+        };
+        // The specs that can write the name, with the tensor each is of.
+        let mut specs: Vec<(TensorId, Arc<ShapeSpec>)> = Vec::new();
+        match self.producer(t).and_then(|op| self.op_node(op)) {
+            Some((op, operands, result)) => {
+                let tensors = std::iter::once(result).chain(operands.iter().copied());
+                for (position, tensor) in tensors.enumerate() {
+                    if let Some(spec) = op.spec_part(position) {
+                        specs.push((tensor, Arc::new(spec.clone())));
+                    }
+                }
+            }
+            None => specs.extend(self.tensor(t)?.spec.clone().map(|s| (t, s))),
+        }
+        let found = specs.iter().find_map(|(tensor, spec)| {
+            let place = spec.find(name)?;
+            let is_row = matches!(place, shape_core::spec::SpecPlace::RowVar { .. });
+            (is_row == count).then(|| (*tensor, spec.clone(), place))
+        });
+        let Some((tensor, spec, place)) = found else {
+            return Err(not_found());
+        };
+        let what = if count {
+            format!("= ..{name}.. of {}", tref.name)
+        } else {
+            format!("= {name} of {}", tref.name)
+        };
+        let why = self.size_origin(size_name, what);
+        let kind = match place {
+            shape_core::spec::SpecPlace::Axis { kind, .. }
+            | shape_core::spec::SpecPlace::RowVar { kind } => kind,
+        };
+        let Some(r) = spec.row(kind) else {
+            return Err(not_found());
+        };
+        let tensor_row = self.tensor(tensor)?.shape.row(kind).clone();
+        self.solver.transaction(|solver| {
+            let mut fresh = |at: Option<usize>, len: usize| -> Vec<Dim> {
+                (0..len)
+                    .map(|i| {
+                        if Some(i) == at {
+                            Dim::Var(d)
+                        } else {
+                            Dim::Var(solver.fresh_dim())
+                        }
+                    })
+                    .collect()
+            };
+            let (lead, trail) = match place {
+                shape_core::spec::SpecPlace::Axis {
+                    leading: true,
+                    index,
+                    ..
+                } => (Some(index), None),
+                shape_core::spec::SpecPlace::Axis { index, .. } => (None, Some(index)),
+                shape_core::spec::SpecPlace::RowVar { .. } => (None, None),
+            };
+            let before = fresh(lead, r.before.len());
+            let after = fresh(trail, r.axes.len());
+            let mut constraints = Vec::new();
+            let template = match &r.row_var {
+                Some(_) => {
+                    let v = solver.fresh_row();
+                    if count {
+                        constraints.push(Constraint::RowCount {
+                            row: Row::open(v, Vec::new()),
+                            count: Dim::Var(d),
+                            why,
+                        });
+                    }
+                    crate::flank::flanked_row(
+                        before,
+                        v,
+                        after,
+                        || solver.fresh_row(),
+                        why,
+                        &mut constraints,
+                    )
+                }
+                None => Row::closed(after),
+            };
+            constraints.push(Constraint::RowEq {
+                a: tensor_row,
+                b: template,
+                why,
+            });
+            solver.add_all(constraints)
+        })?;
+        Ok(())
+    }
+}
+
 impl Graph {
     /// Refuses a solution in which a parameter's shape, or a named size of
     /// an input, is known only by finalization's defaults (OCANNL's "You
@@ -1096,6 +1377,12 @@ impl SolvedGraph {
             });
         };
         Ok(self.solution.provenance(dim)?)
+    }
+
+    /// The solved value of a size the graph names.
+    pub fn size(&self, s: SizeId) -> Result<u64, GraphError> {
+        let (_, v) = self.graph.size_var(s)?;
+        Ok(self.solution.dim(&Dim::Var(v))?.size())
     }
 
     /// Every tensor with its name and solved shape, in creation order.

@@ -48,7 +48,7 @@ pub use error::{
 };
 pub use finalize::{Provenance, RowDefaults, Solution};
 pub use graph::{
-    ConstantProblem, Graph, GraphError, NotGiven, OpId, SolvedGraph, SpecContext, TensorId,
+    ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeId, SolvedGraph, SpecContext, TensorId,
     TensorKind,
 };
 pub use lowering::{BufferRef, Lowered, LoweringCx, Step};

@@ -89,6 +89,14 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     fn pointwise(&self) -> bool {
         false
     }
+
+    /// The part of the operation's spec that describes the tensor at
+    /// `position` (0 the result, `i >= 1` operand `i - 1`), for size
+    /// statements that capture one of its labels or row variables
+    /// (`size d = j of y`). `None` for operations without a spec.
+    fn spec_part(&self, _position: usize) -> Option<&shape_core::ShapeSpec> {
+        None
+    }
 }
 
 /// The shape constraints of one application of an [`Operation`].

@@ -166,6 +166,16 @@ pub enum Origin {
         /// What the constraint says.
         what: Arc<str>,
     },
+    /// A size statement of the program (`size d = 64`, `size d = j of y`,
+    /// `size d == e`): [`crate::Graph::set_size`] and its kin.
+    Size {
+        /// The size it is about.
+        name: Arc<str>,
+        /// Its index among the graph's size statements, from 0.
+        statement: usize,
+        /// What it says, as written after the name (`= 64`).
+        what: Arc<str>,
+    },
     /// A constraint added directly through the solver API.
     Direct {
         /// The caller's description.
@@ -200,7 +210,7 @@ impl Origin {
                 .filter_map(|s| op.tensor_at(s.position))
                 .collect(),
             Origin::OpRow { op, site, .. } => op.tensor_at(site.position).into_iter().collect(),
-            Origin::Direct { .. } | Origin::Finalization => vec![],
+            Origin::Direct { .. } | Origin::Size { .. } | Origin::Finalization => vec![],
         }
     }
 }
@@ -241,6 +251,7 @@ impl fmt::Display for Origin {
                 write!(f, "{op}, which requires {} {what}", SiteIn(op, *site))
             }
             Origin::Direct { what } => write!(f, "the constraint {what}"),
+            Origin::Size { name, what, .. } => write!(f, "the size statement `size {name} {what}`"),
             Origin::Finalization => f.write_str("finalization's default"),
         }
     }

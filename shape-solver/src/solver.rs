@@ -92,6 +92,9 @@ pub struct Solver {
     /// Whether finalization lets its defaults close the wholes of sums
     /// that still wait for parts (set once nothing else is left).
     pub(crate) sums_released: bool,
+    /// Whether finalization stopped holding back the sizes of row counts
+    /// (set once nothing else is left to close).
+    pub(crate) counts_released: bool,
     /// Row variables finalization closed by a default rather than by a
     /// fact: rules 3 and 5, and rule 2 when the bound it took leaves no
     /// axis and was itself closed by a default. Empty outside
@@ -408,6 +411,7 @@ impl Solver {
             Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
             Constraint::DimSum { total, parts, why } => self.dim_sum(total, parts, why),
             Constraint::DimAtLeast { dim, min, why } => self.dim_at_least(dim, min, why),
+            Constraint::RowCount { row, count, why } => self.row_count(row, count, why),
             Constraint::DropFirst {
                 whole,
                 rest,
@@ -437,6 +441,46 @@ impl Solver {
                 Ok(())
             }
         }
+    }
+
+    /// The product of `row`'s sizes is `count`: an element count once the
+    /// count is known, the product once a closed row's sizes are; until
+    /// then it waits on every unknown.
+    fn row_count(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
+        let count_var = match self.env.resolve_dim(&count, why)? {
+            ResolvedDim::Known { value, .. } => {
+                self.requeue(Constraint::TotalElems {
+                    row,
+                    total: value.non_zero_size(),
+                    why,
+                });
+                return Ok(());
+            }
+            ResolvedDim::Var(c) => c,
+        };
+        let rr = self.env.resolve_row(&row)?;
+        let tail = rr.tail;
+        let dims: Vec<Dim> = rr.dims.to_vec();
+        let mut unknown = vec![count_var];
+        let mut product: u64 = 1;
+        for d in &dims {
+            match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, .. } => product = product.saturating_mul(value.size()),
+                ResolvedDim::Var(v) => unknown.push(v),
+            }
+        }
+        if tail == RowTail::Closed && unknown.len() == 1 {
+            // A product past 2^64 - 1 stays at it: no size can equal it,
+            // so the count conflicts with whatever gives it.
+            let value = KnownDim::new(NonZeroU64::new(product).unwrap_or(NonZeroU64::MIN));
+            return self.unify_dim(&Dim::Var(count_var), &Dim::Known(value), why);
+        }
+        let open = match tail {
+            RowTail::Open(r) => Some(r),
+            RowTail::Closed => None,
+        };
+        self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
+        Ok(())
     }
 
     /// The size finalization's defaults give an unknown dim: 1, unless a
@@ -1380,6 +1424,7 @@ impl WorkQueue {
             Constraint::TotalElems { .. }
             | Constraint::DimSum { .. }
             | Constraint::DimAtLeast { .. }
+            | Constraint::RowCount { .. }
             | Constraint::DropFirst { .. } => self.whole_rows.push(c),
         }
     }

@@ -21,7 +21,9 @@ use shape_solver::{GraphError, Operator, Origin, Registry, ShapeError, SolvedGra
 pub use shape_solver::Graph;
 
 use crate::error::{Note, ProgramError};
-use crate::syntax::{Arg, DeclKind, Expr, ExprKind, Ident, Program, Span, SpecText, Statement};
+use crate::syntax::{
+    Arg, DeclKind, Expr, ExprKind, Ident, Program, SizeSource, Span, SpecText, Statement,
+};
 
 /// Every function a program may call, in the order messages list them:
 /// the names of the built-in registry, which the parser reads too.
@@ -50,6 +52,8 @@ pub struct SourceMap {
     tensors: Vec<TensorSite>,
     ops: Vec<Span>,
     requires: Vec<(usize, String, Span)>,
+    /// Size statements, in order (their origins number them).
+    sizes: Vec<Span>,
 }
 
 impl SourceMap {
@@ -86,6 +90,7 @@ impl SourceMap {
                 site.values.clone().or(Some(site.span.clone()))
             }
             Origin::Op { op, .. } | Origin::OpRow { op, .. } => self.op_span(op.id),
+            Origin::Size { statement, .. } => self.sizes.get(*statement).cloned(),
             Origin::Direct { .. } | Origin::Finalization => None,
         }
     }
@@ -393,6 +398,31 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             c.results.push(t);
             define(c, name, t);
             Ok(())
+        }
+        Statement::Size { name, source, span } => {
+            let s = c.graph.size(&name.text);
+            c.map.sizes.push(span.clone());
+            let result = match source {
+                SizeSource::Number(n, _) => c.graph.set_size(s, *n),
+                SizeSource::Size(other) => match c.graph.size_named(&other.text) {
+                    Some(o) => c.graph.equate_sizes(s, o),
+                    None => {
+                        return Err(ProgramError::UnknownName {
+                            name: other.text.clone(),
+                            span: other.span.clone(),
+                        })
+                    }
+                },
+                SizeSource::Label { label, of } => {
+                    let t = lookup(c, &of.text, &of.span)?;
+                    c.graph.capture_label(s, t, &label.text)
+                }
+                SizeSource::RowVar { name: var, of } => {
+                    let t = lookup(c, &of.text, &of.span)?;
+                    c.graph.capture_count(s, t, &var.text)
+                }
+            };
+            result.map_err(|e| graph_error(c, e, span, None))
         }
         Statement::Require { name, spec, .. } => {
             let t = lookup(c, &name.text, &name.span)?;

@@ -46,6 +46,11 @@ pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, 
         let shape = solved.shape(t).map_err(located(compiled))?;
         lines.push((describe_tensor(compiled, t), shape.to_string()));
     }
+    // The program's named sizes, after the tensors (none in most programs).
+    for (s, name) in compiled.graph.sizes() {
+        let value = solved.size(s).map_err(located(compiled))?;
+        lines.push((format!("size {name}"), value.to_string()));
+    }
     let width = lines
         .iter()
         .map(|(l, _)| l.chars().count())

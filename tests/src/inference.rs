@@ -44,7 +44,7 @@ pub fn infer(program: &str) -> String {
     match compiled.solve() {
         Ok(solved) => {
             let graph = &compiled.graph;
-            let rows: Vec<(String, String)> = graph
+            let mut rows: Vec<(String, String)> = graph
                 .tensor_ids()
                 .map(|t| {
                     let name = graph.name(t).unwrap_or("?").to_string();
@@ -55,6 +55,14 @@ pub fn infer(program: &str) -> String {
                     (name, shape)
                 })
                 .collect();
+            // The program's named sizes, after its tensors.
+            rows.extend(graph.sizes().map(|(s, name)| {
+                let value = match solved.size(s) {
+                    Ok(v) => v.to_string(),
+                    Err(e) => format!("error: {e}"),
+                };
+                (format!("size {name}"), value)
+            }));
             let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
             rows.iter()
                 .map(|(n, s)| format!("{n:<width$} : {s}\n"))

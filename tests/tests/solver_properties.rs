@@ -38,6 +38,8 @@ enum GenConstraint {
     Sum(GenDim, Vec<GenDim>),
     /// An axis a fixed index addresses: at least this many elements.
     AtLeast(GenDim, u64),
+    /// The product of a row is a size (`size n = ..r.. of x`).
+    Count(GenRow, GenDim),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -65,6 +67,7 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         1 => (gen_row(), gen_row(), prop::option::of(gen_dim())).prop_map(|(a, b, f)| GenConstraint::Drop(a, b, f)),
         1 => (gen_dim(), prop::collection::vec(gen_dim(), 2..4)).prop_map(|(t, p)| GenConstraint::Sum(t, p)),
         1 => (gen_dim(), prop::sample::select(vec![1u64, 2, 3, 5])).prop_map(|(d, m)| GenConstraint::AtLeast(d, m)),
+        1 => (gen_row(), gen_dim()).prop_map(|(r, d)| GenConstraint::Count(r, d)),
     ]
 }
 
@@ -128,6 +131,11 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                 GenConstraint::Total(r, n) => Constraint::TotalElems {
                     row: row(r),
                     total: (*n).try_into().unwrap(),
+                    why,
+                },
+                GenConstraint::Count(r, d) => Constraint::RowCount {
+                    row: row(r),
+                    count: dim(d),
                     why,
                 },
                 GenConstraint::AtLeast(d, m) => Constraint::DimAtLeast {
@@ -405,6 +413,7 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
         }
         Constraint::DimSum { total, parts, .. } => dim(total) == parts.iter().map(dim).sum::<u64>(),
         Constraint::DimAtLeast { dim: d, min, .. } => dim(d) >= min.get(),
+        Constraint::RowCount { row: r, count, .. } => row(r).iter().product::<u64>() == dim(count),
         Constraint::DropFirst {
             whole, rest, first, ..
         } => {

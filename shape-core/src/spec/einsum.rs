@@ -96,7 +96,7 @@ impl EinsumSpec {
         let mut row_names: HashMap<&str, Span> = HashMap::new();
         for spec in self.operands.iter().chain([&self.result]) {
             for (_, axis) in spec.axes() {
-                if let AxisKind::Label(l) = &axis.kind {
+                if let AxisKind::Label(l) | AxisKind::LabeledSize(l, _) = &axis.kind {
                     dim_names.entry(l).or_insert(axis.span.clone());
                 }
             }
@@ -123,7 +123,7 @@ impl EinsumSpec {
             .iter()
             .flat_map(|o| o.axes())
             .filter_map(|(_, a)| match &a.kind {
-                AxisKind::Label(l) => Some(l.as_str()),
+                AxisKind::Label(l) | AxisKind::LabeledSize(l, _) => Some(l.as_str()),
                 _ => None,
             })
             .collect();

@@ -59,6 +59,26 @@ pub enum AxisKind {
     Fixed(u64),
 }
 
+/// Where a spec writes a name (see [`ShapeSpec::find`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecPlace {
+    /// A label, in row `kind`: entry `index` of the axes before the row
+    /// variable (`leading`) or of those after it (all of a row without one).
+    Axis {
+        /// The row.
+        kind: RowKind,
+        /// Whether it is in the leading flank.
+        leading: bool,
+        /// Its index within that flank, from the left.
+        index: usize,
+    },
+    /// The row variable of row `kind`.
+    RowVar {
+        /// The row.
+        kind: RowKind,
+    },
+}
+
 /// One axis entry with its place in the spec text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AxisSpec {
@@ -169,6 +189,43 @@ impl ShapeSpec {
             self.row(k)
                 .into_iter()
                 .flat_map(move |r| r.all_axes().map(move |a| (k, a)))
+        })
+    }
+
+    /// Where the spec writes `name`, as a label (`j`, `n:3`) or as a named
+    /// row variable (`..name..`): the first place, rows in the order
+    /// batch, input, output.
+    ///
+    /// ```
+    /// use shape_core::spec::{ShapeSpec, SpecPlace};
+    /// use shape_core::RowKind;
+    /// let s = ShapeSpec::parse("b|a, ..r.., i, j").unwrap();
+    /// assert_eq!(s.find("j"), Some(SpecPlace::Axis { kind: RowKind::Output, leading: false, index: 1 }));
+    /// assert_eq!(s.find("r"), Some(SpecPlace::RowVar { kind: RowKind::Output }));
+    /// assert_eq!(s.find("z"), None);
+    /// ```
+    pub fn find(&self, name: &str) -> Option<SpecPlace> {
+        let is = |a: &AxisSpec| matches!(&a.kind, AxisKind::Label(l) | AxisKind::LabeledSize(l, _) if l == name);
+        RowKind::ALL.into_iter().find_map(|kind| {
+            let r = self.row(kind)?;
+            if let Some(index) = r.before.iter().position(is) {
+                return Some(SpecPlace::Axis {
+                    kind,
+                    leading: true,
+                    index,
+                });
+            }
+            if let Some(index) = r.axes.iter().position(is) {
+                return Some(SpecPlace::Axis {
+                    kind,
+                    leading: false,
+                    index,
+                });
+            }
+            match &r.row_var {
+                Some((RowVarName::Named(n), _)) if n == name => Some(SpecPlace::RowVar { kind }),
+                _ => None,
+            }
         })
     }
 

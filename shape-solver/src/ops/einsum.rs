@@ -220,6 +220,13 @@ impl Operation for Einsum {
         &self.name
     }
 
+    fn spec_part(&self, position: usize) -> Option<&ShapeSpec> {
+        match position.checked_sub(1) {
+            None => Some(&self.spec.result),
+            Some(i) => self.spec.operands.get(i),
+        }
+    }
+
     fn arity(&self) -> usize {
         self.spec.operands.len()
     }

@@ -18,11 +18,23 @@ use crate::graph::{ConstantProblem, GraphError};
 use crate::origin::{Origin, TensorRef, Why};
 use crate::solver::Solver;
 
-/// Variables named in one spec.
+/// Variables named in one spec; a label that names one of the program's
+/// sizes (`size d = 64`) is that size's variable.
 #[derive(Default)]
-pub(crate) struct SpecNames {
+pub(crate) struct SpecNames<'g> {
     dims: HashMap<String, DimVar>,
     rows: HashMap<RowVarName, RowVar>,
+    sizes: Option<&'g HashMap<Arc<str>, DimVar>>,
+}
+
+impl<'g> SpecNames<'g> {
+    /// Names that see the program's sizes.
+    pub(crate) fn with_sizes(sizes: &'g HashMap<Arc<str>, DimVar>) -> SpecNames<'g> {
+        SpecNames {
+            sizes: (!sizes.is_empty()).then_some(sizes),
+            ..SpecNames::default()
+        }
+    }
 }
 
 /// Builds a row of fresh variables for a spec row; fixed sizes become
@@ -30,7 +42,7 @@ pub(crate) struct SpecNames {
 pub(crate) fn row_from_spec(
     solver: &mut Solver,
     r: &RowSpec,
-    names: &mut SpecNames,
+    names: &mut SpecNames<'_>,
     why: Why,
     constraints: &mut Vec<Constraint>,
 ) -> Row {
@@ -62,7 +74,7 @@ pub(crate) fn row_from_spec(
 fn dims_from_spec(
     solver: &mut Solver,
     axes: &[AxisSpec],
-    names: &mut SpecNames,
+    names: &mut SpecNames<'_>,
     why_at: impl Fn(usize) -> Why,
     constraints: &mut Vec<Constraint>,
 ) -> Vec<Dim> {
@@ -70,10 +82,11 @@ fn dims_from_spec(
     for (i, a) in axes.iter().enumerate() {
         let known = match &a.kind {
             AxisKind::Label(l) => {
-                let v = *names
-                    .dims
-                    .entry(l.clone())
-                    .or_insert_with(|| solver.fresh_dim());
+                let sizes = names.sizes;
+                let v = *names.dims.entry(l.clone()).or_insert_with(|| {
+                    (sizes.and_then(|m| m.get(l.as_str()).copied()))
+                        .unwrap_or_else(|| solver.fresh_dim())
+                });
                 dims.push(Dim::Var(v));
                 continue;
             }
@@ -119,8 +132,9 @@ pub(crate) fn declared_shape(
     spec: &ShapeSpec,
     num_elems: Option<NonZeroU64>,
     labels: Option<&mut Vec<(Arc<str>, DimVar)>>,
+    sizes: &HashMap<Arc<str>, DimVar>,
 ) -> Result<Shape, GraphError> {
-    let mut names = SpecNames::default();
+    let mut names = SpecNames::with_sizes(sizes);
     let mut constraints = Vec::new();
     let mut rows = Vec::with_capacity(3);
     for kind in RowKind::ALL {
@@ -188,8 +202,9 @@ pub(crate) fn required_shape(
     spec_text: &str,
     spec: &ShapeSpec,
     shape: &Shape,
+    sizes: &HashMap<Arc<str>, DimVar>,
 ) -> Result<(), GraphError> {
-    let mut names = SpecNames::default();
+    let mut names = SpecNames::with_sizes(sizes);
     let mut constraints = Vec::new();
     let spec_text: Arc<str> = Arc::from(spec_text);
     for kind in RowKind::ALL {

@@ -95,6 +95,15 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `size NAME = SOURCE` or `size NAME == OTHER`: a named size.
+    Size {
+        /// The size's name.
+        name: Ident,
+        /// What gives it.
+        source: SizeSource,
+        /// The whole statement.
+        span: Span,
+    },
     /// `require NAME: SPEC`.
     Require {
         /// The tensor.
@@ -103,6 +112,30 @@ pub enum Statement {
         spec: SpecText,
         /// The whole statement.
         span: Span,
+    },
+}
+
+/// What a size statement sets a size to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SizeSource {
+    /// `= 64`.
+    Number(u64, Span),
+    /// `= other` or `== other`: another size.
+    Size(Ident),
+    /// `= j of y`: an einsum label of the operation that made `y` (or a
+    /// label of `y`'s declared spec).
+    Label {
+        /// The label.
+        label: Ident,
+        /// The tensor.
+        of: Ident,
+    },
+    /// `= ..r.. of x`: the element count of a row variable of a spec.
+    RowVar {
+        /// The row variable's name (without the dots).
+        name: Ident,
+        /// The tensor.
+        of: Ident,
     },
 }
 

@@ -1,7 +1,8 @@
 //! The parser: one statement per line, expressions by precedence climbing.
 
 use super::{
-    Arg, BinOp, DeclKind, Expr, ExprKind, Ident, Program, Span, SpecText, Statement, Values,
+    Arg, BinOp, DeclKind, Expr, ExprKind, Ident, Program, SizeSource, Span, SpecText, Statement,
+    Values,
 };
 
 /// A malformed program: what was expected where, and what was found.
@@ -188,6 +189,7 @@ impl Parser<'_> {
             "input" => Some(DeclKind::Input),
             "param" => Some(DeclKind::Param),
             "const" => Some(DeclKind::Const),
+            "size" => return self.size_statement(start),
             "require" => {
                 let name = self.ident("the name of the tensor to require a shape of")?;
                 self.expect(':', "`:` and the required shape")?;
@@ -219,6 +221,110 @@ impl Parser<'_> {
                 })
             }
         }
+    }
+
+    /// After `size`: `NAME = 64`, `NAME = other`, `NAME == other`,
+    /// `NAME = j of y`, `NAME = ..r.. of x`. A bare `size NAME` and
+    /// constraints on sizes are reserved for run-time sizes.
+    fn size_statement(&mut self, start: usize) -> Result<Statement, SyntaxError> {
+        let name = self.new_size_name()?;
+        if self.at_end() {
+            return Err(SyntaxError {
+                expected: "`=` and what gives the size (`size d = 64`)".into(),
+                found: format!(
+                    "`size {}` alone, reserved for a size known only at run time, which is not \
+                     supported yet",
+                    name.text
+                ),
+                span: start..self.end,
+            });
+        }
+        self.skip_ws();
+        let rest = self.rest();
+        if rest.starts_with(">=") || rest.starts_with("<=") || rest.starts_with('%') {
+            return Err(SyntaxError {
+                expected: "`=` or `==`".into(),
+                found: "a constraint on a size, reserved for sizes known only at run time, \
+                        which is not supported yet"
+                    .into(),
+                span: self.pos..self.end,
+            });
+        }
+        let source = if rest.starts_with("==") {
+            self.pos += 2;
+            SizeSource::Size(self.ident("the name of another size")?)
+        } else {
+            self.expect('=', "`=` or `==` after the size's name")?;
+            self.skip_ws();
+            let rest = self.rest();
+            if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                let len = rest
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                let span = self.pos..self.pos + len;
+                let n = rest[..len].parse::<u64>().map_err(|_| SyntaxError {
+                    expected: "a size that fits in 64 bits".into(),
+                    found: format!("`{}`", &rest[..len]),
+                    span: span.clone(),
+                })?;
+                self.pos += len;
+                SizeSource::Number(n, span)
+            } else if rest.starts_with("..") {
+                self.pos += 2;
+                let var = self.ident("a row variable's name after `..`")?;
+                if !self.rest().starts_with("..") {
+                    return self.error("`..` closing the row variable");
+                }
+                self.pos += 2;
+                self.of_keyword()?;
+                let of = self.ident("the tensor whose spec has the row variable")?;
+                SizeSource::RowVar { name: var, of }
+            } else {
+                let first =
+                    self.ident("a size, a size's name, `LABEL of TENSOR` or `..ROW.. of TENSOR`")?;
+                self.skip_ws();
+                if self.rest().starts_with("of")
+                    && !self.rest()[2..].starts_with(|c: char| is_ident_char(c))
+                {
+                    self.of_keyword()?;
+                    let of = self.ident("the tensor whose spec has the label")?;
+                    SizeSource::Label { label: first, of }
+                } else {
+                    SizeSource::Size(first)
+                }
+            }
+        };
+        self.expect_end("the end of the size statement")?;
+        Ok(Statement::Size {
+            name,
+            source,
+            span: start..self.end,
+        })
+    }
+
+    fn of_keyword(&mut self) -> Result<(), SyntaxError> {
+        match self.ident("`of` and a tensor") {
+            Ok(w) if w.text == "of" => Ok(()),
+            Ok(w) => Err(SyntaxError {
+                expected: "`of` and a tensor".into(),
+                found: format!("`{}`", w.text),
+                span: w.span,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A size being named: an identifier that is not a keyword.
+    fn new_size_name(&mut self) -> Result<Ident, SyntaxError> {
+        let name = self.ident("a size's name after `size`")?;
+        if KEYWORDS.contains(&name.text.as_str()) {
+            return Err(SyntaxError {
+                expected: "a size's name".into(),
+                found: format!("the keyword `{}`", name.text),
+                span: name.span,
+            });
+        }
+        Ok(name)
     }
 
     fn declaration(&mut self, kind: DeclKind, start: usize) -> Result<Statement, SyntaxError> {

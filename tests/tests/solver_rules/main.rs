@@ -12,6 +12,7 @@ mod dims;
 mod finalization;
 mod operations;
 mod rows;
+mod sizes;
 mod slices_and_counts;
 
 use shape_core::{Dim, DimVar, KnownDim, Label, Row, RowVar};

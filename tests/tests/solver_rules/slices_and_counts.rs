@@ -488,3 +488,55 @@ fn sums_found_by_the_property_tests_solve_the_same_in_every_order() {
         }
     }
 }
+
+#[test]
+fn a_concatenation_of_a_concatenation_closes_from_its_parts() {
+    // Found by the random programs (seed 4062, 6 steps): `t4`'s axis is
+    // the whole of one sum and a part of another, and closing the unknown
+    // parts closed it to 1 too, against its own parts (3 + 1).
+    insta::assert_snapshot!(infer(r#"
+        input in0: 4,1
+        t1 = einsum_min("|->ab=>|->b", in0)
+        t2 = relu(t1)
+        input in1: 3
+        t4 = concat(in1, t2)
+        t5 = einsum_min("|->a=>|->", t2)
+        input in2: 1
+        t7 = concat(t4, in2)
+    "#), @r"
+    in0 : |->4, 1
+    t1  : |->1
+    t2  : |->1
+    in1 : |->3
+    t4  : |->4
+    t5  : |->
+    in2 : |->1
+    t7  : |->5
+    ");
+}
+
+#[test]
+fn a_part_above_another_sums_whole_waits_for_it() {
+    // Random programs, seed 14862 of 8 steps: `t8` is a part of the second
+    // concatenation and broadcasts from the first one's whole; closing it
+    // to 1 forced that whole to 1, against 2 + 1.
+    insta::assert_snapshot!(infer(r#"
+        input in0: 3,1
+        input in1: 1
+        t2 = in0 + in1
+        input in2: 3,2
+        t7 = concat(in2, t2)
+        t8 = relu(t7)
+        input in3: 3,4
+        t11 = concat(in3, t8)
+    "#), @r"
+    in0 : |->3, 1
+    in1 : |->1
+    t2  : |->3, 1
+    in2 : |->3, 2
+    t7  : |->3, 3
+    t8  : |->3, 3
+    in3 : |->3, 4
+    t11 : |->3, 7
+    ");
+}

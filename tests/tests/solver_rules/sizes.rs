@@ -1,0 +1,194 @@
+//! Named sizes and size statements (issue 13, item 5): `size d = 64`,
+//! `size d == e`, `size d = j of y` (an einsum label captured),
+//! `size n = ..r.. of x` (a row variable's element count), and later specs
+//! that write the name.
+
+use shape_solver::{Graph, GraphError, ShapeError};
+use shape_tests::inference::infer;
+
+#[test]
+fn size_statements_set_capture_and_equate_sizes() {
+    insta::assert_snapshot!(infer(r#"
+        size d = 64
+        input x: 4|d
+        param w
+        y = einsum("...|i;i,o:10=>...|o", x, w)
+        size e = i of y
+        size o2 = o of y
+        input a: 2,3,5
+        s = permute("..r..,k=>k", a)
+        size n = ..r.. of s
+        input b: n
+        size m == n
+    "#), @r"
+    x       : 4|->64
+    w       : |->64, 10
+    y       : 4|->10
+    a       : |->2, 3, 5
+    s       : |->5
+    b       : |->6
+    size d  : 64
+    size e  : 64
+    size o2 : 10
+    size n  : 6
+    size m  : 6
+    ");
+}
+
+#[test]
+fn a_captured_size_decides_what_nothing_else_gives() {
+    // The hidden size of `w` comes from a size captured from another
+    // operation and used in a later declaration.
+    insta::assert_snapshot!(infer(r#"
+        input x: 4|3
+        param wq
+        q = einsum("...|i;i,h:7=>...|h", x, wq)
+        size hidden = h of q
+        param w: hidden, -> 2
+        y = w @ q
+    "#), @r"
+    x           : 4|->3
+    wq          : |->3, 7
+    q           : 4|->7
+    w           : |7->2
+    y           : 4|->2
+    size hidden : 7
+    ");
+}
+
+#[test]
+fn a_contradicting_size_statement_names_both_facts() {
+    let out = infer("input x: 4|6\nsize d = 5\nrequire x: 4|d");
+    assert!(out.starts_with("error[dim_mismatch] line 3"), "{out}");
+    assert!(
+        out.contains("6 comes from the declared shape \"4|6\" of `x`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("5 from the size statement `size d = 5`"),
+        "{out}"
+    );
+    // Captured, then contradicted.
+    let out =
+        infer("input a: 2,3\ns = permute(\"i,j=>j\", a)\nsize n = i of s\nsize m = 3\nsize n == m");
+    assert!(out.starts_with("error[dim_mismatch] line 5"), "{out}");
+    assert!(out.contains("the size statement `size n == m`"), "{out}");
+}
+
+#[test]
+fn size_statements_through_the_api() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2,..r..,5").expect("a spec");
+    let s = g.permute("..r..,k=>k", a).expect("a permute");
+    let n = g.size("n");
+    g.capture_count(n, s, "r")
+        .expect("a row variable of the spec");
+    let k = g.size("k");
+    g.capture_label(k, s, "k").expect("a label of the spec");
+    g.require(a, "2,3,4,5").expect("a spec");
+    let solved = g.solve().expect("solves");
+    assert_eq!(solved.size(n).unwrap(), 2 * 3 * 4);
+    assert_eq!(solved.size(k).unwrap(), 5);
+    // What the graph does not have is refused, naming it.
+    let d = g.size("d");
+    assert!(matches!(g.set_size(d, 0), Err(GraphError::ZeroSize { .. })));
+    let err = g.capture_label(d, s, "z").unwrap_err();
+    assert_eq!(err.kind(), "no_such_name");
+    assert_eq!(
+        err.to_string(),
+        "no label `z` in the spec of the operation that made `t1`, nor in its declared spec"
+    );
+    assert!(
+        g.capture_count(d, s, "k").is_err(),
+        "k is a label, not a row variable"
+    );
+    let mut other = Graph::new();
+    let foreign = (0..10)
+        .map(|i| other.size(&format!("s{i}")))
+        .last()
+        .expect("ten sizes");
+    assert!(matches!(
+        g.set_size(foreign, 3),
+        Err(GraphError::UnknownSize(9))
+    ));
+    // A failed statement leaves the graph as it was.
+    g.set_size(d, 3).expect("a size");
+    let e = g.size("e");
+    g.set_size(e, 4).expect("a size");
+    let err = g.equate_sizes(d, e).unwrap_err();
+    assert!(
+        matches!(err, GraphError::Shape(ShapeError::DimMismatch { .. })),
+        "{err}"
+    );
+    assert!(g.solve().is_ok());
+}
+
+#[test]
+fn reserved_size_statements_are_refused_with_what_they_are_for() {
+    let out = infer("size b");
+    assert!(
+        out.contains("reserved for a size known only at run time"),
+        "{out}"
+    );
+    let out = infer("size b >= 2");
+    assert!(out.contains("a constraint on a size, reserved"), "{out}");
+}
+
+#[test]
+fn a_count_that_is_its_own_rows_size_does_not_wait_for_itself() {
+    // proptest-regressions/solver_properties.txt: `size n = ..r.. of x`
+    // where `..r..` is `[n]`. Finalization held the count back until its
+    // row was known, and the row's only size was the count: nothing could
+    // close, and the solution was an internal `Unsolved`.
+    use crate::{closed, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let n = f.dim();
+    let count = |row, count| Constraint::RowCount {
+        row,
+        count,
+        why: f.why,
+    };
+    let c = count(closed([v(n)]), v(n));
+    f.add(c).unwrap();
+    let sol = f.s.finalize().expect("any size is its own product");
+    assert_eq!(sol.dim(&v(n)).unwrap().size(), 1);
+    // With another size beside it, no size can be: an error, not a hang.
+    let mut f = Fixture::new();
+    let n = f.dim();
+    let c = Constraint::RowCount {
+        row: closed([v(n), crate::k(2)]),
+        count: v(n),
+        why: f.why,
+    };
+    f.add(c).unwrap();
+    let err = f.s.finalize().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ShapeError::DimMismatch { .. } | ShapeError::TotalElems { .. }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_count_under_a_size_above_it_is_released_at_the_end() {
+    // proptest-regressions/solver_properties.txt: the count of `[d0]` is
+    // `d3`, and `d0 >= d3`. Holding the count back held back `d0`, which
+    // is above it, and nothing was left to close either: finalization now
+    // releases counts once nothing else can close.
+    use crate::{closed, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let (d0, d3) = (f.dim(), f.dim());
+    let c = Constraint::RowCount {
+        row: closed([v(d0)]),
+        count: v(d3),
+        why: f.why,
+    };
+    f.add(c).unwrap();
+    f.add(f.ge(v(d0), v(d3))).unwrap();
+    let sol = f.s.finalize().expect("solvable");
+    assert_eq!(sol.dim(&v(d0)).unwrap(), sol.dim(&v(d3)).unwrap());
+}
