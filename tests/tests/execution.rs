@@ -314,3 +314,44 @@ fn oversized_results_are_errors_not_aborts() {
         "{err}"
     );
 }
+
+#[test]
+fn a_run_returns_every_one_of_many_results() {
+    // Issue 10, finding 5: the runner tested each result against the list
+    // of outputs (100,000 results took 155 s through shapec). Its speed is
+    // measured by `cargo bench -p shape-solver --bench run_scaling`; this
+    // checks that a run of many results, every one an output, returns them
+    // all, each once and right, with a repeated output counted once.
+    const N: usize = 30_000;
+    let mut g = Graph::new();
+    let x = g.input("x", "4").unwrap();
+    let mut t = x;
+    let mut outputs = Vec::with_capacity(N + 1);
+    for i in 0..N {
+        t = g.unary(["neg", "relu", "neg"][i % 3], t).unwrap();
+        outputs.push(t);
+    }
+    outputs.push(outputs[0]);
+    let s = g.solve().unwrap();
+    let inputs = Inputs::new().with(
+        x,
+        HostTensor::new(vec![4], vec![-1.0, 2.0, -3.0, 4.0]).unwrap(),
+    );
+    let out = s
+        .run(
+            &mut CpuBackend::coalesced(),
+            inputs,
+            &outputs,
+            &RunOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(out.iter().count(), N);
+    // neg, relu, neg of [-1, 2, -3, 4] is [-1, 0, -3, 0], a fixed point of
+    // the three after that.
+    let last = out.get(outputs[N - 1]).unwrap().values();
+    assert_eq!(last, [-1.0, 0.0, -3.0, 0.0]);
+    assert_eq!(
+        out.get(outputs[0]).unwrap().values(),
+        [1.0, -2.0, 3.0, -4.0]
+    );
+}
