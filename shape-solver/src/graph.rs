@@ -1076,13 +1076,13 @@ impl Graph {
             return Err(GraphError::ZeroSize { name });
         };
         let why = self.size_origin(name, format!("= {n}"));
-        self.solver.transaction(|solver| {
-            solver.add(Constraint::DimEq {
-                a: Dim::Var(v),
-                b: Dim::Known(known),
-                why,
-            })
-        })?;
+        self.equal_sizes(Dim::Var(v), Dim::Known(known), why)
+    }
+
+    /// Two sizes are equal, for a size statement; undone on failure.
+    fn equal_sizes(&mut self, a: Dim, b: Dim, why: crate::Why) -> Result<(), GraphError> {
+        self.solver
+            .transaction(|solver| solver.add(Constraint::DimEq { a, b, why }))?;
         Ok(())
     }
 
@@ -1091,14 +1091,7 @@ impl Graph {
         let (name, v) = self.size_var(a)?;
         let (other, w) = self.size_var(b)?;
         let why = self.size_origin(name, format!("== {other}"));
-        self.solver.transaction(|solver| {
-            solver.add(Constraint::DimEq {
-                a: Dim::Var(v),
-                b: Dim::Var(w),
-                why,
-            })
-        })?;
-        Ok(())
+        self.equal_sizes(Dim::Var(v), Dim::Var(w), why)
     }
 
     /// `size s = label of t`: the size is that of the axis `label` names

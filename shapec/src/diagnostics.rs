@@ -84,35 +84,33 @@ pub fn render_warning(w: &crate::compile::Warning, source: Source<'_>, color: bo
         .with_message(w.message.clone())
         .with_labels(vec![Label::primary((), w.span.clone())])
         .with_notes(vec![w.note.clone()]);
+    emit(&file, &d, color).unwrap_or_else(|| format!("warning[{}]: {}\n", w.code, w.message))
+}
+
+/// A diagnostic as text for a terminal, in colour or not; `None` when a
+/// span falls outside the text.
+fn emit(file: &SimpleFile<&str, &str>, d: &Diagnostic<()>, color: bool) -> Option<String> {
     let config = Config::default();
-    let rendered = if color {
+    if color {
         let mut out = Ansi::new(Vec::new());
-        term::emit_to_write_style(&mut out, &config, &file, &d)
+        term::emit_to_write_style(&mut out, &config, file, d)
             .map(|()| String::from_utf8_lossy(&out.into_inner()).into_owned())
+            .ok()
     } else {
-        term::emit_into_string(&config, &file, &d)
-    };
-    rendered.unwrap_or_else(|_| format!("warning[{}]: {}\n", w.code, w.message))
+        term::emit_into_string(&config, file, d).ok()
+    }
 }
 
 /// Renders an error for a terminal: the message, and for errors in a
 /// program the source lines with underlines and notes.
 pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {
-    let config = Config::default();
     let file = SimpleFile::new(
         source.map(|s| s.name).unwrap_or("<none>"),
         source.map(|s| s.text).unwrap_or(""),
     );
     let d = diagnostic(e, source.is_some());
-    let rendered = if color {
-        let mut out = Ansi::new(Vec::new());
-        term::emit_to_write_style(&mut out, &config, &file, &d)
-            .map(|()| String::from_utf8_lossy(&out.into_inner()).into_owned())
-    } else {
-        term::emit_into_string(&config, &file, &d)
-    };
     // A span outside the text (never expected) still shows the message.
-    rendered.unwrap_or_else(|_| format!("error[{}]: {e}\n", e.kind()))
+    emit(&file, &d, color).unwrap_or_else(|| format!("error[{}]: {e}\n", e.kind()))
 }
 
 /// A span of the program text in JSON: `{"start", "end", "line",

@@ -801,3 +801,53 @@ fn infer_json_gains_projections_and_explain_only_when_asked() {
     );
     assert!(axis["source"]["span"]["line"].is_u64(), "{axis}");
 }
+
+// ---- issue 13: what changed meaning says so ---------------------------------
+
+#[test]
+fn a_digit_in_an_einsum_result_draws_a_warning_on_standard_error_only() {
+    let dir = scratch(
+        "fixed_index_warning",
+        &[("p.shape", "input p: 2,5\nz = permute(\"t,u=>t,1\", p)\n")],
+    );
+    let out = shapec_in(&dir, &["infer", "p.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("|->2, 2"), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .starts_with("warning[fixed_index]: the digit `1` in the result"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("p.shape:2:21"), "{}", out.stderr);
+    // The JSON on standard output is unchanged by it.
+    let out = shapec_in(&dir, &["infer", "p.shape", "--json"]);
+    assert_eq!(out.status, 0);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["tensors"]["z"]["output"], serde_json::json!([2, 2]));
+    assert!(
+        out.stderr.contains("warning[fixed_index]"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_parameter_nothing_gives_is_located_at_its_declaration_in_json() {
+    let dir = scratch(
+        "not_given_json",
+        &[("p.shape", "param w\nconst v: 3 = [1, 2, 3]\ny = w @ v\n")],
+    );
+    let out = shapec_in(&dir, &["infer", "p.shape", "--json"]);
+    assert_eq!(out.status, 1);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["error"]["kind"], "not_given");
+    assert_eq!(v["error"]["line"], 1);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the output size of `w` is never given"),
+        "{v}"
+    );
+}
