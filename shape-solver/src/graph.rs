@@ -926,6 +926,23 @@ impl Graph {
         self.apply(Arc::new(ops::BatchSlice), &[a])
     }
 
+    /// Drops the leftmost batch axis, which has `range` elements: a slice
+    /// over a static range fixes the operand's leading batch axis.
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "..b..|3").unwrap();
+    /// let s = g.batch_slice_range(x, 4).unwrap();
+    /// let solved = g.solve().unwrap();
+    /// assert_eq!(solved.shape(x).unwrap().to_string(), "4|->3");
+    /// assert_eq!(solved.shape(s).unwrap().to_string(), "|->3");
+    /// ```
+    pub fn batch_slice_range(&mut self, a: TensorId, range: u64) -> Result<TensorId, GraphError> {
+        let op = self.built("batch_slice_range", Some(&range.to_string()), 1)?;
+        self.apply(op, &[a])
+    }
+
     /// An einsum such as `"ij;jk=>ik"` over the given operands.
     pub fn einsum(&mut self, spec: &str, operands: &[TensorId]) -> Result<TensorId, GraphError> {
         let op = self.built("einsum", Some(spec), operands.len())?;

@@ -32,7 +32,7 @@ builtin_operations!(
 
 pub(crate) mod terminal;
 
-pub use batch_slice::BatchSlice;
+pub use batch_slice::{BatchSlice, BatchSliceRange};
 pub use binary::{Binary, BinaryFunction};
 pub use compose::Compose;
 pub use concat::Concat;

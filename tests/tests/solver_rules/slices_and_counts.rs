@@ -540,3 +540,23 @@ fn a_part_above_another_sums_whole_waits_for_it() {
     t11 : |->3, 7
     ");
 }
+
+#[test]
+fn a_batch_slice_over_a_static_range_fixes_the_axis_it_drops() {
+    // Issue 14, item 4 (OCANNL's batch slice by a static symbol).
+    insta::assert_snapshot!(infer(r#"
+        input x: ..b..|3
+        s = batch_slice_range("4", x)
+        t = batch_slice_range("2", s)
+        require t: 5|3
+    "#), @r"
+    x : 4, 2, 5|->3
+    s : 2, 5|->3
+    t : 5|->3
+    ");
+    let out = infer("input x: 5|3\ns = batch_slice_range(\"4\", x)");
+    assert!(out.starts_with("error[dim_mismatch] line 2"), "{out}");
+    assert!(out.contains("5 is not equal to 4"), "{out}");
+    let out = infer("input x: 5|3\ns = batch_slice_range(\"0\", x)");
+    assert!(out.starts_with("error[spec] line 2"), "{out}");
+}
