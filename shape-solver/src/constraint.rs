@@ -82,6 +82,25 @@ pub enum Constraint {
         /// Why.
         why: Why,
     },
+    /// A convolution's sizes: with `padded`, `input = stride × over`;
+    /// without, `input = stride × (over − 1) + dilation × (kernel − 1) + 1`.
+    /// Any one unknown follows from the others; waits until it can.
+    DimAffine {
+        /// The axis the window slides over.
+        input: Dim,
+        /// The output axis.
+        over: Dim,
+        /// The kernel axis (1 for a kernel of one tap).
+        kernel: Dim,
+        /// How far the window moves per output element.
+        stride: NonZeroU64,
+        /// The spacing of the kernel's taps.
+        dilation: NonZeroU64,
+        /// Whether the input is padded.
+        padded: bool,
+        /// Why.
+        why: Why,
+    },
     /// The product of the row's dims is the size `count` (a size statement
     /// `size n = ..r.. of x`). Waits until the count, or every size of a
     /// closed row, is known.
@@ -123,6 +142,7 @@ impl Constraint {
             | Constraint::DimSum { why, .. }
             | Constraint::DimAtLeast { why, .. }
             | Constraint::RowCount { why, .. }
+            | Constraint::DimAffine { why, .. }
             | Constraint::DropFirst { why, .. } => *why,
         }
     }

@@ -431,6 +431,20 @@ pub enum ShapeError {
         /// What does not fit.
         reason: SumReason,
     },
+    /// Convolution sizes that do not fit (see [`crate::Constraint::DimAffine`]).
+    #[error(
+        "convolution sizes do not fit in {context}{}: {}",
+        at_axis(axis),
+        problem
+    )]
+    Affine {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The input axis, counted from the end of the context's row.
+        axis: Option<u32>,
+        /// What does not fit.
+        problem: AffineProblem,
+    },
     /// An axis with fewer elements than a fixed index into it needs.
     #[error("axis too short in {context}{}: it needs at least {min} elements but has {}, which comes from {}", at_axis(axis), found.value, found.place())]
     AxisTooShort {
@@ -483,6 +497,55 @@ pub enum ShapeError {
     },
 }
 
+/// Why the sizes of a convolution do not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AffineProblem {
+    /// The input size, when known.
+    pub input: Option<u64>,
+    /// The output size, when known.
+    pub over: Option<u64>,
+    /// The kernel size, when known.
+    pub kernel: Option<u64>,
+    /// The stride.
+    pub stride: u64,
+    /// The dilation.
+    pub dilation: u64,
+    /// Whether the input is padded.
+    pub padded: bool,
+}
+
+impl fmt::Display for AffineProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
+        let (i, o, k, s, d) = (
+            show(self.input),
+            show(self.over),
+            show(self.kernel),
+            self.stride,
+            self.dilation,
+        );
+        if self.padded {
+            write!(
+                f,
+                "a padded input has stride × output elements, but the input has {i}, the stride is {s} and the output has {o}"
+            )?;
+            if self.over.is_none() {
+                write!(f, " (the stride does not divide the input)")?;
+            }
+            Ok(())
+        } else {
+            write!(
+                f,
+                "an input without padding has stride × (output − 1) + dilation × (kernel − 1) + 1 elements, but the input has {i}, the output {o}, the kernel {k}, the stride is {s} and the dilation {d}"
+            )?;
+            if self.over.is_none() || self.kernel.is_none() {
+                write!(f, " (no whole size of at least 1 fits the unknown one)")?;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The broad class of a [`ShapeError`]: what the user has to do about it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
@@ -508,6 +571,7 @@ impl ShapeError {
             | ShapeError::TotalElems { .. }
             | ShapeError::NothingToSlice { .. }
             | ShapeError::AxisTooShort { .. }
+            | ShapeError::Affine { .. }
             | ShapeError::InfiniteAxes { .. }
             | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
             ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
@@ -538,6 +602,7 @@ impl ShapeError {
             | ShapeError::Underdetermined { context, .. }
             | ShapeError::NothingToSlice { context, .. }
             | ShapeError::AxisTooShort { context, .. }
+            | ShapeError::Affine { context, .. }
             | ShapeError::SumMismatch { context, .. }
             | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,

@@ -583,6 +583,35 @@ impl Solver {
                             }
                         }
                     }
+                    Constraint::DimAffine {
+                        input,
+                        over,
+                        kernel,
+                        why,
+                        ..
+                    } if !self.counts_released => {
+                        // Of a convolution's unknown sizes only one may be
+                        // closed by a default, and the constraint decides
+                        // the others: closing two at once (to 1) fits no
+                        // convolution. The input waits for the output and
+                        // the kernel, the output for the kernel; like
+                        // counts, they are released once nothing else can
+                        // close.
+                        let var = |d: &Dim, env: &mut _| match resolve_dim(env, d, *why) {
+                            Ok(ResolvedDim::Var(v)) => Ok(Some(v)),
+                            Ok(ResolvedDim::Known { .. }) => Ok(None),
+                            Err(e) => Err(e),
+                        };
+                        let (i, o, k) = (var(input, env)?, var(over, env)?, var(kernel, env)?);
+                        if let Some(i) = i {
+                            dims.insert(i);
+                            counts_held = true;
+                        }
+                        if let (Some(o), Some(_)) = (o, k) {
+                            dims.insert(o);
+                            counts_held = true;
+                        }
+                    }
                     Constraint::DropFirst { whole, rest, .. } => {
                         let (m, rest_tail) = crate::env::extent(env, rest.dims.len(), rest.tail)?;
                         if let RowTail::Open(r) = rest_tail {

@@ -287,6 +287,14 @@ pub enum GraphError {
         /// What of it is not given.
         what: NotGiven,
     },
+    /// A convolution with padding whose padded elements no value can
+    /// stand for: a maximum, minimum or product over the products of two
+    /// operands.
+    #[error("{op} pads an operand under a reduction of two operands' products other than a sum, which is not supported: pad with a sum, or reduce one operand")]
+    PaddingUnsupported {
+        /// The operation.
+        op: Arc<OpRef>,
+    },
     /// A size id that this graph did not make.
     #[error("unknown size id {0}: it was not made by this graph")]
     UnknownSize(usize),
@@ -337,7 +345,9 @@ impl GraphError {
     pub fn op(&self) -> Option<&OpRef> {
         match self {
             GraphError::Shape(e) => e.context().and_then(Origin::op),
-            GraphError::SliceOutOfRange { op, .. } => Some(op),
+            GraphError::SliceOutOfRange { op, .. } | GraphError::PaddingUnsupported { op } => {
+                Some(op)
+            }
             GraphError::Spec { .. }
             | GraphError::UnknownFunction { .. }
             | GraphError::SpecExpected { .. }

@@ -43,8 +43,8 @@ pub mod symbolic;
 
 pub use constraint::Constraint;
 pub use error::{
-    AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError, SumReason,
-    TotalElemsReason,
+    AffineProblem, AxesCycle, AxisFromEnd, CycleStep, DimFact, ErrorClass, RowFact, ShapeError,
+    SumReason, TotalElemsReason,
 };
 pub use finalize::{Provenance, RowDefaults, Solution};
 pub use graph::{

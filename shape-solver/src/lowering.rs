@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use shape_core::kernel::{Accumulate, Expr, Kernel, Launch, Layout};
+use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::SolvedShape;
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
@@ -147,20 +147,150 @@ impl LoweringCx<'_> {
             Accumulate::Assign
         };
         let operands = self.shapes.len() - 1;
+        let mut lowered = Lowered::default();
+        let mut reads = Vec::with_capacity(operands);
+        let mut layouts = Vec::with_capacity(operands);
+        for t in 1..=operands {
+            match self.padded_copy(t, accumulate, &body, &mut lowered)? {
+                Some((buffer, layout)) => {
+                    reads.push(buffer);
+                    layouts.push(layout);
+                }
+                None => {
+                    reads.push(BufferRef::Operand(t - 1));
+                    layouts.push(self.layout(t));
+                }
+            }
+        }
         let kernel = Kernel::new(p.kinds.clone(), operands, body, accumulate);
-        let launch = Launch::new(
-            p.sizes.clone(),
-            self.layout(0),
-            (1..=operands).map(|t| self.layout(t)).collect(),
-        );
-        Ok(Lowered::single(kernel, launch))
+        let launch = Launch::new(p.sizes.clone(), self.layout(0), layouts);
+        lowered.steps.push(Step {
+            kernel,
+            launch,
+            result: BufferRef::Result,
+            operands: reads,
+        });
+        Ok(lowered)
+    }
+
+    /// For an operand read through padded affine axes (a convolution with
+    /// padding): steps that copy it into a scratch buffer padded at both
+    /// ends with the reduction's identity, and the layout the kernel reads
+    /// it through. The padded elements then add nothing to a sum and win no
+    /// maximum, as the masked loads would; `None` for an operand
+    /// without padding.
+    fn padded_copy(
+        &self,
+        t: usize,
+        accumulate: Accumulate,
+        body: &Expr,
+        lowered: &mut Lowered,
+    ) -> Result<Option<(BufferRef, Layout)>, GraphError> {
+        let p = &self.projections;
+        let axes = &p.operands[t - 1];
+        let dims = self.shapes[t].memory_dims();
+        let pads: Vec<Option<(u64, u64)>> = axes
+            .iter()
+            .zip(&dims)
+            .map(|(a, &n)| p.padding(a, n))
+            .collect();
+        if pads.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let identity = match accumulate {
+            Accumulate::Max => f32::NEG_INFINITY,
+            Accumulate::Min => f32::INFINITY,
+            Accumulate::Mul => 1.0,
+            _ => 0.0,
+        };
+        // The identity of the reduction is the identity of what one
+        // operand's load contributes only when the body is that load, or a
+        // product under a sum (0 times anything adds nothing).
+        let exact =
+            matches!(body, Expr::Load(_)) || (identity == 0.0 && accumulate != Accumulate::Mul);
+        if !exact {
+            return Err(GraphError::PaddingUnsupported { op: self.op_arc() });
+        }
+        let padded: Vec<u64> = dims
+            .iter()
+            .zip(&pads)
+            .map(|(&n, pad)| {
+                pad.map_or(n, |(before, after)| {
+                    before.saturating_add(n).saturating_add(after)
+                })
+            })
+            .collect();
+        let len = padded
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX);
+        let source_len = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .unwrap_or(u64::MAX);
+        let strides = |dims: &[u64]| {
+            let mut s = vec![1u64; dims.len()];
+            for j in (0..dims.len().saturating_sub(1)).rev() {
+                s[j] = s[j + 1].saturating_mul(dims[j + 1]);
+            }
+            s
+        };
+        let (to, from) = (strides(&padded), strides(&dims));
+        let offset = pads
+            .iter()
+            .zip(&to)
+            .map(|(pad, &s)| pad.map_or(0, |(before, _)| before.saturating_mul(s)))
+            .fold(0u64, u64::saturating_add);
+        let scratch = BufferRef::Scratch(lowered.scratch.len());
+        lowered.scratch.push(len);
+        let source = BufferRef::Operand(t - 1);
+        if identity != 0.0 {
+            // Scratch starts zero-filled; another identity is written first
+            // (the operand is read at one place only: a kernel needs one).
+            lowered.steps.push(Step {
+                kernel: Kernel::new(
+                    vec![IterKind::Parallel],
+                    1,
+                    Expr::Const(identity),
+                    Accumulate::Assign,
+                ),
+                launch: Launch::new(
+                    vec![len],
+                    Layout::new(0, vec![1], len),
+                    vec![Layout::new(0, vec![0], source_len)],
+                ),
+                result: scratch,
+                operands: vec![source],
+            });
+        }
+        lowered.steps.push(Step {
+            kernel: Kernel::new(
+                vec![IterKind::Parallel; dims.len()],
+                1,
+                Expr::Load(0),
+                Accumulate::Assign,
+            ),
+            launch: Launch::new(
+                dims.clone(),
+                Layout::new(offset, to, len),
+                vec![Layout::new(0, from, source_len)],
+            ),
+            result: scratch,
+            operands: vec![source],
+        });
+        let layout = layout_of(&padded, axes, p.sizes.len(), self.options.slice);
+        Ok(Some((scratch, layout)))
     }
 }
 
 /// The layout of a tensor stored contiguously in memory order, seen
 /// through an operation's axis indices.
 fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64) -> Layout {
-    let dims = shape.memory_dims();
+    layout_of(&shape.memory_dims(), axes, iterators, slice)
+}
+
+/// [`layout`] for a tensor of `dims` in memory order.
+fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slice: u64) -> Layout {
     let mut axis_stride = vec![1u64; dims.len()];
     for j in (0..dims.len().saturating_sub(1)).rev() {
         axis_stride[j] = axis_stride[j + 1].saturating_mul(dims[j + 1]);
@@ -175,6 +305,19 @@ fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64)
             AxisIndex::Fixed(c) => offset = offset.saturating_add(c.saturating_mul(axis_stride[j])),
             AxisIndex::Slice => {
                 offset = offset.saturating_add(slice.saturating_mul(axis_stride[j]))
+            }
+            AxisIndex::Affine {
+                stride,
+                over,
+                dilation,
+                kernel,
+                ..
+            } => {
+                for (c, it) in [(stride, over), (dilation, kernel)] {
+                    if let Some(k) = *it {
+                        strides[k] = strides[k].saturating_add(c.saturating_mul(axis_stride[j]));
+                    }
+                }
             }
         }
     }
@@ -279,6 +422,26 @@ impl SolvedGraph {
                     AxisIndex::Iterator(k) => e.add(var(&format!("i{k}"))),
                     AxisIndex::Fixed(c) => e.add(Sym::Num(*c as i64)),
                     AxisIndex::Slice => e.add(var("slice")),
+                    // A padded axis is read in a padded copy: its sizes are
+                    // the copy's, which the expression names like any other.
+                    AxisIndex::Affine {
+                        stride,
+                        over,
+                        dilation,
+                        kernel,
+                        ..
+                    } => {
+                        let mut sum = e.add(Sym::Num(0));
+                        for (c, it) in [(stride, over), (dilation, kernel)] {
+                            if let Some(k) = *it {
+                                let i = e.add(var(&format!("i{k}")));
+                                let c = e.add(Sym::Num(*c as i64));
+                                let term = e.add(Sym::Mul([c, i]));
+                                sum = e.add(Sym::Add([sum, term]));
+                            }
+                        }
+                        sum
+                    }
                 };
                 for later in j + 1..rank {
                     let size = e.add(var(&format!("t{t}_{later}")));

@@ -18,8 +18,7 @@ use crate::origin::RowSite;
 
 /// How one axis of a tensor is indexed by an operation's loop nest.
 ///
-/// `#[non_exhaustive]`: affine (convolution) and concatenated indices are
-/// additions still to come.
+/// `#[non_exhaustive]`: concatenated indices are an addition still to come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AxisIndex {
@@ -29,6 +28,32 @@ pub enum AxisIndex {
     Fixed(u64),
     /// At the batch-slice index, given when the kernel runs.
     Slice,
+    /// At `stride × over + dilation × kernel`, a convolution's input
+    /// (iterators `over` and `kernel`; `None` for an axis of one element).
+    /// With `padded`, the position is in a copy of the axis padded at both
+    /// ends ([`Projections::padding`]), which the lowering makes.
+    Affine {
+        /// How far the window moves per output element.
+        stride: u64,
+        /// The output iterator.
+        over: Option<usize>,
+        /// The spacing of the kernel's taps.
+        dilation: u64,
+        /// The kernel iterator.
+        kernel: Option<usize>,
+        /// Whether the axis is read through a padded copy.
+        padded: bool,
+    },
+}
+
+/// The kernel of an affine axis: another tensor's axis, or a number of
+/// taps that only the affine axis names (pooling, `k:3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AffineKernel {
+    /// Tied to this axis's iterator.
+    Axis(AxisSite),
+    /// An iterator of its own, over this many taps.
+    Taps(u64),
 }
 
 /// An operation's loop nest and how it indexes each tensor.
@@ -56,7 +81,63 @@ impl Projections {
             },
             AxisIndex::Fixed(k) => k.to_string(),
             AxisIndex::Slice => "s".to_string(),
+            AxisIndex::Affine {
+                stride,
+                over,
+                dilation,
+                kernel,
+                padded,
+            } => {
+                let term = |c: u64, it: &Option<usize>| {
+                    it.map(|i| {
+                        let name = self.index_text(&AxisIndex::Iterator(i));
+                        if c == 1 {
+                            name
+                        } else {
+                            format!("{c}*{name}")
+                        }
+                    })
+                };
+                let terms: Vec<String> = [term(*stride, over), term(*dilation, kernel)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let sum = if terms.is_empty() {
+                    "0".to_string()
+                } else {
+                    terms.join("+")
+                };
+                if *padded {
+                    format!("pad({sum})")
+                } else {
+                    sum
+                }
+            }
         }
+    }
+
+    /// For a padded affine axis `axis` (memory order) of an operand of
+    /// `len` elements along it: the elements added before and after, as
+    /// OCANNL splits them (for a kernel spanning `e = dilation × (taps − 1)
+    /// + 1` elements, `e / 2` before, and after as many as the last window
+    /// needs). `None` for any other axis.
+    pub fn padding(&self, index: &AxisIndex, len: u64) -> Option<(u64, u64)> {
+        let AxisIndex::Affine {
+            stride,
+            over,
+            dilation,
+            kernel,
+            padded: true,
+        } = index
+        else {
+            return None;
+        };
+        let size = |it: &Option<usize>| it.and_then(|i| self.sizes.get(i).copied()).unwrap_or(1);
+        let span = dilation.saturating_mul(size(kernel) - 1).saturating_add(1);
+        let before = span / 2;
+        let reach = stride.saturating_mul(size(over) - 1).saturating_add(span);
+        let after = reach.saturating_sub(before.saturating_add(len));
+        Some((before, after))
     }
 
     /// Whether some iterator is reduced.
@@ -108,6 +189,8 @@ pub struct ProjectionBuilder<'a> {
     base: Vec<usize>,
     classes: Classes,
     fixed: Vec<Option<AxisIndex>>,
+    /// Affine axes: slot, stride, output slot, dilation, kernel, padded.
+    affines: Vec<(usize, u64, usize, u64, Option<AffineKernel>, bool)>,
 }
 
 impl<'a> ProjectionBuilder<'a> {
@@ -126,7 +209,27 @@ impl<'a> ProjectionBuilder<'a> {
                 parent: (0..total).collect(),
             },
             fixed: vec![None; total],
+            affines: Vec::new(),
         }
+    }
+
+    /// The axis at `at` is a convolution's input, indexed by
+    /// `stride × over + dilation × kernel` (see [`AxisIndex::Affine`]).
+    pub fn affine(
+        &mut self,
+        at: AxisSite,
+        stride: u64,
+        over: AxisSite,
+        dilation: u64,
+        kernel: Option<AffineKernel>,
+        padded: bool,
+    ) {
+        let slot = self.slot(at).0;
+        let over = self.slot(over).0;
+        // Placed in `finish`, once the iterators are known.
+        self.fixed[slot] = Some(AxisIndex::Fixed(0));
+        self.affines
+            .push((slot, stride, over, dilation, kernel, padded));
     }
 
     /// The solved shape of the tensor at `position` (0: the result).
@@ -255,6 +358,31 @@ impl<'a> ProjectionBuilder<'a> {
                 has_result[it] = true;
             }
             index[slot] = AxisIndex::Iterator(it);
+        }
+        // Affine axes, from the iterators of their output and kernel axes;
+        // a kernel only the affine axis names gets a reduction of its own.
+        for &(slot, stride, over, dilation, kernel, padded) in &std::mem::take(&mut self.affines) {
+            let iterator = |index: &AxisIndex| match index {
+                AxisIndex::Iterator(i) => Some(*i),
+                _ => None,
+            };
+            let kernel = match kernel {
+                None => None,
+                Some(AffineKernel::Axis(site)) => iterator(&index[self.slot(site).0]),
+                Some(AffineKernel::Taps(n)) if n > 1 => {
+                    sizes.push(n);
+                    has_result.push(false);
+                    Some(sizes.len() - 1)
+                }
+                Some(AffineKernel::Taps(_)) => None,
+            };
+            index[slot] = AxisIndex::Affine {
+                stride,
+                over: iterator(&index[over]),
+                dilation,
+                kernel,
+                padded,
+            };
         }
         let kinds = has_result
             .iter()

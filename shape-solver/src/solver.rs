@@ -36,7 +36,7 @@ use crate::env::{
     StoredIneq, StoredRow,
 };
 use crate::error::{
-    AxesCycle, CycleStep, DimFact, RowFact, ShapeError, SumReason, TotalElemsReason,
+    AffineProblem, AxesCycle, CycleStep, DimFact, RowFact, ShapeError, SumReason, TotalElemsReason,
 };
 use crate::origin::{Origin, OriginId, Relation, Why};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
@@ -412,6 +412,7 @@ impl Solver {
             Constraint::DimSum { total, parts, why } => self.dim_sum(total, parts, why),
             Constraint::DimAtLeast { dim, min, why } => self.dim_at_least(dim, min, why),
             Constraint::RowCount { row, count, why } => self.row_count(row, count, why),
+            c @ Constraint::DimAffine { .. } => self.dim_affine(c),
             Constraint::DropFirst {
                 whole,
                 rest,
@@ -481,6 +482,94 @@ impl Solver {
         };
         self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
         Ok(())
+    }
+
+    /// A convolution's sizes (see [`Constraint::DimAffine`]): the unknown
+    /// one from the others, the known ones checked, or deferred.
+    fn dim_affine(&mut self, c: Constraint) -> Result<(), ShapeError> {
+        let Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            stride,
+            dilation,
+            padded,
+            why,
+        } = &c
+        else {
+            return Ok(());
+        };
+        let (s, d) = (u128::from(stride.get()), u128::from(dilation.get()));
+        let mut unknown = Vec::new();
+        let mut value = |solver: &mut Self, dim: &Dim| -> Result<Option<u128>, ShapeError> {
+            Ok(match solver.env.resolve_dim(dim, *why)? {
+                ResolvedDim::Known { value, .. } => Some(u128::from(value.size())),
+                ResolvedDim::Var(v) => {
+                    unknown.push(v);
+                    None
+                }
+            })
+        };
+        let (i, o, k) = (
+            value(self, input)?,
+            value(self, over)?,
+            value(self, kernel)?,
+        );
+        let fail = |solver: &Self| {
+            let as_u64 = |v: Option<u128>| v.and_then(|n| u64::try_from(n).ok());
+            ShapeError::Affine {
+                context: solver.origin_arc(why.origin),
+                axis: why.axis_from_end(),
+                problem: AffineProblem {
+                    input: as_u64(i),
+                    over: as_u64(o),
+                    kernel: as_u64(k),
+                    stride: stride.get(),
+                    dilation: dilation.get(),
+                    padded: *padded,
+                },
+            }
+        };
+        // The value a size must take, or a conflict.
+        let set = |solver: &mut Self, dim: &Dim, n: Option<u128>| -> Result<(), ShapeError> {
+            let known = n
+                .and_then(|n| u64::try_from(n).ok())
+                .and_then(KnownDim::of)
+                .ok_or_else(|| fail(solver))?;
+            solver.unify_dim(dim, &Dim::Known(known), *why)
+        };
+        if *padded {
+            return match (i, o) {
+                (Some(i), Some(o)) if i != s * o => Err(fail(self)),
+                (Some(_), Some(_)) => Ok(()),
+                (None, Some(o)) => set(self, input, Some(s * o)),
+                (Some(i), None) => set(self, over, (i % s == 0).then(|| i / s)),
+                (None, None) => {
+                    self.defer(c.clone(), &unknown, None);
+                    Ok(())
+                }
+            };
+        }
+        // Without padding: input = s (o - 1) + d (k - 1) + 1.
+        match (i, o, k) {
+            (Some(i), Some(o), Some(k)) if i != s * (o - 1) + d * (k - 1) + 1 => Err(fail(self)),
+            (Some(_), Some(_), Some(_)) => Ok(()),
+            (None, Some(o), Some(k)) => set(self, input, Some(s * (o - 1) + d * (k - 1) + 1)),
+            (Some(i), None, Some(k)) => {
+                let span = d * (k - 1) + 1;
+                let o = (i >= span && (i - span) % s == 0).then(|| (i - span) / s + 1);
+                set(self, over, o)
+            }
+            (Some(i), Some(o), None) => {
+                let rest = i.checked_sub(s * (o - 1) + 1);
+                let k = rest.filter(|r| r % d == 0).map(|r| r / d + 1);
+                set(self, kernel, k)
+            }
+            _ => {
+                self.defer(c.clone(), &unknown, None);
+                Ok(())
+            }
+        }
     }
 
     /// The size finalization's defaults give an unknown dim: 1, unless a
@@ -1425,6 +1514,7 @@ impl WorkQueue {
             | Constraint::DimSum { .. }
             | Constraint::DimAtLeast { .. }
             | Constraint::RowCount { .. }
+            | Constraint::DimAffine { .. }
             | Constraint::DropFirst { .. } => self.whole_rows.push(c),
         }
     }

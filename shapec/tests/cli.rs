@@ -86,6 +86,28 @@ fn infer_mlp_example() {
 }
 
 #[test]
+fn conv_example_infers_and_runs_on_both_backends() {
+    let out = shapec_in(&examples(), &["infer", "conv.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains(": |->3, 3, 3, 4\n"), "{}", out.stdout);
+    assert!(out.stdout.contains(": 2|->4, 4, 4\n"), "{}", out.stdout);
+    insta::assert_snapshot!("infer_conv", out.stdout);
+    // The GPU against the CPU reference, where an adapter exists (CI
+    // requires one).
+    let diff = shapec_in(
+        &examples(),
+        &["diff", "conv.shape", "--backend", "wgpu", "--json"],
+    );
+    let required = std::env::var("SHAPE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    if diff.status != 0 && !required {
+        assert!(diff.stdout.contains("no GPU adapter") || diff.stderr.contains("no GPU adapter"));
+        return;
+    }
+    assert_eq!(diff.status, 0, "{}{}", diff.stdout, diff.stderr);
+    assert!(diff.stdout.contains("\"elements\":1172"), "{}", diff.stdout);
+}
+
+#[test]
 fn infer_attention_example() {
     let out = shapec_in(&examples(), &["infer", "attention.shape"]);
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -392,6 +392,99 @@ pub fn fixed_indices<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     );
 }
 
+/// Convolutions (issue 14): 2-D, stride 1 and 2, with and without
+/// padding, and max-pooling with and without padding, on several sizes,
+/// each checked against a direct computation as well as the reference.
+pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    // Odd sizes: without padding, stride 2 must divide the input less the kernel.
+    for (h, w) in [(5usize, 7usize), (7, 9), (9, 5)] {
+        let mut g = Graph::new();
+        let img = g.input("img", &format!("2|{h},{w}")).expect("a spec");
+        let k = g.input("k", "3,3").expect("a spec");
+        let valid = g
+            .einsum("...|o<+a,p<+b;a,b=>...|o,p", &[img, k])
+            .expect("a convolution");
+        let same = g
+            .einsum("...|o=+a,p=+b;a,b=>...|o,p", &[img, k])
+            .expect("a padded convolution");
+        let strided = g
+            .einsum("...|2*o<+a,2*p<+b;a,b=>...|o,p", &[img, k])
+            .expect("a strided convolution");
+        let pool = g
+            .einsum_reduced(
+                "...|o=+a:3,p=+b:3=>...|o,p",
+                &[img],
+                shape_solver::ops::Reduction::Max,
+            )
+            .expect("a padded max-pool");
+        let n = 2 * h * w;
+        let (iv, kv) = (ramp(n), ramp(9));
+        let p = Program::with_named_data(
+            g,
+            vec![valid, same, strided, pool],
+            [("img", iv.clone()), ("k", kv.clone())],
+        )
+        .expect("data for every input");
+        let out = agree(backend, &p, tolerance);
+        let at = |b: usize, i: i64, j: i64| -> Option<f32> {
+            (0..h as i64).contains(&i).then_some(())?;
+            (0..w as i64).contains(&j).then_some(())?;
+            Some(iv[(b * h + i as usize) * w + j as usize])
+        };
+        // out[b][o][p] = sum over a, c of img[b][s*o + a - left][s*p + c - left] * k[a][c].
+        let conv = |s: i64, left: i64, oh: usize, ow: usize| -> Vec<f32> {
+            let mut v = Vec::new();
+            for b in 0..2 {
+                for o in 0..oh as i64 {
+                    for q in 0..ow as i64 {
+                        let mut acc = 0.0f32;
+                        for a in 0..3i64 {
+                            for c in 0..3i64 {
+                                let x = at(b, s * o + a - left, s * q + c - left).unwrap_or(0.0);
+                                acc += x * kv[(a * 3 + c) as usize];
+                            }
+                        }
+                        v.push(acc);
+                    }
+                }
+            }
+            v
+        };
+        let close = |a: &[f32], b: &[f32]| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| (x - y).abs() <= 1e-4 * (1.0 + y.abs()))
+        };
+        let name = backend.name();
+        assert!(
+            close(&out[&valid], &conv(1, 0, h - 2, w - 2)),
+            "{name}: valid"
+        );
+        assert!(close(&out[&same], &conv(1, 1, h, w)), "{name}: same");
+        assert!(
+            close(
+                &out[&strided],
+                &conv(2, 0, (h - 3) / 2 + 1, (w - 3) / 2 + 1)
+            ),
+            "{name}: strided"
+        );
+        let mut want = Vec::new();
+        for b in 0..2 {
+            for o in 0..h as i64 {
+                for q in 0..w as i64 {
+                    let m = (0..3i64)
+                        .flat_map(|a| (0..3i64).map(move |c| (a, c)))
+                        .filter_map(|(a, c)| at(b, o + a - 1, q + c - 1))
+                        .fold(f32::NEG_INFINITY, f32::max);
+                    want.push(m);
+                }
+            }
+        }
+        assert_eq!(out[&pool], want, "{name}: padded max-pool");
+    }
+}
+
 /// A sum over every element of its operand, lowered to two kernels
 /// through a scratch buffer: doubled first, then summed and halved. An
 /// operation defined outside the solver, to check multi-step lowering.
@@ -570,6 +663,7 @@ macro_rules! backend_conformance {
                 concatenation,
                 unwritten_elements_are_zero,
                 fixed_indices,
+                convolutions,
                 multi_step_lowering,
                 long_reductions,
                 write_conflicts,

@@ -40,6 +40,9 @@ enum GenConstraint {
     AtLeast(GenDim, u64),
     /// The product of a row is a size (`size n = ..r.. of x`).
     Count(GenRow, GenDim),
+    /// A convolution's input, output and kernel sizes: stride, dilation,
+    /// padded.
+    Affine(GenDim, GenDim, GenDim, u64, u64, bool),
 }
 
 fn gen_dim() -> impl Strategy<Value = GenDim> {
@@ -68,6 +71,8 @@ fn gen_constraint() -> impl Strategy<Value = GenConstraint> {
         1 => (gen_dim(), prop::collection::vec(gen_dim(), 2..4)).prop_map(|(t, p)| GenConstraint::Sum(t, p)),
         1 => (gen_dim(), prop::sample::select(vec![1u64, 2, 3, 5])).prop_map(|(d, m)| GenConstraint::AtLeast(d, m)),
         1 => (gen_row(), gen_dim()).prop_map(|(r, d)| GenConstraint::Count(r, d)),
+        1 => (gen_dim(), gen_dim(), gen_dim(), 1u64..3, 1u64..3, any::<bool>())
+            .prop_map(|(i, o, k, s, d, p)| GenConstraint::Affine(i, o, k, s, d, p)),
     ]
 }
 
@@ -131,6 +136,15 @@ fn instance(gen: &[GenConstraint]) -> Instance {
                 GenConstraint::Total(r, n) => Constraint::TotalElems {
                     row: row(r),
                     total: (*n).try_into().unwrap(),
+                    why,
+                },
+                GenConstraint::Affine(i, o, k, s, d, p) => Constraint::DimAffine {
+                    input: dim(i),
+                    over: dim(o),
+                    kernel: dim(k),
+                    stride: (*s).try_into().unwrap(),
+                    dilation: (*d).try_into().unwrap(),
+                    padded: *p,
                     why,
                 },
                 GenConstraint::Count(r, d) => Constraint::RowCount {
@@ -414,6 +428,23 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
         Constraint::DimSum { total, parts, .. } => dim(total) == parts.iter().map(dim).sum::<u64>(),
         Constraint::DimAtLeast { dim: d, min, .. } => dim(d) >= min.get(),
         Constraint::RowCount { row: r, count, .. } => row(r).iter().product::<u64>() == dim(count),
+        Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            stride,
+            dilation,
+            padded,
+            ..
+        } => {
+            let (i, o, k) = (dim(input), dim(over), dim(kernel));
+            let (s, d) = (stride.get(), dilation.get());
+            if *padded {
+                i == s * o
+            } else {
+                i == s * (o - 1) + d * (k - 1) + 1
+            }
+        }
         Constraint::DropFirst {
             whole, rest, first, ..
         } => {

@@ -16,6 +16,7 @@ fn axes(spec: &ShapeSpec, kind: RowKind) -> Vec<String> {
                     AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
                     AxisKind::Anonymous => "_".into(),
                     AxisKind::Fixed(i) => format!("#{i}"),
+                    AxisKind::Affine(a) => format!("affine {a}"),
                 })
                 .collect()
         })
@@ -196,7 +197,8 @@ fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
         ("var, 3", 0..3, "ragged"),
         ("?, 3", 0..1, "run time"),
         ("3|?", 2..3, "run time"),
-        ("2*o+k", 1..2, "affine"),
+        // `*` and `+` make the spec multi-character: the entry is one.
+        ("2*o+k", 0..5, "affine"),
         ("2*o + k, 3", 0..3, "affine"),
         ("a^b", 1..2, "concatenation"),
     ];
@@ -210,8 +212,49 @@ fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
     }
     // In single-character mode `var` is three axes, as in OCANNL.
     assert_eq!(ShapeSpec::parse("var").unwrap().output.axes.len(), 3);
-    assert!(EinsumSpec::parse("i+j=>i")
-        .unwrap_err()
-        .found
-        .contains("affine"));
+    // In einsum specs an affine index needs its padding mark.
+    let e = EinsumSpec::parse("i+j;j=>i").unwrap_err();
+    assert!(e.expected.contains("affine index"), "{e}");
+    assert!(e.found.contains("without `=` (padding)"), "{e}");
+}
+
+#[test]
+fn affine_indices_parse_and_print_back() {
+    use shape_core::spec::AffineIndex;
+    let spec = EinsumSpec::parse("...|2*o<+3*a,p=+b:2;a=>...|o,p").unwrap();
+    let axes: Vec<&AxisKind> = spec.operands[0]
+        .output
+        .axes
+        .iter()
+        .map(|a| &a.kind)
+        .collect();
+    let AxisKind::Affine(first) = axes[0] else {
+        panic!("{axes:?}")
+    };
+    assert_eq!(
+        **first,
+        AffineIndex {
+            stride: 2.try_into().unwrap(),
+            over: "o".into(),
+            padded: false,
+            dilation: 3.try_into().unwrap(),
+            kernel: Some(("a".into(), None)),
+        }
+    );
+    let AxisKind::Affine(second) = axes[1] else {
+        panic!("{axes:?}")
+    };
+    assert!(second.padded && second.stride.get() == 1);
+    assert_eq!(
+        second.kernel,
+        Some(("b".into(), Some(2.try_into().unwrap())))
+    );
+    // Printing gives a spec that parses to the same (spans aside).
+    let printed = spec.to_string();
+    assert_eq!(printed, "...|2*o<+3*a, p=+b:2;a=>...|o, p");
+    assert_eq!(EinsumSpec::parse(&printed).unwrap().to_string(), printed);
+    // An offset, a zero stride and a result affine index are refused.
+    assert!(EinsumSpec::parse("o<+1+a;a=>o").is_err());
+    assert!(EinsumSpec::parse("0*o<+a;a=>o").is_err());
+    assert!(EinsumSpec::parse("o,a;a=>o<+a").is_err());
 }

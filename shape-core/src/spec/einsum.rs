@@ -96,7 +96,7 @@ impl EinsumSpec {
         let mut row_names: HashMap<&str, Span> = HashMap::new();
         for spec in self.operands.iter().chain([&self.result]) {
             for (_, axis) in spec.axes() {
-                if let AxisKind::Label(l) | AxisKind::LabeledSize(l, _) = &axis.kind {
+                for l in axis_labels(&axis.kind) {
                     dim_names.entry(l).or_insert(axis.span.clone());
                 }
             }
@@ -122,10 +122,7 @@ impl EinsumSpec {
             .operands
             .iter()
             .flat_map(|o| o.axes())
-            .filter_map(|(_, a)| match &a.kind {
-                AxisKind::Label(l) | AxisKind::LabeledSize(l, _) => Some(l.as_str()),
-                _ => None,
-            })
+            .flat_map(|(_, a)| axis_labels(&a.kind))
             .collect();
         let operand_row_vars: HashSet<&RowVarName> = self
             .operands
@@ -153,6 +150,49 @@ impl EinsumSpec {
                 // A labeled size the operands do not have is a new axis of
                 // that size, which the result broadcasts along.
                 AxisKind::Size(_) | AxisKind::LabeledSize(..) | AxisKind::Fixed(_) => {}
+                AxisKind::Affine(_) => {
+                    return Err(err(
+                        axis.span.clone(),
+                        "an affine index in an operand (the input it slides over)",
+                        "one in the result".into(),
+                    ));
+                }
+            }
+        }
+        // An affine index's output label is a result axis; its kernel is an
+        // axis of another operand, or has its size written (`k:3`).
+        let result_labels: HashSet<&str> = self
+            .result
+            .axes()
+            .flat_map(|(_, a)| axis_labels(&a.kind))
+            .collect();
+        for (i, o) in self.operands.iter().enumerate() {
+            for (_, axis) in o.axes() {
+                let AxisKind::Affine(a) = &axis.kind else {
+                    continue;
+                };
+                if !result_labels.contains(a.over.as_str()) {
+                    return Err(err(
+                        axis.span.clone(),
+                        "an affine index whose output label the result has",
+                        format!("`{}`, which the result does not have", a.over),
+                    ));
+                }
+                if let Some((k, None)) = &a.kernel {
+                    let elsewhere = self.operands.iter().enumerate().any(|(j, p)| {
+                        j != i
+                            && p.axes().any(|(_, b)| {
+                                matches!(&b.kind, AxisKind::Label(l) | AxisKind::LabeledSize(l, _) if l == k)
+                            })
+                    });
+                    if !elsewhere {
+                        return Err(err(
+                            axis.span.clone(),
+                            "a kernel label that another operand has, or its size (`k:3`)",
+                            format!("`{k}`, which no other operand has"),
+                        ));
+                    }
+                }
             }
         }
         for (_, name, span) in self.result.row_vars() {
@@ -185,6 +225,20 @@ impl EinsumSpec {
         out.sort();
         out.dedup();
         out
+    }
+}
+
+/// The labels an axis entry names: its own, or an affine index's output
+/// and kernel labels.
+fn axis_labels(kind: &AxisKind) -> Vec<&str> {
+    match kind {
+        AxisKind::Label(l) | AxisKind::LabeledSize(l, _) => vec![l.as_str()],
+        AxisKind::Affine(a) => {
+            let mut out = vec![a.over.as_str()];
+            out.extend(a.kernel.as_ref().map(|(k, _)| k.as_str()));
+            out
+        }
+        AxisKind::Size(_) | AxisKind::Fixed(_) | AxisKind::Anonymous => Vec::new(),
     }
 }
 

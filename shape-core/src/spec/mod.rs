@@ -57,6 +57,48 @@ pub enum AxisKind {
     /// A digit in an einsum spec: a fixed index into the axis (OCANNL's
     /// reading). Shape specs read digits as sizes.
     Fixed(u64),
+    /// An affine (convolution) index in an einsum operand:
+    /// `stride*over=+dilation*kernel` (see [`AffineIndex`]).
+    Affine(Box<AffineIndex>),
+}
+
+/// A convolution's input axis, as OCANNL writes it:
+/// `[stride*]over(=|<)[+[dilation*]kernel[:size]]`, `=` for padding (the
+/// input has `stride × over` elements) and `<` for none (the input has
+/// `stride × (over − 1) + dilation × (kernel − 1) + 1`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AffineIndex {
+    /// How far the window moves per output element.
+    pub stride: NonZeroU64,
+    /// The output label.
+    pub over: String,
+    /// Whether the input is padded (`=`) or not (`<`).
+    pub padded: bool,
+    /// The spacing of the kernel's taps.
+    pub dilation: NonZeroU64,
+    /// The kernel label (absent: a kernel of one tap), with its size when
+    /// written (`k:3`).
+    pub kernel: Option<(String, Option<NonZeroU64>)>,
+}
+
+impl fmt::Display for AffineIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.stride.get() != 1 {
+            write!(f, "{}*", self.stride)?;
+        }
+        write!(f, "{}{}", self.over, if self.padded { "=" } else { "<" })?;
+        if let Some((k, size)) = &self.kernel {
+            f.write_str("+")?;
+            if self.dilation.get() != 1 {
+                write!(f, "{}*", self.dilation)?;
+            }
+            f.write_str(k)?;
+            if let Some(n) = size {
+                write!(f, ":{n}")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where a spec writes a name (see [`ShapeSpec::find`]).
@@ -136,6 +178,7 @@ impl RowSpec {
             AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
             AxisKind::Anonymous => "_".to_string(),
             AxisKind::Fixed(i) => i.to_string(),
+            AxisKind::Affine(a) => a.to_string(),
         };
         let mut out = Vec::with_capacity(self.before.len() + self.axes.len() + 1);
         out.extend(self.before.iter().map(show));

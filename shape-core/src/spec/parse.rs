@@ -2,7 +2,7 @@
 
 use std::num::NonZeroU64;
 
-use super::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec, Span, SpecError};
+use super::{AffineIndex, AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec, Span, SpecError};
 use crate::row::RowKind;
 
 /// What a digit entry means: a size in shape specs, a position in einsum
@@ -27,7 +27,11 @@ impl Mode {
         let multi = sections.iter().any(|s| {
             split_rows(&text[s.clone()]).into_iter().any(|r| {
                 let row = text[s.clone()][r].trim();
-                row.contains(|c: char| c == ',' || c == ':' || c.is_whitespace())
+                // `*`, `+`, `<` and `=` write affine indices (OCANNL's
+                // triggers of multi-character mode too).
+                row.contains(|c: char| {
+                    matches!(c, ',' | ':' | '*' | '+' | '<' | '=') || c.is_whitespace()
+                })
             })
         });
         if multi {
@@ -228,7 +232,7 @@ fn reserved(entry: &str) -> Option<String> {
     } else if entry.starts_with('?') {
         "a size known only at run time, which is not supported yet"
     } else if entry.contains(['*', '+', '<', '=']) {
-        "an affine (convolution) index, which is not supported yet"
+        "an affine (convolution) index, which only einsum operands take"
     } else if entry.contains('^') {
         "concatenation, which is not supported yet"
     } else if entry.contains('&') {
@@ -250,6 +254,71 @@ fn row(
         Mode::SingleChar => single_char_row(text, span, digits, kind),
         Mode::MultiChar => multi_char_row(text, span, digits, kind),
     }
+}
+
+/// An affine index `[stride*]over(=|<)[+[dilation*]kernel[:size]]` at
+/// `text[span]`.
+fn affine(text: &str, span: Span) -> Result<AffineIndex, SpecError> {
+    let tok = &text[span.clone()];
+    let fail = |found: String| {
+        err(
+            text,
+            span.clone(),
+            "an affine index `stride*over=+dilation*kernel` (`=` pads the input, `<` does not)",
+            &found,
+        )
+    };
+    // `[n*]name`: a factor (1 when absent) and a label.
+    let term = |s: &str| -> Option<(NonZeroU64, String)> {
+        let (n, name) = match s.split_once('*') {
+            Some((n, name)) => (n.parse::<u64>().ok().and_then(NonZeroU64::new)?, name),
+            None => (NonZeroU64::MIN, s),
+        };
+        (is_ident(name) && name != "_").then(|| (n, name.to_string()))
+    };
+    let Some(cut) = tok.find(['=', '<']) else {
+        return Err(fail(format!(
+            "`{tok}` without `=` (padding) or `<` (no padding) after its output label"
+        )));
+    };
+    let padded = tok.as_bytes()[cut] == b'=';
+    let (stride, over) = term(&tok[..cut])
+        .ok_or_else(|| fail(format!("`{}` before `{}`", &tok[..cut], &tok[cut..cut + 1])))?;
+    let rest = &tok[cut + 1..];
+    let (dilation, kernel) = if rest.is_empty() {
+        (NonZeroU64::MIN, None)
+    } else {
+        let k = rest.strip_prefix('+').ok_or_else(|| {
+            fail(format!(
+                "`{rest}` after the padding mark, where `+kernel` goes"
+            ))
+        })?;
+        let (k, size) = match k.split_once(':') {
+            Some((k, n)) => {
+                let n = n.parse::<u64>().ok().and_then(NonZeroU64::new);
+                (
+                    k,
+                    Some(n.ok_or_else(|| {
+                        fail(format!("`{tok}`: a kernel size of at least 1 after `:`"))
+                    })?),
+                )
+            }
+            None => (k, None),
+        };
+        let (dilation, label) = term(k).ok_or_else(|| {
+            fail(format!(
+                "`{k}` as the kernel (an offset such as `+1` is not supported)"
+            ))
+        })?;
+        (dilation, Some((label, size)))
+    };
+    Ok(AffineIndex {
+        stride,
+        over,
+        padded,
+        dilation,
+        kernel,
+    })
 }
 
 /// A digit entry: a size, or in an einsum spec a fixed index (which may
@@ -359,6 +428,11 @@ fn multi_char_row(
         } else if tok.chars().all(|c| c.is_ascii_digit()) {
             out.axes.push(AxisSpec {
                 kind: digit_axis(text, start..i, digits)?,
+                span: start..i,
+            });
+        } else if digits == Digits::Indices && tok.contains(['*', '+', '<', '=']) {
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Affine(Box::new(affine(text, start..i)?)),
                 span: start..i,
             });
         } else if let Some((label, size)) = tok.split_once(':') {

@@ -13,7 +13,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind};
-use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
+use shape_core::spec::{AffineIndex, AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, EinsumSpec, KnownDim, Row, RowKind, RowVar};
 
 use crate::constraint::Constraint;
@@ -21,7 +21,7 @@ use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
 use crate::origin::RowSite;
-use crate::projections::{AxisIndex, AxisSite, ProjectionBuilder};
+use crate::projections::{AffineKernel, AxisIndex, AxisSite, ProjectionBuilder};
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;
 
@@ -199,6 +199,35 @@ impl Einsum {
                         d
                     }
                     AxisKind::Anonymous => Dim::Var(cx.fresh_dim()),
+                    AxisKind::Affine(a) => {
+                        let input = Dim::Var(cx.fresh_dim());
+                        let over = lookup_or(dims, a.over.as_str(), || Dim::Var(cx.fresh_dim()));
+                        let why = cx.why_row(site, format!("to be the input of the convolution `{a}`").into());
+                        let kernel = match &a.kernel {
+                            Some((k, size)) => {
+                                let d = lookup_or(dims, k.as_str(), || Dim::Var(cx.fresh_dim()));
+                                if let Some(n) = size {
+                                    cx.add(Constraint::DimEq {
+                                        a: d.clone(),
+                                        b: Dim::Known(KnownDim::new(*n)),
+                                        why: at(why),
+                                    });
+                                }
+                                d
+                            }
+                            None => Dim::Known(KnownDim::one()),
+                        };
+                        cx.add(Constraint::DimAffine {
+                            input: input.clone(),
+                            over,
+                            kernel,
+                            stride: a.stride,
+                            dilation: a.dilation,
+                            padded: a.padded,
+                            why: at(why),
+                        });
+                        input
+                    }
                 });
             }
             out
@@ -263,6 +292,8 @@ impl Operation for Einsum {
         let shared_batch = !writes_batch(spec);
         let specs = std::iter::once(&spec.result).chain(&spec.operands);
         let mut keys: Vec<(EinsumKey<'_>, AxisSite)> = Vec::new();
+        // Affine axes, placed once every label has its first site.
+        let mut affines: Vec<(AxisSite, &AffineIndex)> = Vec::new();
         for (t, s) in specs.enumerate() {
             for kind in RowKind::ALL {
                 let row = RowSite {
@@ -285,6 +316,7 @@ impl Operation for Einsum {
                             Some(EinsumKey::Label(l))
                         }
                         AxisKind::Fixed(i) => Some(EinsumKey::Fixed(*i)),
+                        AxisKind::Affine(a) => Some(EinsumKey::Affine(a)),
                         AxisKind::Size(_) | AxisKind::Anonymous => None,
                     }
                 }
@@ -302,12 +334,34 @@ impl Operation for Einsum {
                         cx.fix(at, AxisIndex::Fixed(i));
                         continue;
                     }
+                    if let EinsumKey::Affine(a) = key {
+                        affines.push((at, a));
+                        continue;
+                    }
                     match keys.iter().find(|(k, _)| *k == key) {
                         Some(&(_, first)) => cx.tie(first, at),
                         None => keys.push((key, at)),
                     }
                 }
             }
+        }
+        for (at, a) in affines {
+            let site_of = |name: &str| {
+                keys.iter()
+                    .find(|(k, _)| *k == EinsumKey::Label(name))
+                    .map(|&(_, s)| s)
+            };
+            // The spec's check gives the output label a result axis, and the
+            // kernel another operand's axis or a size of its own.
+            let Some(over) = site_of(&a.over) else { continue };
+            let kernel = match &a.kernel {
+                None => None,
+                Some((k, size)) => match site_of(k) {
+                    Some(s) => Some(AffineKernel::Axis(s)),
+                    None => Some(AffineKernel::Taps(size.map_or(1, |n| n.get()))),
+                },
+            };
+            cx.affine(at, a.stride.get(), over, a.dilation.get(), kernel, a.padded);
         }
     }
 
@@ -349,6 +403,7 @@ enum EinsumKey<'a> {
     Label(&'a str),
     RowVar(&'a RowVarName, usize),
     Fixed(u64),
+    Affine(&'a AffineIndex),
 }
 
 /// Whether some part of the spec writes a batch row: then, as in OCANNL,

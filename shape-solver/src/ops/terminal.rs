@@ -90,7 +90,9 @@ fn dims_from_spec(
                 dims.push(Dim::Var(v));
                 continue;
             }
-            AxisKind::Anonymous => {
+            // Shape specs refuse affine indices; one built by hand is an
+            // unknown size.
+            AxisKind::Anonymous | AxisKind::Affine(_) => {
                 dims.push(Dim::Var(solver.fresh_dim()));
                 continue;
             }

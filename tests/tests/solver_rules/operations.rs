@@ -247,3 +247,111 @@ fn einsum_takes_as_many_operands_as_its_spec_names() {
         error[spec] line 2: invalid spec in einsum "i;i=>x": expected a result label that appears in an operand, found `x`, which no operand has
         "#);
 }
+
+#[test]
+fn convolution_axes_relate_input_output_and_kernel() {
+    // Issue 14, item 1: `stride*o<+dilation*k` without padding (input =
+    // stride (o - 1) + dilation (k - 1) + 1) and `stride*o=+k` with it
+    // (input = stride o); any one size from the other two.
+    insta::assert_snapshot!(infer(r#"
+        input img: 2|8,8
+        param k: 3,3
+        valid = einsum("...|o<+a,p<+b;a,b=>...|o,p", img, k)
+        same = einsum("...|o=+a,p=+b;a,b=>...|o,p", img, k)
+        strided = einsum("...|2*o=+a,2*p=+b;a,b=>...|o,p", img, k)
+        dilated = einsum("...|o<+2*a,p<+2*b;a,b=>...|o,p", img, k)
+        pool = einsum_max("...|2*o<+a:2,2*p<+b:2=>...|o,p", img)
+    "#), @r#"
+    img     : 2|->8, 8
+    k       : |->3, 3
+    valid   : 2|->6, 6
+    same    : 2|->8, 8
+    strided : 2|->4, 4
+    dilated : 2|->4, 4
+    pool    : 2|->4, 4
+    "#);
+    // The kernel from the input and the output, the input from the others.
+    insta::assert_snapshot!(infer(r#"
+        input img: 8,8
+        param k
+        y = einsum("o<+a,p<+b;a,b=>o,p", img, k)
+        require y: 6,4
+        param x
+        input w: 3
+        z = einsum("2*o<+a;a=>o", x, w)
+        require z: 5
+    "#), @r#"
+    img : |->8, 8
+    k   : |->3, 5
+    y   : |->6, 4
+    x   : |->11
+    w   : |->3
+    z   : |->5
+    "#);
+}
+
+#[test]
+fn convolution_sizes_that_do_not_fit_are_errors_that_say_why() {
+    // A stride that does not divide, with and without padding.
+    let out = infer("input x: 7\ninput w: 2\ny = einsum(\"2*o<+a;a=>o\", x, w)");
+    assert!(out.starts_with("error[affine] line 3"), "{out}");
+    assert!(
+        out.contains("no whole size of at least 1 fits the unknown one"),
+        "{out}"
+    );
+    let out = infer("input x: 5\ninput w: 3\ny = einsum(\"2*o=+a;a=>o\", x, w)");
+    assert!(
+        out.contains("the stride does not divide the input"),
+        "{out}"
+    );
+    // A kernel larger than the input.
+    let out = infer("input x: 2\ninput w: 3\ny = einsum(\"o<+a;a=>o\", x, w)");
+    assert!(out.starts_with("error[affine]"), "{out}");
+    // Three known sizes that disagree.
+    let out = infer("input x: 8\ninput w: 3\ny = einsum(\"o<+a;a=>o\", x, w)\nrequire y: 5");
+    assert!(out.starts_with("error["), "{out}");
+    // The notation: a padding mark, an output label the result has, a
+    // kernel another operand has or a size; never in the result or a
+    // declared shape.
+    let out = infer("input x: 8\ninput w: 3\ny = einsum(\"o+a;a=>o\", x, w)");
+    assert!(
+        out.contains("without `=` (padding) or `<` (no padding)"),
+        "{out}"
+    );
+    let out = infer("input x: 8\ninput w: 3\ny = einsum(\"o<+a;a=>a\", x, w)");
+    assert!(out.contains("which the result does not have"), "{out}");
+    let out = infer("input x: 8\ny = einsum(\"o<+a=>o\", x)");
+    assert!(out.contains("which no other operand has"), "{out}");
+    let out = infer("input x: 2*o<+a");
+    assert!(out.contains("which only einsum operands take"), "{out}");
+}
+
+#[test]
+fn a_convolution_with_two_unknown_sizes_closes_the_same_in_every_order() {
+    // proptest-regressions/solver_properties.txt: an input made equal to
+    // another size, an output of 2 and an unknown kernel. Rule 4 closed the
+    // input and the kernel to 1 in one round, which no convolution fits,
+    // in one order of the two constraints and not in the other: now the
+    // input waits for the kernel.
+    use crate::{accepted_in_every_order, k, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let (input, other, kernel) = (f.dim(), f.dim(), f.dim());
+    let conv = Constraint::DimAffine {
+        input: v(input),
+        over: k(2),
+        kernel: v(kernel),
+        stride: 1.try_into().unwrap(),
+        dilation: 1.try_into().unwrap(),
+        padded: false,
+        why: f.why,
+    };
+    let cs = [f.eq(v(input), v(other)), conv];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let sol = s
+            .finalize()
+            .unwrap_or_else(|e| panic!("order {order:?}: {e}"));
+        let size = |d| sol.dim(&v(d)).unwrap().size();
+        assert_eq!((size(input), size(kernel)), (2, 1), "order {order:?}");
+    }
+}
