@@ -92,6 +92,12 @@ fn conv_example_infers_and_runs_on_both_backends() {
     assert!(out.stdout.contains(": |->3, 3, 3, 4\n"), "{}", out.stdout);
     assert!(out.stdout.contains(": 2|->4, 4, 4\n"), "{}", out.stdout);
     insta::assert_snapshot!("infer_conv", out.stdout);
+    // How each operation indexes its tensors: `pad(i1+r5)` reads a padded
+    // copy, `2*i1+r4` is the pooling window.
+    let out = shapec_in(&examples(), &["infer", "conv.shape", "--projections"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let projections = out.stdout.split("projections:").nth(1).unwrap_or_default();
+    insta::assert_snapshot!("projections_conv", projections);
     // The GPU against the CPU reference, where an adapter exists (CI
     // requires one).
     let diff = shapec_in(

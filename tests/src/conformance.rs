@@ -396,8 +396,18 @@ pub fn fixed_indices<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// padding, and max-pooling with and without padding, on several sizes,
 /// each checked against a direct computation as well as the reference.
 pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    // Odd sizes: without padding, stride 2 must divide the input less the kernel.
-    for (h, w) in [(5usize, 7usize), (7, 9), (9, 5)] {
+    // Sizes drawn from a fixed seed: odd (without padding, stride 2 must
+    // divide the input less the kernel) and even (with padding, stride 2
+    // must divide the input).
+    let mut seed = 0x9e37_79b9_u64;
+    let mut draw = |lo: u64, n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (lo + seed % n) as usize
+    };
+    for _ in 0..4 {
+        let (h, w) = (2 * draw(2, 4) + 1, 2 * draw(2, 4) + 1);
         let mut g = Graph::new();
         let img = g.input("img", &format!("2|{h},{w}")).expect("a spec");
         let k = g.input("k", "3,3").expect("a spec");
@@ -417,22 +427,42 @@ pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
                 shape_solver::ops::Reduction::Max,
             )
             .expect("a padded max-pool");
+        let pool2 = g
+            .einsum_reduced(
+                "...|2*o<+a:3,2*p<+b:3=>...|o,p",
+                &[img],
+                shape_solver::ops::Reduction::Max,
+            )
+            .expect("a strided max-pool");
+        // Padded with stride 2 needs an even input: the image less its last
+        // row and column, through a fixed-size slice of each axis.
+        let (eh, ew) = (h - 1, w - 1);
+        let even = g.input("even", &format!("2|{eh},{ew}")).expect("a spec");
+        let same2 = g
+            .einsum("...|2*o=+a,2*p=+b;a,b=>...|o,p", &[even, k])
+            .expect("a padded strided convolution");
         let n = 2 * h * w;
-        let (iv, kv) = (ramp(n), ramp(9));
+        let (iv, kv, ev) = (ramp(n), ramp(9), ramp(2 * eh * ew));
         let p = Program::with_named_data(
             g,
-            vec![valid, same, strided, pool],
-            [("img", iv.clone()), ("k", kv.clone())],
+            vec![valid, same, strided, pool, pool2, same2],
+            [("img", iv.clone()), ("k", kv.clone()), ("even", ev.clone())],
         )
         .expect("data for every input");
         let out = agree(backend, &p, tolerance);
-        let at = |b: usize, i: i64, j: i64| -> Option<f32> {
+        let at_in = |v: &[f32], h: usize, w: usize, b: usize, i: i64, j: i64| -> Option<f32> {
             (0..h as i64).contains(&i).then_some(())?;
             (0..w as i64).contains(&j).then_some(())?;
-            Some(iv[(b * h + i as usize) * w + j as usize])
+            Some(v[(b * h + i as usize) * w + j as usize])
         };
+        let at = |b: usize, i: i64, j: i64| at_in(&iv, h, w, b, i, j);
         // out[b][o][p] = sum over a, c of img[b][s*o + a - left][s*p + c - left] * k[a][c].
-        let conv = |s: i64, left: i64, oh: usize, ow: usize| -> Vec<f32> {
+        let conv_of = |at: &dyn Fn(usize, i64, i64) -> Option<f32>,
+                       s: i64,
+                       left: i64,
+                       oh: usize,
+                       ow: usize|
+         -> Vec<f32> {
             let mut v = Vec::new();
             for b in 0..2 {
                 for o in 0..oh as i64 {
@@ -450,6 +480,7 @@ pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
             }
             v
         };
+        let conv = |s: i64, left: i64, oh: usize, ow: usize| conv_of(&at, s, left, oh, ow);
         let close = |a: &[f32], b: &[f32]| {
             a.len() == b.len()
                 && a.iter()
@@ -482,6 +513,23 @@ pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
             }
         }
         assert_eq!(out[&pool], want, "{name}: padded max-pool");
+        let mut want = Vec::new();
+        let (ph, pw) = ((h - 3) / 2 + 1, (w - 3) / 2 + 1);
+        for b in 0..2 {
+            for o in 0..ph as i64 {
+                for q in 0..pw as i64 {
+                    let m = (0..3i64)
+                        .flat_map(|a| (0..3i64).map(move |c| (a, c)))
+                        .filter_map(|(a, c)| at(b, 2 * o + a, 2 * q + c))
+                        .fold(f32::NEG_INFINITY, f32::max);
+                    want.push(m);
+                }
+            }
+        }
+        assert_eq!(out[&pool2], want, "{name}: strided max-pool");
+        let at_even = |b: usize, i: i64, j: i64| at_in(&ev, eh, ew, b, i, j);
+        let want = conv_of(&at_even, 2, 1, eh / 2, ew / 2);
+        assert!(close(&out[&same2], &want), "{name}: padded strided");
     }
 }
 
