@@ -260,6 +260,9 @@ pub struct Compiled {
     pub map: SourceMap,
     /// Constants' values (written lists and number literals), by tensor.
     pub constants: HashMap<TensorId, Vec<f32>>,
+    /// Constants that stand for a named size used as a number (`x / d`):
+    /// their value is the size once solved.
+    pub size_values: HashMap<TensorId, shape_solver::SizeId>,
     /// The tensors named by assignments, in order: the program's results.
     pub results: Vec<TensorId>,
     /// What the program compiles to but may not mean: shown on standard
@@ -294,6 +297,7 @@ pub fn compile(program: &Program) -> Result<Compiled, ProgramError> {
         constants: HashMap::new(),
         results: Vec::new(),
         warnings: Vec::new(),
+        size_values: HashMap::new(),
         names: HashMap::new(),
     };
     for st in &program.statements {
@@ -446,6 +450,26 @@ fn lookup(c: &Compiled, name: &str, span: &Span) -> Result<TensorId, ProgramErro
         })
 }
 
+/// A scalar constant holding the size `s` (named `name`), once solved.
+fn size_value(
+    c: &mut Compiled,
+    name: &str,
+    s: shape_solver::SizeId,
+    span: &Span,
+) -> Result<TensorId, ProgramError> {
+    let t = c
+        .graph
+        .constant(name, "1", 1)
+        .map_err(|err| graph_error(c, err, span, None))?;
+    c.map.tensors.push(TensorSite {
+        span: span.clone(),
+        spec: None,
+        values: None,
+    });
+    c.size_values.insert(t, s);
+    Ok(t)
+}
+
 /// Calls the function `func` of the graph's registry, naming the result
 /// after the statement: the root of the expression gets the statement's
 /// name, inner operations `name.1`, `name.2`, ... in evaluation order.
@@ -567,7 +591,11 @@ fn expression(
 ) -> Result<TensorId, ProgramError> {
     match &e.kind {
         ExprKind::Name(n) => {
-            let t = lookup(c, n, &e.span)?;
+            // A size's name that no tensor has is the size as a number.
+            let t = match (lookup(c, n, &e.span), c.graph.size_named(n)) {
+                (Err(_), Some(s)) => size_value(c, n, s, &e.span)?,
+                (t, _) => t?,
+            };
             if root {
                 // `y = x` gives `x` a second name as a copy.
                 apply(c, "id", None, &[t], &e.span, base, counter, root)

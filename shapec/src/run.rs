@@ -168,6 +168,11 @@ pub fn gather(
                 read_input(path, name, shape)?,
                 Source::File((*path).clone()),
             )
+        } else if let Some(&s) = compiled.size_values.get(&t) {
+            // A size used as a number: exact up to 2^24, the nearest f32
+            // beyond.
+            let size = solved.size(s).map_err(|e| compiled.map.locate(e, None))?;
+            (vec![size as f32], Source::Program)
         } else if let Some(v) = compiled.constants.get(&t) {
             let mut copy = npy::try_vec(v.len()).ok_or_else(out_of_memory)?;
             copy.extend_from_slice(v);

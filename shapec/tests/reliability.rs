@@ -851,3 +851,29 @@ fn a_parameter_nothing_gives_is_located_at_its_declaration_in_json() {
         "{v}"
     );
 }
+
+// ---- issue 15, item 4 (in part): a size as a number ----------------------
+
+#[test]
+fn a_named_size_used_as_a_number_is_its_solved_value() {
+    let dir = scratch(
+        "size_as_value",
+        &[
+            (
+                "p.shape",
+                "input x: 2|n\nsize d = n of x\nmean = einsum(\"...|i=>...|\", x) / d\nrequire x: 2|4\n",
+            ),
+            ("x.json", "[[1, 2, 3, 6], [0, 0, 4, 4]]"),
+        ],
+    );
+    let out = shapec_in(&dir, &["run", "p.shape", "--input", "x=x.json", "--json"]);
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+    let v = json_of(&out.stdout);
+    let mean = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "mean")
+        .unwrap();
+    assert_eq!(mean["values"], serde_json::json!([[3.0], [2.0]]), "{v}");
+}
