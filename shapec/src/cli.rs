@@ -52,6 +52,10 @@ pub enum Command {
         /// Also print each operation's projections (loop iterators).
         #[arg(long, conflicts_with = "dot")]
         projections: bool,
+        /// Also print the kernels each operation becomes (steps, sizes,
+        /// buffers), as a run with `--slice 0` lowers them.
+        #[arg(long, conflicts_with = "dot")]
+        kernels: bool,
         /// Print JSON (docs/json.md): {"tensors": {NAME: {"batch": [..],
         /// "input": [..], "output": [..]}}}, with "projections" and
         /// "explain" when those are asked for.
@@ -349,6 +353,7 @@ fn execute(
         }
         Command::Infer {
             projections,
+            kernels,
             json,
             explain,
             dot,
@@ -360,6 +365,9 @@ fn execute(
                 let mut v = infer::shapes_json(&compiled, &solved)?;
                 if *projections {
                     v["projections"] = infer::projections_json(&compiled, &solved)?;
+                }
+                if *kernels {
+                    v["kernels"] = infer::kernels(&compiled, &solved)?.1;
                 }
                 if !explain.is_empty() {
                     let mut all = Vec::new();
@@ -378,6 +386,10 @@ fn execute(
                 if *projections {
                     s.push_str("\nprojections:\n");
                     s.push_str(&infer::projections_text(&compiled, &solved)?);
+                }
+                if *kernels {
+                    s.push_str("\nkernels:\n");
+                    s.push_str(&infer::kernels(&compiled, &solved)?.0);
                 }
                 for name in explain {
                     s.push('\n');

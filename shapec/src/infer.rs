@@ -86,6 +86,61 @@ pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, C
     Ok(json!({ "tensors": tensors }))
 }
 
+/// The kernels each operation becomes in a run with the default options:
+/// as text (one block per operation, one line per step) and as JSON
+/// (`[{"op", "result", "steps": [{"kernel", "sizes", "writes", "reads"}]}]`).
+pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Value), CliError> {
+    let g = &compiled.graph;
+    let (mut text, mut all) = (String::new(), Vec::new());
+    for op in g.op_ids() {
+        let Some((_, operands, result)) = g.op(op) else {
+            continue;
+        };
+        let lowered = solved
+            .lower(op, &shape_solver::RunOptions::default())
+            .map_err(located(compiled))?;
+        let name = |b: &shape_solver::BufferRef| match b {
+            shape_solver::BufferRef::Result => g.name(result).unwrap_or("?").to_string(),
+            shape_solver::BufferRef::Operand(i) => operands
+                .get(*i)
+                .and_then(|&t| g.name(t).ok())
+                .unwrap_or("?")
+                .to_string(),
+            shape_solver::BufferRef::Scratch(i) => format!("scratch{i}"),
+        };
+        let _ = writeln!(
+            text,
+            "{} = {}",
+            g.name(result).unwrap_or("?"),
+            describe_op(compiled, op)
+        );
+        let mut steps = Vec::new();
+        for s in &lowered.steps {
+            let reads: Vec<String> = s.operands.iter().map(name).collect();
+            let _ = writeln!(
+                text,
+                "  {}  sizes {:?}  writes {}  reads [{}]",
+                s.kernel,
+                s.launch.sizes,
+                name(&s.result),
+                reads.join(", ")
+            );
+            steps.push(json!({
+                "kernel": s.kernel.to_string(),
+                "sizes": s.launch.sizes,
+                "writes": name(&s.result),
+                "reads": reads,
+            }));
+        }
+        all.push(json!({
+            "op": describe_op(compiled, op),
+            "result": g.name(result).unwrap_or("?"),
+            "steps": steps,
+        }));
+    }
+    Ok((text, Value::Array(all)))
+}
+
 /// Where an origin is in the program, as ` (line N)`, or nothing.
 fn at_line(compiled: &Compiled, source: &str, origin: &Origin, axis: Option<u32>) -> String {
     compiled

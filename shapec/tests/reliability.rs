@@ -877,3 +877,35 @@ fn a_named_size_used_as_a_number_is_its_solved_value() {
         .unwrap();
     assert_eq!(mean["values"], serde_json::json!([[3.0], [2.0]]), "{v}");
 }
+
+#[test]
+fn infer_kernels_lists_each_operations_steps() {
+    let dir = scratch(
+        "kernels_listing",
+        &[(
+            "p.shape",
+            "input x: 2|8\ninput k: 3\ny = einsum(\"...|o=+a;a=>...|o\", x, k)\nm = einsum_max(\"...|o=+a:3=>...|o\", x)\n",
+        )],
+    );
+    let out = shapec_in(&dir, &["infer", "p.shape", "--kernels"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let listing = out.stdout.split("kernels:\n").nth(1).unwrap_or_default();
+    // The padded convolution: a copy into scratch, then the contraction.
+    assert!(
+        listing.contains("out = in0  sizes [2, 8]  writes scratch0  reads [x]"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("out += mul(in0, in1)  sizes [2, 8, 3]  writes y  reads [scratch0, k]"),
+        "{listing}"
+    );
+    // The padded max-pool first fills its scratch with -inf.
+    assert!(listing.contains("out = -inf"), "{listing}");
+    let out = shapec_in(&dir, &["infer", "p.shape", "--kernels", "--json"]);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["kernels"][0]["result"], "y");
+    assert_eq!(
+        v["kernels"][0]["steps"][1]["reads"],
+        serde_json::json!(["scratch0", "k"])
+    );
+}
