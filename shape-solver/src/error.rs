@@ -64,6 +64,9 @@ pub enum TotalElemsReason {
         /// How many times the unknown appears.
         power: u32,
     },
+    /// The sizes multiply past 2^64 − 1, which no size can hold (a row
+    /// count, `size n = ..r.. of x`).
+    Overflow,
 }
 
 impl TotalElemsReason {
@@ -77,6 +80,9 @@ impl TotalElemsReason {
                 "its known sizes multiply to {known}, and the {} left for one size appearing {power} times is not an integer power",
                 total / known.max(1)
             ),
+            TotalElemsReason::Overflow => {
+                "its sizes multiply past 2^64 - 1, which no size can hold".to_string()
+            }
         }
     }
 }

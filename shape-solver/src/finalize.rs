@@ -231,12 +231,12 @@ impl Solver {
                 let wholes: BTreeSet<DimVar> = pending.totals.iter().copied().collect();
                 let mut batch = Vec::new();
                 for v in wholes {
-                    if let Some((lub, _)) = s.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
-                        batch.push((v, lub));
+                    if let Some((lub, lw)) = s.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
+                        batch.push((v, lub, lw));
                     }
                 }
-                for (v, value) in batch {
-                    s.bind_dim(v, Dim::Known(value), fin, fin);
+                for (v, value, lw) in batch {
+                    s.bind_dim(v, Dim::Known(value), lw, lw);
                 }
                 s.run()?;
                 let mut batch = Vec::new();
@@ -245,16 +245,28 @@ impl Solver {
                         continue;
                     };
                     let value = match &b.lub {
-                        Some((k, w)) => (k.clone(), *w),
-                        None => s.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin)),
+                        Some((k, w)) => (k.clone(), *w, *w),
+                        None => match s.least_size(v) {
+                            Some((k, why)) => (k, why, fin),
+                            None => (KnownDim::one(), fin, fin),
+                        },
                     };
                     batch.push((v, value));
                 }
-                for (v, (value, why)) in batch {
+                for (v, (value, why, source)) in batch {
                     if s.env.dim_bounds(v).is_some() {
-                        s.bind_dim(v, Dim::Known(value), why, why);
+                        s.bind_dim(v, Dim::Known(value), why, source);
                     }
                 }
+                any_open = s.queue_all_open(&mut q);
+                pending = s.pending()?;
+                continue;
+            }
+            if !s.affine_released && pending.affine_held && !pending.counts_held {
+                // The same for convolutions, once no count is held (each
+                // with its own flag, so releasing one never lets two of a
+                // convolution's sizes close at once for the other's sake).
+                s.affine_released = true;
                 any_open = s.queue_all_open(&mut q);
                 pending = s.pending()?;
                 continue;
@@ -492,8 +504,9 @@ impl Solver {
         let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
         // Open rows of element counts that need one axis at least.
         let mut counted: Vec<RowVar> = Vec::new();
-        // Whether a row count's size is held back.
+        // Whether a row count's size, or a convolution's, is held back.
         let mut counts_held = false;
+        let mut affine_held = false;
         let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
@@ -589,7 +602,7 @@ impl Solver {
                         kernel,
                         why,
                         ..
-                    } if !self.counts_released => {
+                    } if !self.affine_released => {
                         // Of a convolution's unknown sizes only one may be
                         // closed by a default, and the constraint decides
                         // the others: closing two at once (to 1) fits no
@@ -605,11 +618,11 @@ impl Solver {
                         let (i, o, k) = (var(input, env)?, var(over, env)?, var(kernel, env)?);
                         if let Some(i) = i {
                             dims.insert(i);
-                            counts_held = true;
+                            affine_held = true;
                         }
                         if let (Some(o), Some(_)) = (o, k) {
                             dims.insert(o);
-                            counts_held = true;
+                            affine_held = true;
                         }
                     }
                     Constraint::DropFirst { whole, rest, .. } => {
@@ -699,6 +712,7 @@ impl Solver {
             },
             waiting,
             counts_held,
+            affine_held,
         })
     }
 
@@ -758,7 +772,9 @@ impl Solver {
     /// that fixed index's reason.
     fn close_dim_least(&mut self, v: DimVar, fin: Why) {
         let (value, why) = self.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin));
-        self.bind_dim(v, Dim::Known(value), why, why);
+        // The size is a policy (the fewest a fixed index allows), so its
+        // source is the default: a parameter closed this way is not given.
+        self.bind_dim(v, Dim::Known(value), why, fin);
     }
 
     /// Rule 4.
@@ -823,9 +839,21 @@ impl Solver {
             .filter(|v| !pending.dims.contains(v))
             .collect();
         if !dims.is_empty() {
-            for v in dims {
+            // Every least size first, then the bindings: binding one first
+            // would hide its fixed index from the dims above it (which
+            // `least_size` reaches through open dims only).
+            let least: Vec<(DimVar, (KnownDim, Why))> = dims
+                .iter()
+                .map(|&v| {
+                    (
+                        v,
+                        self.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin)),
+                    )
+                })
+                .collect();
+            for (v, (value, why)) in least {
                 if self.env.dim_bounds(v).is_some() {
-                    self.close_dim_least(v, fin);
+                    self.bind_dim(v, Dim::Known(value), why, fin);
                 }
             }
             self.run()?;
@@ -869,12 +897,8 @@ impl Solver {
             }
         }
         if leaves_only {
-            let mut leaves = Vec::new();
-            for &p in &parts {
-                if !self.reaches_any(p, &wholes) {
-                    leaves.push(p);
-                }
-            }
+            let above = self.at_or_above(&wholes);
+            let leaves: Vec<DimVar> = parts.difference(&above).copied().collect();
             if !leaves.is_empty() {
                 return Ok(leaves);
             }
@@ -882,25 +906,22 @@ impl Solver {
         Ok(parts.into_iter().collect())
     }
 
-    /// Whether `v` is one of `targets`, or above one through the open
-    /// dims it bounds from above.
-    fn reaches_any(&self, v: DimVar, targets: &BTreeSet<DimVar>) -> bool {
-        let mut seen = BTreeSet::from([v]);
-        let mut todo = vec![v];
+    /// `targets` and every open dim above one of them (through the dims
+    /// recorded above each), in one search: linear in what it reaches.
+    fn at_or_above(&self, targets: &BTreeSet<DimVar>) -> BTreeSet<DimVar> {
+        let mut seen = targets.clone();
+        let mut todo: Vec<DimVar> = targets.iter().copied().collect();
         while let Some(u) = todo.pop() {
-            if targets.contains(&u) {
-                return true;
-            }
             let Some(b) = self.env.dim_bounds(u) else {
                 continue;
             };
-            for &(s, _) in &b.subr {
-                if seen.insert(s) {
-                    todo.push(s);
+            for &(c, _) in &b.cur {
+                if seen.insert(c) {
+                    todo.push(c);
                 }
             }
         }
-        false
+        seen
     }
 
     fn underdetermined(&self, c: Constraint) -> ShapeError {
@@ -962,6 +983,8 @@ struct Pending {
     waiting: Option<Constraint>,
     /// Whether the size of a row count is held back (in `dims`).
     counts_held: bool,
+    /// Whether a convolution's sizes are held back (in `dims`).
+    affine_held: bool,
 }
 
 /// The fewest axes each operand row variable of `slices` (`(w, n, m,

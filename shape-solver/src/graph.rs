@@ -275,12 +275,7 @@ pub enum GraphError {
     },
     /// A parameter's shape, or a named size of an input, that nothing
     /// gives: only finalization's defaults would close it.
-    #[error(
-        "{} of {} is never given: {}",
-        what.describe(),
-        tensor,
-        what.remedy()
-    )]
+    #[error("{} is never given: {}", what.subject(tensor), what.remedy())]
     NotGiven {
         /// The parameter or input.
         tensor: TensorRef,
@@ -377,14 +372,25 @@ pub enum NotGiven {
     Axis(RowKind, usize),
     /// A size named in an input's declared shape.
     Named(Arc<str>),
+    /// A size the program names (`size d == e`) that nothing gives.
+    Size(Arc<str>),
 }
 
 impl NotGiven {
+    /// What is not given, of which tensor.
+    fn subject(&self, tensor: &TensorRef) -> String {
+        match self {
+            NotGiven::Size(name) => format!("the size `{name}`"),
+            _ => format!("{} of {tensor}", self.describe()),
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             NotGiven::Row(kind) => format!("the {kind} size"),
             NotGiven::Axis(kind, axis) => format!("the size of {kind} axis {axis}"),
             NotGiven::Named(name) => format!("the size `{name}` in the declared shape"),
+            NotGiven::Size(name) => format!("the size `{name}`"),
         }
     }
 
@@ -393,6 +399,10 @@ impl NotGiven {
             NotGiven::Row(_) | NotGiven::Axis(..) => {
                 "declare it, or require a shape downstream (a parameter's shape is inferred from \
                  its uses, never guessed)"
+            }
+            NotGiven::Size(_) => {
+                "give it a number, or tie it to a tensor's axis (`size d = j of y`); a size \
+                 is never guessed"
             }
             NotGiven::Named(_) => {
                 "give it as a number, or require a shape that fixes it (an input's named sizes \
@@ -448,6 +458,7 @@ pub struct Graph {
     /// variables by name (read by later specs that write the name).
     sizes: Vector<(Arc<str>, DimVar)>,
     size_dims: HashMap<Arc<str>, DimVar>,
+    size_ids: HashMap<Arc<str>, usize>,
     /// Size statements made so far (they number their origins).
     size_statements: usize,
 }
@@ -477,6 +488,7 @@ impl Graph {
             input_labels: Vector::new(),
             sizes: Vector::new(),
             size_dims: HashMap::new(),
+            size_ids: HashMap::new(),
             size_statements: 0,
         }
     }
@@ -1060,14 +1072,14 @@ impl Graph {
         let v = self.solver.fresh_dim();
         let name: Arc<str> = Arc::from(name);
         self.sizes.push_back((name.clone(), v));
-        self.size_dims.insert(name, v);
+        self.size_dims.insert(name.clone(), v);
+        self.size_ids.insert(name, self.sizes.len() - 1);
         SizeId(self.sizes.len() - 1)
     }
 
     /// The size called `name`, if the graph has one.
     pub fn size_named(&self, name: &str) -> Option<SizeId> {
-        let v = *self.size_dims.get(name)?;
-        self.sizes.iter().position(|(_, w)| *w == v).map(SizeId)
+        self.size_ids.get(name).copied().map(SizeId)
     }
 
     /// Every size the graph names, in order of first use.
@@ -1275,6 +1287,19 @@ impl Graph {
                         return Err(self.not_given(id, NotGiven::Axis(kind, axis)));
                     }
                 }
+            }
+        }
+        // A named size that only a default gives (`size d == e`, nothing
+        // else) is refused like an input's named size.
+        for (name, v) in self.sizes.iter() {
+            if solution.sized_by_default(&Dim::Var(*v))? {
+                return Err(GraphError::NotGiven {
+                    tensor: TensorRef {
+                        id: usize::MAX,
+                        name: name.clone(),
+                    },
+                    what: NotGiven::Size(name.clone()),
+                });
             }
         }
         for (id, name, v) in self.input_labels.iter() {

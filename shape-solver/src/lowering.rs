@@ -403,7 +403,9 @@ impl SolvedGraph {
     /// drop out, and a diagonal's two terms share their iterator.
     ///
     /// This is the size-independent form a code generator emits; the
-    /// launch's strides are these expressions evaluated at concrete sizes.
+    /// launch's strides are these expressions evaluated at concrete sizes
+    /// (for an operand read through padded affine axes, the sizes of its
+    /// padded copy, which the lowering makes first).
     pub fn index_expressions(&self, op: OpId) -> Result<Vec<SymExpr>, GraphError> {
         let (_, operands, result) = self.op_parts(op)?;
         let p = self.projections(op)?;

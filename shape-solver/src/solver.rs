@@ -95,6 +95,8 @@ pub struct Solver {
     /// Whether finalization stopped holding back the sizes of row counts
     /// (set once nothing else is left to close).
     pub(crate) counts_released: bool,
+    /// Whether finalization stopped holding back convolutions' sizes.
+    pub(crate) affine_released: bool,
     /// Row variables finalization closed by a default rather than by a
     /// fact: rules 3 and 5, and rule 2 when the bound it took leaves no
     /// axis and was itself closed by a default. Empty outside
@@ -463,17 +465,27 @@ impl Solver {
         let tail = rr.tail;
         let dims: Vec<Dim> = rr.dims.to_vec();
         let mut unknown = vec![count_var];
-        let mut product: u64 = 1;
+        let mut product: Option<u64> = Some(1);
         for d in &dims {
             match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } => product = product.saturating_mul(value.size()),
+                ResolvedDim::Known { value, .. } => {
+                    product = product.and_then(|p| p.checked_mul(value.size()))
+                }
                 ResolvedDim::Var(v) => unknown.push(v),
             }
         }
         if tail == RowTail::Closed && unknown.len() == 1 {
-            // A product past 2^64 - 1 stays at it: no size can equal it,
-            // so the count conflicts with whatever gives it.
-            let value = KnownDim::new(NonZeroU64::new(product).unwrap_or(NonZeroU64::MIN));
+            let Some(value) = product.and_then(KnownDim::of) else {
+                let rr = self.env.resolve_row(&row)?;
+                let fact = self.row_fact(&rr);
+                return Err(ShapeError::TotalElems {
+                    context: self.origin_arc(why.origin),
+                    row: Box::new(fact),
+                    total: u64::MAX,
+                    known_product: u64::MAX,
+                    reason: TotalElemsReason::Overflow,
+                });
+            };
             return self.unify_dim(&Dim::Var(count_var), &Dim::Known(value), why);
         }
         let open = match tail {
@@ -538,6 +550,10 @@ impl Solver {
                 .ok_or_else(|| fail(solver))?;
             solver.unify_dim(dim, &Dim::Known(known), *why)
         };
+        // Sizes and factors are below 2^64, so these products fit in u128;
+        // their sums are checked.
+        let span = |k: u128| (d * (k - 1)).checked_add(1);
+        let reach = |o: u128, k: u128| span(k).and_then(|e| (s * (o - 1)).checked_add(e));
         if *padded {
             return match (i, o) {
                 (Some(i), Some(o)) if i != s * o => Err(fail(self)),
@@ -552,12 +568,13 @@ impl Solver {
         }
         // Without padding: input = s (o - 1) + d (k - 1) + 1.
         match (i, o, k) {
-            (Some(i), Some(o), Some(k)) if i != s * (o - 1) + d * (k - 1) + 1 => Err(fail(self)),
+            (Some(i), Some(o), Some(k)) if reach(o, k) != Some(i) => Err(fail(self)),
             (Some(_), Some(_), Some(_)) => Ok(()),
-            (None, Some(o), Some(k)) => set(self, input, Some(s * (o - 1) + d * (k - 1) + 1)),
+            (None, Some(o), Some(k)) => set(self, input, reach(o, k)),
             (Some(i), None, Some(k)) => {
-                let span = d * (k - 1) + 1;
-                let o = (i >= span && (i - span) % s == 0).then(|| (i - span) / s + 1);
+                let o = span(k)
+                    .filter(|&e| i >= e && (i - e) % s == 0)
+                    .map(|e| (i - e) / s + 1);
                 set(self, over, o)
             }
             (Some(i), Some(o), None) => {

@@ -52,8 +52,9 @@ pub struct SourceMap {
     tensors: Vec<TensorSite>,
     ops: Vec<Span>,
     requires: Vec<(usize, String, Span)>,
-    /// Size statements, in order (their origins number them).
-    sizes: Vec<Span>,
+    /// Size statements, in order (their origins number them), with the
+    /// size each names.
+    sizes: Vec<(String, Span)>,
 }
 
 impl SourceMap {
@@ -90,7 +91,7 @@ impl SourceMap {
                 site.values.clone().or(Some(site.span.clone()))
             }
             Origin::Op { op, .. } | Origin::OpRow { op, .. } => self.op_span(op.id),
-            Origin::Size { statement, .. } => self.sizes.get(*statement).cloned(),
+            Origin::Size { statement, .. } => self.sizes.get(*statement).map(|(_, s)| s.clone()),
             Origin::Direct { .. } | Origin::Finalization => None,
         }
     }
@@ -130,6 +131,18 @@ impl SourceMap {
                         text: format!("{} comes from {}", fact.value, fact.place()),
                     });
                 }
+            }
+        } else if let GraphError::NotGiven {
+            what: shape_solver::NotGiven::Size(name),
+            ..
+        } = &error
+        {
+            // Placed at the first statement about the size.
+            if let Some((_, span)) = self.sizes.iter().find(|(n, _)| **n == **name) {
+                primary = Some(Note {
+                    span: span.clone(),
+                    text: String::new(),
+                });
             }
         } else if let GraphError::NotGiven { tensor, .. } = &error {
             // Placed at the declaration of the tensor nothing gives a
@@ -405,7 +418,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
         }
         Statement::Size { name, source, span } => {
             let s = c.graph.size(&name.text);
-            c.map.sizes.push(span.clone());
+            c.map.sizes.push((name.text.clone(), span.clone()));
             let result = match source {
                 SizeSource::Number(n, _) => c.graph.set_size(s, *n),
                 SizeSource::Size(other) => match c.graph.size_named(&other.text) {

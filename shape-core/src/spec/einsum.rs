@@ -166,11 +166,24 @@ impl EinsumSpec {
             .axes()
             .flat_map(|(_, a)| axis_labels(&a.kind))
             .collect();
+        // A kernel that only affine indices name is a loop of its own per
+        // index: one label for two of them would read a full window where
+        // a tied label means one diagonal.
+        let mut taps_labels: HashSet<&str> = HashSet::new();
         for (i, o) in self.operands.iter().enumerate() {
             for (_, axis) in o.axes() {
                 let AxisKind::Affine(a) = &axis.kind else {
                     continue;
                 };
+                if let Some((k, Some(_))) = &a.kernel {
+                    if !taps_labels.insert(k.as_str()) {
+                        return Err(err(
+                            axis.span.clone(),
+                            "a kernel size label (`k:3`) used by one affine index only",
+                            format!("`{k}` again: give each window's kernel its own label"),
+                        ));
+                    }
+                }
                 if !result_labels.contains(a.over.as_str()) {
                     return Err(err(
                         axis.span.clone(),

@@ -355,3 +355,21 @@ fn a_convolution_with_two_unknown_sizes_closes_the_same_in_every_order() {
         assert_eq!((size(input), size(kernel)), (2, 1), "order {order:?}");
     }
 }
+
+#[test]
+fn convolution_review_findings() {
+    // Sizes near 2^64 with large factors: an error, never an overflow.
+    let big = u64::MAX;
+    let out = infer(&format!(
+        "input x: {big}\ninput w: {big}\ny = einsum(\"{big}*o<+{big}*a;a=>o\", x, w)\nrequire y: {big}"
+    ));
+    assert!(out.starts_with("error[affine]"), "{out}");
+    // One kernel size label for two windows would read a full window
+    // where a tied label means a diagonal: refused.
+    let out = infer("input x: 6,6\nm = einsum_max(\"2*o<+k:2,2*p<+k:2=>o,p\", x)");
+    assert!(out.starts_with("error[spec]"), "{out}");
+    assert!(
+        out.contains("give each window's kernel its own label"),
+        "{out}"
+    );
+}

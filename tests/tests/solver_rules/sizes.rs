@@ -192,3 +192,25 @@ fn a_count_under_a_size_above_it_is_released_at_the_end() {
     let sol = f.s.finalize().expect("solvable");
     assert_eq!(sol.dim(&v(d0)).unwrap(), sol.dim(&v(d3)).unwrap());
 }
+
+#[test]
+fn review_findings_are_errors_not_silent_answers() {
+    // A row count past 2^64 - 1 is an error, not a size of 2^64 - 1.
+    let out = infer(
+        "input x: 4294967296, 4294967296\ns = permute(\"..r..=>..r..\", x)\nsize n = ..r.. of s",
+    );
+    assert!(out.starts_with("error[total_elems]"), "{out}");
+    assert!(out.contains("multiply past 2^64 - 1"), "{out}");
+    // A named size that nothing gives is refused, at its statement.
+    let out = infer("input x: 3\nsize d = d");
+    assert!(
+        out.starts_with("error[not_given] line 2: the size `d` is never given"),
+        "{out}"
+    );
+    // A parameter's axis sized only by a fixed index is a default too.
+    let out = infer("input x: 4\nparam w\ny = einsum(\"i;i,2=>i\", x, w)");
+    assert!(
+        out.starts_with("error[not_given] line 2: the size of output axis 1 of `w`"),
+        "{out}"
+    );
+}
