@@ -262,11 +262,12 @@ impl Solver {
                 pending = s.pending()?;
                 continue;
             }
-            if !s.affine_released && pending.affine_held && !pending.counts_held {
+            if s.affine_released < 2 && pending.affine_held && !pending.counts_held {
                 // The same for convolutions, once no count is held (each
                 // with its own flag, so releasing one never lets two of a
-                // convolution's sizes close at once for the other's sake).
-                s.affine_released = true;
+                // convolution's sizes close at once for the other's sake),
+                // in two stages: outputs first, inputs last.
+                s.affine_released += 1;
                 any_open = s.queue_all_open(&mut q);
                 pending = s.pending()?;
                 continue;
@@ -600,9 +601,10 @@ impl Solver {
                         input,
                         over,
                         kernel,
+                        padded,
                         why,
                         ..
-                    } if !self.affine_released => {
+                    } if self.affine_released < 2 => {
                         // Of a convolution's unknown sizes only one may be
                         // closed by a default, and the constraint decides
                         // the others: closing two at once (to 1) fits no
@@ -616,11 +618,14 @@ impl Solver {
                             Err(e) => Err(e),
                         };
                         let (i, o, k) = (var(input, env)?, var(over, env)?, var(kernel, env)?);
+                        // With padding the kernel does not enter the sizes:
+                        // the output closes, then the input follows.
                         if let Some(i) = i {
                             dims.insert(i);
                             affine_held = true;
                         }
-                        if let (Some(o), Some(_)) = (o, k) {
+                        if let (Some(o), Some(_), false, 0) = (o, k, *padded, self.affine_released)
+                        {
                             dims.insert(o);
                             affine_held = true;
                         }
@@ -842,15 +847,20 @@ impl Solver {
             // Every least size first, then the bindings: binding one first
             // would hide its fixed index from the dims above it (which
             // `least_size` reaches through open dims only).
-            let least: Vec<(DimVar, (KnownDim, Why))> = dims
+            // Those a fixed index raises above 1 close first, alone: the
+            // dims below them then take them as least upper bounds (rule
+            // 1), as they do when the raised dims close by rule 4 in
+            // another order of the constraints.
+            let raised: Vec<(DimVar, (KnownDim, Why))> = dims
                 .iter()
-                .map(|&v| {
-                    (
-                        v,
-                        self.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin)),
-                    )
-                })
+                .filter_map(|&v| self.least_size(v).map(|l| (v, l)))
+                .filter(|(_, (k, _))| !k.is_one())
                 .collect();
+            let least: Vec<(DimVar, (KnownDim, Why))> = if raised.is_empty() {
+                dims.iter().map(|&v| (v, (KnownDim::one(), fin))).collect()
+            } else {
+                raised
+            };
             for (v, (value, why)) in least {
                 if self.env.dim_bounds(v).is_some() {
                     self.bind_dim(v, Dim::Known(value), why, fin);

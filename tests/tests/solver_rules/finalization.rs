@@ -211,3 +211,33 @@ fn parameters_given_by_their_uses_declarations_or_requirements_are_inferred() {
     t : |->
     ");
 }
+
+#[test]
+fn a_fixed_index_minimum_in_a_cycle_closes_the_same_in_every_order() {
+    // proptest-regressions/solver_properties.txt: d2 = d4, d1 >= d3,
+    // d2 >= d1, d1 at least 2, [d4] >= [d2]. Rule 5 closed the cycle's dims
+    // at once, d3 (below d1) to 1, where in another order d1 closed by rule
+    // 4 and d3 took it as its least upper bound, 2. Rule 5 now closes the
+    // raised dims alone first.
+    let mut f = Fixture::new();
+    let d: Vec<_> = (0..5).map(|_| f.dim()).collect();
+    let at_least = shape_solver::Constraint::DimAtLeast {
+        dim: v(d[1]),
+        min: 2.try_into().unwrap(),
+        why: f.why,
+    };
+    let cs = [
+        f.eq(v(d[2]), v(d[4])),
+        f.ge(v(d[1]), v(d[3])),
+        f.ge(v(d[2]), v(d[1])),
+        at_least,
+        f.row_ge(closed([v(d[4])]), closed([v(d[2])])),
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let sol = s
+            .finalize()
+            .unwrap_or_else(|e| panic!("order {order:?}: {e}"));
+        let sizes: Vec<u64> = d.iter().map(|&x| sol.dim(&v(x)).unwrap().size()).collect();
+        assert_eq!(sizes[1..4], [2, 2, 2], "order {order:?}");
+    }
+}

@@ -373,3 +373,35 @@ fn convolution_review_findings() {
         "{out}"
     );
 }
+
+#[test]
+fn a_padded_convolution_whose_output_is_its_kernel_closes_in_every_order() {
+    // proptest-regressions/solver_properties.txt: a padded convolution's
+    // output and kernel are one size. The output waited for the kernel,
+    // that is for itself, until both holds were released at once.
+    use crate::{accepted_in_every_order, closed, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let (input, o, other) = (f.dim(), f.dim(), f.dim());
+    let conv = Constraint::DimAffine {
+        input: v(input),
+        over: v(o),
+        kernel: v(o),
+        stride: 2.try_into().unwrap(),
+        dilation: 1.try_into().unwrap(),
+        padded: true,
+        why: f.why,
+    };
+    let cs = [
+        f.eq(v(o), v(other)),
+        conv,
+        f.row_ge(closed([v(other)]), closed([v(o)])),
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let sol = s
+            .finalize()
+            .unwrap_or_else(|e| panic!("order {order:?}: {e}"));
+        let size = |x| sol.dim(&v(x)).unwrap().size();
+        assert_eq!((size(input), size(o)), (2, 1), "order {order:?}");
+    }
+}
