@@ -23,6 +23,10 @@ pub enum BufferRef {
     Operand(usize),
     /// Scratch buffer `n` of [`Lowered::scratch`].
     Scratch(usize),
+    /// A tensor of the graph that is not the operation's own operand: a
+    /// step fused from the operation that read it (see
+    /// [`crate::RunPlan`]).
+    Tensor(crate::TensorId),
 }
 
 /// One kernel execution of a lowered operation.

@@ -18,8 +18,9 @@ use petgraph::visit::{Dfs, NodeFiltered, Reversed};
 use shape_core::{Backend, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph, TensorId, TensorKind};
-use crate::lowering::{BufferRef, Lowered};
+use crate::lowering::{BufferRef, Lowered, Step};
 use crate::origin::{OpRef, TensorRef};
+use shape_core::kernel::{Expr, Kernel, Launch};
 
 /// A tensor's values on the host, in memory order (batch, output, input;
 /// row-major), with the sizes of its axes in that order.
@@ -171,9 +172,19 @@ impl Inputs {
 pub struct RunOptions {
     /// The batch index that batch slices take.
     pub slice: u64,
+    /// Whether planning leaves every operation its own kernels (no
+    /// fusion of pointwise chains; see [`SolvedGraph::plan`]).
+    pub unfused: bool,
 }
 
 impl RunOptions {
+    /// These options without fusion: every operation runs its own
+    /// kernels and writes its result.
+    pub fn unfused(mut self) -> RunOptions {
+        self.unfused = true;
+        self
+    }
+
     /// These options with batch slices taking index `slice`.
     pub fn with_slice(mut self, slice: u64) -> RunOptions {
         self.slice = slice;
@@ -408,10 +419,16 @@ impl SolvedGraph {
     /// let b = g.unary("exp", a)?;
     /// let c = g.unary("neg", b)?;
     /// let _unused = g.unary("log", x)?;
-    /// let plan = g.solve()?.plan(&[c], &RunOptions::default())?;
-    /// assert_eq!(plan.ops().len(), 3); // `log` is not needed
-    /// // Two buffers of 4000 bytes: `b` reuses `x`'s once `a` has read it,
-    /// // and `c` reuses `a`'s.
+    /// let solved = g.solve()?;
+    /// // `log` is not needed; relu, exp and neg fuse into one kernel, and
+    /// // `a` and `b` are never written.
+    /// let plan = solved.plan(&[c], &RunOptions::default())?;
+    /// assert_eq!(plan.ops().len(), 1);
+    /// assert_eq!(plan.ops()[0].lowered.steps[0].kernel.to_string(), "for [i0]: out = neg(exp(relu(in0)))");
+    /// // Without fusion, two buffers of 4000 bytes: `b` reuses `x`'s once
+    /// // `a` has read it, and `c` reuses `a`'s.
+    /// let plan = solved.plan(&[c], &RunOptions::default().unfused())?;
+    /// assert_eq!(plan.ops().len(), 3);
     /// assert_eq!(plan.peak_bytes(), 8_000);
     /// # Ok::<(), shape_solver::GraphError>(())
     /// ```
@@ -458,13 +475,27 @@ impl SolvedGraph {
             .map(|n| deps[n])
             .collect();
 
+        // Lower every operation, then fuse pointwise chains.
+        let mut lowered: Vec<Option<Lowered>> = Vec::with_capacity(order.len());
+        for &op in &order {
+            lowered.push(Some(self.lower(op, options)?));
+        }
+        if !options.unfused {
+            fuse_pointwise(graph, &order, &mut lowered, &seen);
+        }
+        let kept: Vec<(OpId, Lowered)> = order
+            .iter()
+            .zip(lowered)
+            .filter_map(|(&op, l)| l.map(|l| (op, l)))
+            .collect();
+
         // The last step that reads each tensor; outputs live to the end.
         let mut last_use: HashMap<TensorId, usize> = HashMap::new();
         let mut leaves = Vec::new();
         let mut leaf_seen = HashSet::new();
-        for (step, &op) in order.iter().enumerate() {
-            let (_, operands, _) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
-            for &t in operands {
+        for (step, (op, l)) in kept.iter().enumerate() {
+            let (_, operands, _) = graph.op(*op).ok_or(GraphError::UnknownOp(op.index()))?;
+            for t in read_tensors(l, operands) {
                 last_use.insert(t, step);
                 if graph.producer(t).is_none() && leaf_seen.insert(t) {
                     leaves.push(t);
@@ -476,7 +507,7 @@ impl SolvedGraph {
                 leaves.push(t);
             }
         }
-        let mut releases: Vec<Vec<TensorId>> = vec![Vec::new(); order.len()];
+        let mut releases: Vec<Vec<TensorId>> = vec![Vec::new(); kept.len()];
         let mut leaf_releases = Vec::new();
         for (&t, &step) in &last_use {
             if !seen.contains(&t) {
@@ -502,9 +533,8 @@ impl SolvedGraph {
             memory.allocated += len * 4;
         }
         memory.note();
-        let mut ops = Vec::with_capacity(order.len());
-        for (step, op) in order.into_iter().enumerate() {
-            let lowered = self.lower(op, options)?;
+        let mut ops = Vec::with_capacity(kept.len());
+        for (step, (op, lowered)) in kept.into_iter().enumerate() {
             let (_, _, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
             let result_len = self.len_of(result)?;
             memory.acquire(&mut pool, result_len);
@@ -695,7 +725,9 @@ impl SolvedGraph {
                     BufferRef::Scratch(i) => scratch.get_mut(i).ok_or_else(|| {
                         invalid(index, "writes a scratch buffer it does not declare")
                     })?,
-                    BufferRef::Operand(_) => return Err(invalid(index, "writes an operand")),
+                    BufferRef::Operand(_) | BufferRef::Tensor(_) => {
+                        return Err(invalid(index, "writes an operand"))
+                    }
                 };
                 let mut target = slot
                     .take()
@@ -706,6 +738,7 @@ impl SolvedGraph {
                     .map(|r| match *r {
                         BufferRef::Result => out.as_ref(),
                         BufferRef::Operand(i) => operands.get(i).and_then(|t| buffers.get(t)),
+                        BufferRef::Tensor(t) => buffers.get(&t),
                         BufferRef::Scratch(i) => scratch.get(i).and_then(Option::as_ref),
                     })
                     .collect();
@@ -716,7 +749,9 @@ impl SolvedGraph {
                     .map_err(failed(backend))?;
                 match step.result {
                     BufferRef::Scratch(i) => scratch[i] = Some(target),
-                    BufferRef::Result | BufferRef::Operand(_) => out = Some(target),
+                    BufferRef::Result | BufferRef::Operand(_) | BufferRef::Tensor(_) => {
+                        out = Some(target)
+                    }
                 }
             }
             for (b, &len) in scratch.into_iter().zip(&lowered.scratch) {
@@ -746,6 +781,191 @@ impl SolvedGraph {
             values.insert(t, tensor);
         }
         Ok(RunOutputs { tensors: values })
+    }
+}
+
+/// The tensors the steps of `l` read, for an operation with `operands`.
+fn read_tensors<'a>(
+    l: &'a Lowered,
+    operands: &'a [TensorId],
+) -> impl Iterator<Item = TensorId> + 'a {
+    l.steps
+        .iter()
+        .flat_map(|s| &s.operands)
+        .filter_map(|r| match *r {
+            BufferRef::Operand(i) => operands.get(i).copied(),
+            BufferRef::Tensor(t) => Some(t),
+            BufferRef::Result | BufferRef::Scratch(_) => None,
+        })
+}
+
+/// The most tensors a fused kernel reads: each is a buffer binding on a
+/// GPU, where 8 storage buffers per stage is a common limit.
+const FUSED_OPERANDS: usize = 6;
+
+/// Fuses pointwise chains in a plan's operations, in place: an
+/// operation lowered to one step without reductions, whose result only
+/// one step reads (and is not an output), moves into that reader when the
+/// reader's step also has no reductions, runs over the same loop, and
+/// reads the result exactly where the producer writes it. The reader's
+/// kernel then computes the producer's body where it loaded the result,
+/// and the intermediate tensor is never written (`None` in `lowered`).
+///
+/// The values are the same: each element is computed by the same scalar
+/// operations in the same order, only without the round trip through
+/// memory.
+fn fuse_pointwise(
+    graph: &crate::Graph,
+    order: &[OpId],
+    lowered: &mut [Option<Lowered>],
+    outputs: &HashSet<TensorId>,
+) {
+    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
+    // How many steps read each tensor.
+    let mut readers: HashMap<TensorId, usize> = HashMap::new();
+    for (&op, l) in order.iter().zip(lowered.iter()) {
+        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
+            for t in read_tensors(l, operands) {
+                *readers.entry(t).or_default() += 1;
+            }
+        }
+    }
+    for c in 0..order.len() {
+        let Some((_, c_operands, _)) = graph.op(order[c]) else {
+            continue;
+        };
+        // Each operand in turn; a fused producer's own operands are then
+        // candidates too (through `BufferRef::Tensor`).
+        let mut j = 0;
+        while let Some(consumer) = lowered[c].as_ref() {
+            let [step] = consumer.steps.as_slice() else {
+                break;
+            };
+            if j >= step.operands.len() {
+                break;
+            }
+            let t = match step.operands[j] {
+                BufferRef::Operand(i) => c_operands.get(i).copied(),
+                BufferRef::Tensor(t) => Some(t),
+                _ => None,
+            };
+            let producer = t
+                .filter(|t| !outputs.contains(t) && readers.get(t) == Some(&1))
+                .and_then(|t| graph.producer(t))
+                .and_then(|p| position.get(&p).copied())
+                .filter(|&p| p < c);
+            let fused = producer.and_then(|p| {
+                let (_, p_operands, _) = graph.op(order[p])?;
+                let made = lowered[p].as_ref()?;
+                let [inner] = made.steps.as_slice() else {
+                    return None;
+                };
+                fuse_step(step, j, c_operands, inner, p_operands).map(|s| (p, s))
+            });
+            match fused {
+                Some((p, s)) => {
+                    lowered[p] = None;
+                    if let Some(l) = lowered[c].as_mut() {
+                        l.steps = vec![s];
+                    }
+                    // Operand `j` is now the producer's first operand.
+                }
+                None => j += 1,
+            }
+        }
+    }
+}
+
+/// `outer` with its operand `j` (the result of `inner`) computed in place
+/// by `inner`'s body, or `None` when they cannot be fused.
+fn fuse_step(
+    outer: &Step,
+    j: usize,
+    outer_operands: &[TensorId],
+    inner: &Step,
+    inner_operands: &[TensorId],
+) -> Option<Step> {
+    use shape_core::kernel::{Accumulate, IterKind};
+    let plain = |s: &Step| {
+        s.result == BufferRef::Result
+            && s.kernel.accumulate == Accumulate::Assign
+            && s.kernel.iterators.iter().all(|k| *k == IterKind::Parallel)
+            && s.launch.races == shape_core::Races::Refused
+            && s.operands
+                .iter()
+                .all(|r| !matches!(r, BufferRef::Scratch(_) | BufferRef::Result))
+    };
+    let same_loop = outer.launch.sizes == inner.launch.sizes
+        && outer.launch.operands.get(j) == Some(&inner.launch.result);
+    let count = outer.operands.len() - 1 + inner.operands.len();
+    if !(plain(outer) && plain(inner) && same_loop && count <= FUSED_OPERANDS) {
+        return None;
+    }
+    // Operands: the outer ones before `j`, the inner ones, the outer ones
+    // after `j`; every reference to a tensor by name.
+    let name = |r: &BufferRef, operands: &[TensorId]| match *r {
+        BufferRef::Operand(i) => operands.get(i).map(|&t| BufferRef::Tensor(t)),
+        other => Some(other),
+    };
+    let n = inner.operands.len();
+    let mut refs = Vec::with_capacity(count);
+    let mut layouts = Vec::with_capacity(count);
+    for (k, (r, l)) in outer
+        .operands
+        .iter()
+        .zip(&outer.launch.operands)
+        .enumerate()
+    {
+        if k == j {
+            for (r, l) in inner.operands.iter().zip(&inner.launch.operands) {
+                refs.push(name(r, inner_operands)?);
+                layouts.push(l.clone());
+            }
+        } else {
+            refs.push(name(r, outer_operands)?);
+            layouts.push(l.clone());
+        }
+    }
+    let inner_body = remap(&inner.kernel.body, &|m| Expr::Load(j + m));
+    let body = remap(&outer.kernel.body, &|k| match k.cmp(&j) {
+        std::cmp::Ordering::Less => Expr::Load(k),
+        std::cmp::Ordering::Equal => inner_body.clone(),
+        std::cmp::Ordering::Greater => Expr::Load(k - 1 + n),
+    });
+    Some(Step {
+        kernel: Kernel::new(
+            outer.kernel.iterators.clone(),
+            count,
+            body,
+            Accumulate::Assign,
+        ),
+        launch: Launch::new(
+            outer.launch.sizes.clone(),
+            outer.launch.result.clone(),
+            layouts,
+        ),
+        result: BufferRef::Result,
+        operands: refs,
+    })
+}
+
+/// `e` with each load of operand `k` replaced by `load(k)`.
+fn remap(e: &Expr, load: &dyn Fn(usize) -> Expr) -> Expr {
+    match e {
+        Expr::Load(k) => load(*k),
+        Expr::Unary(op, a) => Expr::Unary(*op, Box::new(remap(a, load))),
+        Expr::Binary(op, a, b) => {
+            Expr::Binary(*op, Box::new(remap(a, load)), Box::new(remap(b, load)))
+        }
+        Expr::Compare(op, a, b) => {
+            Expr::Compare(*op, Box::new(remap(a, load)), Box::new(remap(b, load)))
+        }
+        Expr::Select(c, a, b) => Expr::Select(
+            Box::new(remap(c, load)),
+            Box::new(remap(a, load)),
+            Box::new(remap(b, load)),
+        ),
+        other => other.clone(),
     }
 }
 

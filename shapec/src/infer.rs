@@ -86,19 +86,25 @@ pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, C
     Ok(json!({ "tensors": tensors }))
 }
 
-/// The kernels each operation becomes in a run with the default options:
-/// as text (one block per operation, one line per step) and as JSON
+/// The kernels a run of the program executes (`shapec run`, with the
+/// default options: pointwise chains fused), by the operation that runs
+/// them: as text (one block per operation, one line per step) and as JSON
 /// (`[{"op", "result", "steps": [{"kernel", "sizes", "writes", "reads"}]}]`).
 pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Value), CliError> {
     let g = &compiled.graph;
     let (mut text, mut all) = (String::new(), Vec::new());
-    for op in g.op_ids() {
+    let plan = solved
+        .plan(&compiled.results, &shape_solver::RunOptions::default())
+        .map_err(located(compiled))?;
+    // In program order (the plan's is one topological order of many).
+    let mut planned_ops: Vec<_> = plan.ops().iter().collect();
+    planned_ops.sort_by_key(|p| p.op.index());
+    for planned in planned_ops {
+        let op = planned.op;
         let Some((_, operands, result)) = g.op(op) else {
             continue;
         };
-        let lowered = solved
-            .lower(op, &shape_solver::RunOptions::default())
-            .map_err(located(compiled))?;
+        let lowered = &planned.lowered;
         let name = |b: &shape_solver::BufferRef| match b {
             shape_solver::BufferRef::Result => g.name(result).unwrap_or("?").to_string(),
             shape_solver::BufferRef::Operand(i) => operands
@@ -107,6 +113,7 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
                 .unwrap_or("?")
                 .to_string(),
             shape_solver::BufferRef::Scratch(i) => format!("scratch{i}"),
+            shape_solver::BufferRef::Tensor(t) => g.name(*t).unwrap_or("?").to_string(),
         };
         let _ = writeln!(
             text,

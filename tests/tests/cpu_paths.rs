@@ -8,7 +8,7 @@ use proptest::test_runner::FileFailurePersistence;
 use shape_core::coalesce::coalesce;
 use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
-use shape_tests::programs::programs;
+use shape_tests::programs::{programs, Program};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -28,6 +28,27 @@ proptest! {
         let coalesced = CpuBackend::coalesced().run_solved(&solved, &p).unwrap();
         for t in &p.results {
             prop_assert_eq!(bits(&reference[t]), bits(&coalesced[t]), "tensor {}", p.graph.name(*t).unwrap());
+        }
+    }
+
+    /// Fusion (issue 18): with only the last result asked for, pointwise
+    /// chains fuse into single kernels; the values must be bit-identical
+    /// to the unfused plan's on both CPU paths.
+    #[test]
+    fn fused_plans_equal_unfused_ones(p in programs(8)) {
+        let solved = p.graph.solve().unwrap();
+        let Some(&last) = p.results.last() else { return Ok(()) };
+        let only_last = Program {
+            graph: p.graph.clone(),
+            inputs: p.inputs.clone(),
+            results: vec![last],
+            options: p.options.clone(),
+        };
+        let unfused = Program { options: p.options.clone().unfused(), ..only_last.clone() };
+        for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
+            let fused = cpu.run_solved(&solved, &only_last).unwrap();
+            let plain = cpu.run_solved(&solved, &unfused).unwrap();
+            prop_assert_eq!(bits(&fused[&last]), bits(&plain[&last]));
         }
     }
 

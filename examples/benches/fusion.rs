@@ -1,0 +1,140 @@
+//! Fusion (issue 18, item 3): a three-layer MLP forward pass at width 1024,
+//! `relu(w @ x + b)` per layer, planned with and without fusion: kernels
+//! launched, bytes the kernels read and write, and the time of a run on
+//! the CPU backend and, where an adapter exists, on wgpu (printed first).
+//!
+//! `cargo bench -p shape-examples --bench fusion [-- ROUNDS]`
+//!
+//! The bias add and the relu of each layer fuse into one kernel; the
+//! contraction before them keeps its own (a contraction epilogue is not
+//! fused yet). Times are medians of the rounds (default 5), measured in
+//! the same process one after the other.
+
+use std::time::Instant;
+
+use backend_cpu::CpuBackend;
+use backend_wgpu::WgpuBackend;
+use shape_core::Backend;
+use shape_solver::{
+    BufferRef, Graph, HostTensor, Inputs, RunOptions, RunPlan, SolvedGraph, TensorId,
+};
+
+const WIDTH: u64 = 1024;
+const BATCH: u64 = 16;
+
+fn network() -> (SolvedGraph, Vec<(TensorId, u64)>, TensorId) {
+    let mut g = Graph::new();
+    let x = g.input("x", &format!("{BATCH}|{WIDTH}")).expect("a spec");
+    let mut leaves = vec![(x, BATCH * WIDTH)];
+    let mut h = x;
+    for layer in 0..3 {
+        let w = g
+            .parameter_with_spec(&format!("w{layer}"), &format!("{WIDTH}->{WIDTH}"))
+            .expect("a spec");
+        let b = g
+            .parameter_with_spec(&format!("b{layer}"), &WIDTH.to_string())
+            .expect("a spec");
+        leaves.push((w, WIDTH * WIDTH));
+        leaves.push((b, WIDTH));
+        let z = g.compose(w, h).expect("a layer");
+        let z = g.add(z, b).expect("a bias");
+        h = g.unary("relu", z).expect("an activation");
+    }
+    (g.solve().expect("the network solves"), leaves, h)
+}
+
+/// Kernels launched and bytes their launches read and write.
+fn traffic(plan: &RunPlan) -> (usize, u128) {
+    let mut kernels = 0;
+    let mut bytes = 0u128;
+    for op in plan.ops() {
+        for step in &op.lowered.steps {
+            kernels += 1;
+            let reads: u128 = step
+                .launch
+                .operands
+                .iter()
+                .zip(&step.operands)
+                .filter(|(_, r)| !matches!(r, BufferRef::Result))
+                .map(|(l, _)| u128::from(l.len))
+                .sum();
+            bytes += (reads + u128::from(step.launch.result.len)) * 4;
+        }
+    }
+    (kernels, bytes)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time_runs<B: Backend>(
+    backend: &mut B,
+    solved: &SolvedGraph,
+    leaves: &[(TensorId, u64)],
+    out: TensorId,
+    options: &RunOptions,
+    rounds: usize,
+) -> f64 {
+    let plan = solved.plan(&[out], options).expect("a plan");
+    let mut times = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let mut inputs = Inputs::new();
+        for &(t, n) in leaves {
+            let dims = solved.shape(t).expect("a shape").memory_dims();
+            let values = (0..n).map(|i| ((i % 7) as f32 - 3.0) / 64.0).collect();
+            inputs = inputs.with(t, HostTensor::new(dims, values).expect("values"));
+        }
+        let start = Instant::now();
+        solved
+            .run_plan(backend, &plan, inputs)
+            .expect("the network runs");
+        times.push(start.elapsed().as_secs_f64());
+    }
+    median(times)
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(5);
+    let (solved, leaves, out) = network();
+    let fused = RunOptions::default();
+    let unfused = RunOptions::default().unfused();
+    for (name, options) in [("unfused", &unfused), ("fused", &fused)] {
+        let (kernels, bytes) = traffic(&solved.plan(&[out], options).expect("a plan"));
+        println!(
+            "{name:>8}: {kernels} kernels, {:.1} MB read and written",
+            bytes as f64 / 1e6
+        );
+    }
+    let mut cpu = CpuBackend::coalesced();
+    let (u, f) = (
+        time_runs(&mut cpu, &solved, &leaves, out, &unfused, rounds),
+        time_runs(&mut cpu, &solved, &leaves, out, &fused, rounds),
+    );
+    println!(
+        "cpu (coalesced): unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
+        u * 1e3,
+        f * 1e3,
+        f / u
+    );
+    match WgpuBackend::new() {
+        Ok(mut gpu) => {
+            println!("wgpu: {}", gpu.name());
+            let (u, f) = (
+                time_runs(&mut gpu, &solved, &leaves, out, &unfused, rounds),
+                time_runs(&mut gpu, &solved, &leaves, out, &fused, rounds),
+            );
+            println!(
+                "wgpu: unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
+                u * 1e3,
+                f * 1e3,
+                f / u
+            );
+        }
+        Err(e) => println!("wgpu: no adapter ({e}); skipped"),
+    }
+}
