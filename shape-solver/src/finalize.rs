@@ -267,6 +267,15 @@ impl Solver {
                 // with its own flag, so releasing one never lets two of a
                 // convolution's sizes close at once for the other's sake),
                 // in two stages: outputs first, inputs last.
+                if s.affine_released == 1 {
+                    if let Some(c) = pending.waiting.take() {
+                        // Only convolutions' inputs are left to close, and a
+                        // sum or count waits undecided: closing an input
+                        // would decide it by a guess (which input went
+                        // first), so it stays undecided in every order.
+                        return Err(s.underdetermined(c));
+                    }
+                }
                 s.affine_released += 1;
                 any_open = s.queue_all_open(&mut q);
                 pending = s.pending()?;

@@ -1301,6 +1301,12 @@ impl Solver {
                     }
                     let size = KnownDim::of((rest / k) as u64).expect("at least 1");
                     self.bind_dim(*v, Dim::Known(size), why, why);
+                } else if left == 0 {
+                    // The total leaves exactly 1 for each unknown part:
+                    // every one is 1, whatever the others are.
+                    for &v in vars {
+                        self.bind_dim(v, Dim::Known(KnownDim::one()), why, why);
+                    }
                 } else {
                     let c = Constraint::DimSum { total, parts, why };
                     self.defer(c, &distinct, None);

@@ -405,3 +405,68 @@ fn a_padded_convolution_whose_output_is_its_kernel_closes_in_every_order() {
         assert_eq!((size(input), size(o)), (2, 1), "order {order:?}");
     }
 }
+
+#[test]
+fn convolutions_under_an_undecided_sum_fail_the_same_in_every_order() {
+    // proptest-regressions/solver_properties.txt: two convolutions whose
+    // outputs are the parts of a sum `6 = d5 + d4` that nothing decides.
+    // Releasing the convolutions' inputs decided the sum in some orders
+    // (one input closed first and fixed its part) and failed in others
+    // (both closed at once): it is underdetermined in every order now.
+    use crate::{accepted_in_every_order, k, v, Fixture};
+    use shape_solver::{Constraint, ShapeError};
+    let mut f = Fixture::new();
+    let d: Vec<_> = (0..6).map(|_| f.dim()).collect();
+    let r0 = f.row();
+    let nz = |n: u64| n.try_into().unwrap();
+    let cs = [
+        Constraint::DimAffine {
+            input: v(d[2]),
+            over: v(d[5]),
+            kernel: k(3),
+            stride: nz(2),
+            dilation: nz(1),
+            padded: false,
+            why: f.why,
+        },
+        Constraint::DimSum {
+            total: k(6),
+            parts: vec![v(d[5]), v(d[4])],
+            why: f.why,
+        },
+        Constraint::DimAffine {
+            input: v(d[1]),
+            over: v(d[4]),
+            kernel: v(d[0]),
+            stride: nz(1),
+            dilation: nz(2),
+            padded: true,
+            why: f.why,
+        },
+        f.row_eq(crate::open(r0, [v(d[1])]), crate::closed([v(d[3])])),
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let err = s.finalize().unwrap_err();
+        assert!(
+            matches!(err, ShapeError::SumMismatch { .. }),
+            "order {order:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_sum_that_leaves_one_per_unknown_part_makes_them_all_one() {
+    // `2 = d5 + d4`: sizes are at least 1, so both are 1, in every order.
+    insta::assert_snapshot!(infer(r#"
+        param p
+        param q
+        c = concat(p, q)
+        require c: |->2
+        require p: |->_
+        require q: |->_
+    "#), @r"
+    p : |->1
+    q : |->1
+    c : |->2
+    ");
+}
