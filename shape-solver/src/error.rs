@@ -425,6 +425,15 @@ pub enum ShapeError {
         /// How many sizes are unknown.
         unknowns: usize,
     },
+    /// A row count (`size n = ..r.. of x`) whose size and row nothing
+    /// decides.
+    #[error("not enough information in {context}: neither the size nor the row {row} whose element count it is is given; give one of them (a count is never guessed)")]
+    CountUnderdetermined {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// The row.
+        row: Box<RowFact>,
+    },
     /// The parts of a concatenated axis do not add up to its size.
     #[error("size mismatch in {context}: the concatenated axis is {} = {}: {}", total.as_ref().map_or("?".to_string(), |t| t.size().to_string()), sizes_text(parts), reason.explain())]
     SumMismatch {
@@ -520,6 +529,19 @@ pub struct AffineProblem {
     pub padded: bool,
 }
 
+impl AffineProblem {
+    /// How many of the sizes that the relation involves are unknown (the
+    /// kernel does not enter a padded convolution's sizes).
+    pub fn unknowns(&self) -> usize {
+        let kernel = if self.padded { None } else { Some(self.kernel) };
+        [Some(self.input), Some(self.over), kernel]
+            .into_iter()
+            .flatten()
+            .filter(Option::is_none)
+            .count()
+    }
+}
+
 impl fmt::Display for AffineProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
@@ -535,7 +557,12 @@ impl fmt::Display for AffineProblem {
                 f,
                 "a padded input has stride × output elements, but the input has {i}, the stride is {s} and the output has {o}"
             )?;
-            if self.over.is_none() {
+            if self.unknowns() >= 2 {
+                write!(
+                    f,
+                    " (both unknown: give one of them; a convolution's sizes are never guessed)"
+                )?;
+            } else if self.over.is_none() {
                 write!(f, " (the stride does not divide the input)")?;
             }
             Ok(())
@@ -544,7 +571,9 @@ impl fmt::Display for AffineProblem {
                 f,
                 "an input without padding has stride × (output − 1) + dilation × (kernel − 1) + 1 elements, but the input has {i}, the output {o}, the kernel {k}, the stride is {s} and the dilation {d}"
             )?;
-            if self.over.is_none() || self.kernel.is_none() {
+            if self.unknowns() >= 2 {
+                write!(f, " (two of them unknown: give all but one; a convolution's sizes are never guessed)")?;
+            } else if self.over.is_none() || self.kernel.is_none() {
                 write!(f, " (no whole size of at least 1 fits the unknown one)")?;
             }
             Ok(())
@@ -577,16 +606,19 @@ impl ShapeError {
             | ShapeError::TotalElems { .. }
             | ShapeError::NothingToSlice { .. }
             | ShapeError::AxisTooShort { .. }
-            | ShapeError::Affine { .. }
             | ShapeError::InfiniteAxes { .. }
             | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
-            ShapeError::Underdetermined { .. } | ShapeError::Unsolved { .. } => {
-                ErrorClass::Underdetermined
-            }
+            ShapeError::Underdetermined { .. }
+            | ShapeError::CountUnderdetermined { .. }
+            | ShapeError::Unsolved { .. } => ErrorClass::Underdetermined,
             ShapeError::SumMismatch { reason, .. } => match reason {
                 SumReason::Underdetermined => ErrorClass::Underdetermined,
                 _ => ErrorClass::Conflict,
             },
+            ShapeError::Affine { problem, .. } if problem.unknowns() >= 2 => {
+                ErrorClass::Underdetermined
+            }
+            ShapeError::Affine { .. } => ErrorClass::Conflict,
             ShapeError::UnknownVariable { .. } => ErrorClass::Misuse,
         }
     }
@@ -606,6 +638,7 @@ impl ShapeError {
             | ShapeError::InfiniteAxes { context, .. }
             | ShapeError::TotalElems { context, .. }
             | ShapeError::Underdetermined { context, .. }
+            | ShapeError::CountUnderdetermined { context, .. }
             | ShapeError::NothingToSlice { context, .. }
             | ShapeError::AxisTooShort { context, .. }
             | ShapeError::Affine { context, .. }

@@ -262,33 +262,19 @@ impl Solver {
                 pending = s.pending()?;
                 continue;
             }
-            if s.affine_released < 2 && pending.affine_held && !pending.counts_held {
-                // The same for convolutions, once no count is held (each
-                // with its own flag, so releasing one never lets two of a
-                // convolution's sizes close at once for the other's sake),
-                // in two stages: outputs first, inputs last.
-                if s.affine_released == 1 {
-                    if let Some(c) = pending.waiting.take() {
-                        // Only convolutions' inputs are left to close, and a
-                        // sum or count waits undecided: closing an input
-                        // would decide it by a guess (which input went
-                        // first), so it stays undecided in every order.
-                        return Err(s.underdetermined(c));
-                    }
-                }
-                s.affine_released += 1;
-                any_open = s.queue_all_open(&mut q);
-                pending = s.pending()?;
-                continue;
+            if let (Some(c), false) = (pending.affine_waiting.take(), pending.counts_held) {
+                // A convolution still has two unknown sizes, and nothing
+                // else can close: any default would be a guess between
+                // convolutions that fit (which size closed first), so it is
+                // an error in every order, as in OCANNL.
+                return Err(s.affine_underdetermined(&c));
             }
-            if !s.counts_released && pending.counts_held {
-                // What is left waits on the sizes of row counts (a size
-                // above such a count, or one its row waits on): they are
-                // released, and the rules close them like any other.
-                s.counts_released = true;
-                any_open = s.queue_all_open(&mut q);
-                pending = s.pending()?;
-                continue;
+            if let Some(c) = pending.count_waiting.take() {
+                // What is left waits on the size of a row count (a size
+                // above it, or one its row waits on): closing either by a
+                // default would be a guess, so it is an error in every
+                // order.
+                return Err(s.count_underdetermined(&c));
             }
             if let Some(c) = pending.waiting {
                 return Err(s.underdetermined(c));
@@ -516,7 +502,8 @@ impl Solver {
         let mut counted: Vec<RowVar> = Vec::new();
         // Whether a row count's size, or a convolution's, is held back.
         let mut counts_held = false;
-        let mut affine_held = false;
+        let mut count_waiting = None;
+        let mut affine_waiting = None;
         let env = &mut self.env.read_only();
         let watchers = self
             .watched_dims
@@ -590,19 +577,31 @@ impl Solver {
                         // closed and known, which the rules see to: no
                         // default may decide it first. Unless it is one of
                         // the row's own sizes, which would then wait for
-                        // itself.
-                        // Once nothing else can close, they are released.
-                        if let (false, ResolvedDim::Var(c)) =
-                            (self.counts_released, resolve_dim(env, count, *why)?)
-                        {
+                        // itself. If nothing else can close, it is an error
+                        // (see the loop): a count is never guessed.
+                        let c_constraint = c;
+                        if let ResolvedDim::Var(c) = resolve_dim(env, count, *why)? {
                             let rr = resolve_row(env, row)?;
                             let mut in_row = false;
                             for d in rr.dims.iter() {
                                 in_row |= matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
                             }
                             if !in_row {
+                                // Its row's unknown sizes and row variable
+                                // wait with it: closing one by a default
+                                // decides the count, and which closed first
+                                // would depend on the order of constraints.
                                 dims.insert(c);
+                                for d in rr.dims.iter() {
+                                    if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
+                                        dims.insert(v);
+                                    }
+                                }
+                                if let RowTail::Open(r) = rr.tail {
+                                    rows.insert(r);
+                                }
                                 counts_held = true;
+                                count_waiting.get_or_insert_with(|| c_constraint.clone());
                             }
                         }
                     }
@@ -613,30 +612,22 @@ impl Solver {
                         padded,
                         why,
                         ..
-                    } if self.affine_released < 2 => {
-                        // Of a convolution's unknown sizes only one may be
-                        // closed by a default, and the constraint decides
-                        // the others: closing two at once (to 1) fits no
-                        // convolution. The input waits for the output and
-                        // the kernel, the output for the kernel; like
-                        // counts, they are released once nothing else can
-                        // close.
+                    } => {
+                        // A waiting convolution has two unknown sizes (with
+                        // one, it decides it): no default closes either, so
+                        // that other facts may decide one; if none does, it
+                        // is an error (see the loop).
                         let var = |d: &Dim, env: &mut _| match resolve_dim(env, d, *why) {
                             Ok(ResolvedDim::Var(v)) => Ok(Some(v)),
                             Ok(ResolvedDim::Known { .. }) => Ok(None),
                             Err(e) => Err(e),
                         };
-                        let (i, o, k) = (var(input, env)?, var(over, env)?, var(kernel, env)?);
-                        // With padding the kernel does not enter the sizes:
-                        // the output closes, then the input follows.
-                        if let Some(i) = i {
-                            dims.insert(i);
-                            affine_held = true;
-                        }
-                        if let (Some(o), Some(_), false, 0) = (o, k, *padded, self.affine_released)
-                        {
-                            dims.insert(o);
-                            affine_held = true;
+                        // With padding the kernel does not enter the sizes.
+                        let k = if *padded { None } else { var(kernel, env)? };
+                        let unknown = [var(input, env)?, var(over, env)?, k];
+                        if unknown.iter().flatten().count() >= 2 {
+                            dims.extend(unknown.into_iter().flatten());
+                            affine_waiting.get_or_insert_with(|| c.clone());
                         }
                     }
                     Constraint::DropFirst { whole, rest, .. } => {
@@ -726,7 +717,8 @@ impl Solver {
             },
             waiting,
             counts_held,
-            affine_held,
+            count_waiting,
+            affine_waiting,
         })
     }
 
@@ -943,6 +935,55 @@ impl Solver {
         seen
     }
 
+    /// The error for a row count whose size and row nothing decides.
+    fn count_underdetermined(&self, c: &Constraint) -> ShapeError {
+        let env = &mut self.env.read_only();
+        let Constraint::RowCount { row, why, .. } = c else {
+            return ShapeError::Unsolved { what: "dim", id: 0 };
+        };
+        let fact = match resolve_row(env, row) {
+            Ok(rr) => self.row_fact(&rr),
+            Err(e) => return e,
+        };
+        ShapeError::CountUnderdetermined {
+            context: self.origin_arc(why.origin),
+            row: Box::new(fact),
+        }
+    }
+
+    /// The error for a convolution left with two or more unknown sizes.
+    fn affine_underdetermined(&self, c: &Constraint) -> ShapeError {
+        let env = &mut self.env.read_only();
+        let Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            stride,
+            dilation,
+            padded,
+            why,
+        } = c
+        else {
+            return ShapeError::Unsolved { what: "dim", id: 0 };
+        };
+        let known = |env: &mut _, d: &Dim| match resolve_dim(env, d, *why) {
+            Ok(ResolvedDim::Known { value, .. }) => Some(value.size()),
+            _ => None,
+        };
+        ShapeError::Affine {
+            context: self.origin_arc(why.origin),
+            axis: why.axis_from_end(),
+            problem: crate::error::AffineProblem {
+                input: known(env, input),
+                over: known(env, over),
+                kernel: known(env, kernel),
+                stride: stride.get(),
+                dilation: dilation.get(),
+                padded: *padded,
+            },
+        }
+    }
+
     fn underdetermined(&self, c: Constraint) -> ShapeError {
         let env = &mut self.env.read_only();
         let known = |env: &mut _, d: &Dim, why| match resolve_dim(env, d, why) {
@@ -1002,8 +1043,11 @@ struct Pending {
     waiting: Option<Constraint>,
     /// Whether the size of a row count is held back (in `dims`).
     counts_held: bool,
-    /// Whether a convolution's sizes are held back (in `dims`).
-    affine_held: bool,
+    /// A row count whose size is held back.
+    count_waiting: Option<Constraint>,
+    /// A convolution with two unknown sizes, which are held back (in
+    /// `dims`) and never closed by a default.
+    affine_waiting: Option<Constraint>,
 }
 
 /// The fewest axes each operand row variable of `slices` (`(w, n, m,

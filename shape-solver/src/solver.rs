@@ -92,12 +92,6 @@ pub struct Solver {
     /// Whether finalization lets its defaults close the wholes of sums
     /// that still wait for parts (set once nothing else is left).
     pub(crate) sums_released: bool,
-    /// Whether finalization stopped holding back the sizes of row counts
-    /// (set once nothing else is left to close).
-    pub(crate) counts_released: bool,
-    /// How far finalization stopped holding back convolutions' sizes: 0
-    /// holds inputs and outputs, 1 inputs only, 2 none.
-    pub(crate) affine_released: u8,
     /// Row variables finalization closed by a default rather than by a
     /// fact: rules 3 and 5, and rule 2 when the bound it took leaves no
     /// axis and was itself closed by a default. Empty outside

@@ -173,7 +173,7 @@ fn a_count_that_is_its_own_rows_size_does_not_wait_for_itself() {
 }
 
 #[test]
-fn a_count_under_a_size_above_it_is_released_at_the_end() {
+fn a_count_under_a_size_above_it_is_an_error_not_a_guess() {
     // proptest-regressions/solver_properties.txt: the count of `[d0]` is
     // `d3`, and `d0 >= d3`. Holding the count back held back `d0`, which
     // is above it, and nothing was left to close either: finalization now
@@ -189,8 +189,9 @@ fn a_count_under_a_size_above_it_is_released_at_the_end() {
     };
     f.add(c).unwrap();
     f.add(f.ge(v(d0), v(d3))).unwrap();
-    let sol = f.s.finalize().expect("solvable");
-    assert_eq!(sol.dim(&v(d0)).unwrap(), sol.dim(&v(d3)).unwrap());
+    // Nothing gives the count or its row: an error, never a guess.
+    let err = f.s.finalize().unwrap_err();
+    assert_eq!(err.kind(), "count_underdetermined", "{err}");
 }
 
 #[test]
@@ -213,4 +214,63 @@ fn review_findings_are_errors_not_silent_answers() {
         out.starts_with("error[not_given] line 2: the size of output axis 1 of `w`"),
         "{out}"
     );
+}
+
+#[test]
+fn counts_that_only_defaults_could_decide_fail_the_same_in_every_order() {
+    // proptest-regressions/solver_properties.txt, two seeds: (1) two
+    // counts of rows that share a row variable and whose sizes are equal,
+    // `2·d0 = 4·d3`; (2) a count whose size is a convolution's output with
+    // an unknown kernel. Which default closed first decided a solution in
+    // some orders and a conflict in others; now nothing of a count is
+    // guessed, and both are errors in every order.
+    use crate::{accepted_in_every_order, k, open, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let (d0, d2, d3) = (f.dim(), f.dim(), f.dim());
+    let r0 = f.row();
+    let count = |row, c| Constraint::RowCount {
+        row,
+        count: c,
+        why: f.why,
+    };
+    let cs = [
+        count(open(r0, [v(d0), k(2)]), v(d2)),
+        count(open(r0, [k(4), v(d3)]), v(d2)),
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let err = s.finalize().unwrap_err();
+        assert_eq!(
+            err.kind(),
+            "count_underdetermined",
+            "order {order:?}: {err}"
+        );
+    }
+    let mut f = Fixture::new();
+    let (d1, d3, d5) = (f.dim(), f.dim(), f.dim());
+    let nz = |n: u64| n.try_into().unwrap();
+    let cs = [
+        Constraint::RowCount {
+            row: crate::closed([v(d1)]),
+            count: v(d3),
+            why: f.why,
+        },
+        Constraint::DimAffine {
+            input: k(2),
+            over: v(d3),
+            kernel: v(d5),
+            stride: nz(1),
+            dilation: nz(1),
+            padded: false,
+            why: f.why,
+        },
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let err = s.finalize().unwrap_err();
+        assert_eq!(
+            err.class(),
+            shape_solver::ErrorClass::Underdetermined,
+            "order {order:?}: {err}"
+        );
+    }
 }
