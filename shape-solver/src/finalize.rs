@@ -267,7 +267,7 @@ impl Solver {
                 // else can close: any default would be a guess between
                 // convolutions that fit (which size closed first), so it is
                 // an error in every order, as in OCANNL.
-                return Err(s.affine_underdetermined(&c));
+                return Err(s.affine_error(&c));
             }
             if let Some(c) = pending.count_waiting.take() {
                 // What is left waits on the size of a row count (a size
@@ -948,39 +948,6 @@ impl Solver {
         ShapeError::CountUnderdetermined {
             context: self.origin_arc(why.origin),
             row: Box::new(fact),
-        }
-    }
-
-    /// The error for a convolution left with two or more unknown sizes.
-    fn affine_underdetermined(&self, c: &Constraint) -> ShapeError {
-        let env = &mut self.env.read_only();
-        let Constraint::DimAffine {
-            input,
-            over,
-            kernel,
-            stride,
-            dilation,
-            padded,
-            why,
-        } = c
-        else {
-            return ShapeError::Unsolved { what: "dim", id: 0 };
-        };
-        let known = |env: &mut _, d: &Dim| match resolve_dim(env, d, *why) {
-            Ok(ResolvedDim::Known { value, .. }) => Some(value.size()),
-            _ => None,
-        };
-        ShapeError::Affine {
-            context: self.origin_arc(why.origin),
-            axis: why.axis_from_end(),
-            problem: crate::error::AffineProblem {
-                input: known(env, input),
-                over: known(env, over),
-                kernel: known(env, kernel),
-                stride: stride.get(),
-                dilation: dilation.get(),
-                padded: *padded,
-            },
         }
     }
 

@@ -224,22 +224,8 @@ impl LoweringCx<'_> {
                 })
             })
             .collect();
-        let len = padded
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .unwrap_or(u64::MAX);
-        let source_len = dims
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .unwrap_or(u64::MAX);
-        let strides = |dims: &[u64]| {
-            let mut s = vec![1u64; dims.len()];
-            for j in (0..dims.len().saturating_sub(1)).rev() {
-                s[j] = s[j + 1].saturating_mul(dims[j + 1]);
-            }
-            s
-        };
-        let (to, from) = (strides(&padded), strides(&dims));
+        let (len, source_len) = (element_count(&padded), element_count(&dims));
+        let (to, from) = (row_major_strides(&padded), row_major_strides(&dims));
         let offset = pads
             .iter()
             .zip(&to)
@@ -295,10 +281,7 @@ fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64)
 
 /// [`layout`] for a tensor of `dims` in memory order.
 fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slice: u64) -> Layout {
-    let mut axis_stride = vec![1u64; dims.len()];
-    for j in (0..dims.len().saturating_sub(1)).rev() {
-        axis_stride[j] = axis_stride[j + 1].saturating_mul(dims[j + 1]);
-    }
+    let axis_stride = row_major_strides(dims);
     let mut strides = vec![0u64; iterators];
     let mut offset = 0u64;
     // Saturating: a layout this large fails `Launch::check` or allocation
@@ -310,26 +293,34 @@ fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slice: u64) -> 
             AxisIndex::Slice => {
                 offset = offset.saturating_add(slice.saturating_mul(axis_stride[j]))
             }
-            AxisIndex::Affine {
-                stride,
-                over,
-                dilation,
-                kernel,
-                ..
-            } => {
-                for (c, it) in [(stride, over), (dilation, kernel)] {
-                    if let Some(k) = *it {
+            AxisIndex::Affine { .. } => {
+                for (c, it) in a.affine_terms().into_iter().flatten() {
+                    if let Some(k) = it {
                         strides[k] = strides[k].saturating_add(c.saturating_mul(axis_stride[j]));
                     }
                 }
             }
         }
     }
-    let len = dims
-        .iter()
+    Layout::new(offset, strides, element_count(dims))
+}
+
+/// The stride of each axis of a tensor of `dims` stored contiguously in
+/// memory order (saturating).
+fn row_major_strides(dims: &[u64]) -> Vec<u64> {
+    let mut strides = vec![1u64; dims.len()];
+    for j in (0..dims.len().saturating_sub(1)).rev() {
+        strides[j] = strides[j + 1].saturating_mul(dims[j + 1]);
+    }
+    strides
+}
+
+/// The number of elements of a tensor of `dims`, `u64::MAX` past it: a
+/// layout that large fails `Launch::check` or allocation clearly.
+fn element_count(dims: &[u64]) -> u64 {
+    dims.iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .unwrap_or(u64::MAX);
-    Layout::new(offset, strides, len)
+        .unwrap_or(u64::MAX)
 }
 
 impl SolvedGraph {
@@ -430,18 +421,12 @@ impl SolvedGraph {
                     AxisIndex::Slice => e.add(var("slice")),
                     // A padded axis is read in a padded copy: its sizes are
                     // the copy's, which the expression names like any other.
-                    AxisIndex::Affine {
-                        stride,
-                        over,
-                        dilation,
-                        kernel,
-                        ..
-                    } => {
+                    AxisIndex::Affine { .. } => {
                         let mut sum = e.add(Sym::Num(0));
-                        for (c, it) in [(stride, over), (dilation, kernel)] {
-                            if let Some(k) = *it {
+                        for (c, it) in index.affine_terms().into_iter().flatten() {
+                            if let Some(k) = it {
                                 let i = e.add(var(&format!("i{k}")));
-                                let c = e.add(Sym::Num(*c as i64));
+                                let c = e.add(Sym::Num(c as i64));
                                 let term = e.add(Sym::Mul([c, i]));
                                 sum = e.add(Sym::Add([sum, term]));
                             }

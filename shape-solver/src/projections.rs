@@ -46,6 +46,24 @@ pub enum AxisIndex {
     },
 }
 
+impl AxisIndex {
+    /// An affine index's two terms, `(factor, iterator)` for the output and
+    /// for the kernel (`None` for an axis of one element); `None` for any
+    /// other index.
+    pub fn affine_terms(&self) -> Option<[(u64, Option<usize>); 2]> {
+        match *self {
+            AxisIndex::Affine {
+                stride,
+                over,
+                dilation,
+                kernel,
+                ..
+            } => Some([(stride, over), (dilation, kernel)]),
+            _ => None,
+        }
+    }
+}
+
 /// The kernel of an affine axis: another tensor's axis, or a number of
 /// taps that only the affine axis names (pooling, `k:3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,26 +99,12 @@ impl Projections {
             },
             AxisIndex::Fixed(k) => k.to_string(),
             AxisIndex::Slice => "s".to_string(),
-            AxisIndex::Affine {
-                stride,
-                over,
-                dilation,
-                kernel,
-                padded,
-            } => {
-                let term = |c: u64, it: &Option<usize>| {
-                    it.map(|i| {
-                        let name = self.index_text(&AxisIndex::Iterator(i));
-                        if c == 1 {
-                            name
-                        } else {
-                            format!("{c}*{name}")
-                        }
+            AxisIndex::Affine { padded, .. } => {
+                let terms: Vec<String> = (index.affine_terms().into_iter().flatten())
+                    .filter_map(|(c, it)| {
+                        let name = self.index_text(&AxisIndex::Iterator(it?));
+                        Some(if c == 1 { name } else { format!("{c}*{name}") })
                     })
-                };
-                let terms: Vec<String> = [term(*stride, over), term(*dilation, kernel)]
-                    .into_iter()
-                    .flatten()
                     .collect();
                 let sum = if terms.is_empty() {
                     "0".to_string()

@@ -522,21 +522,7 @@ impl Solver {
             value(self, over)?,
             value(self, kernel)?,
         );
-        let fail = |solver: &Self| {
-            let as_u64 = |v: Option<u128>| v.and_then(|n| u64::try_from(n).ok());
-            ShapeError::Affine {
-                context: solver.origin_arc(why.origin),
-                axis: why.axis_from_end(),
-                problem: AffineProblem {
-                    input: as_u64(i),
-                    over: as_u64(o),
-                    kernel: as_u64(k),
-                    stride: stride.get(),
-                    dilation: dilation.get(),
-                    padded: *padded,
-                },
-            }
-        };
+        let fail = |solver: &Self| solver.affine_error(&c);
         // The value a size must take, or a conflict.
         let set = |solver: &mut Self, dim: &Dim, n: Option<u128>| -> Result<(), ShapeError> {
             let known = n
@@ -581,6 +567,38 @@ impl Solver {
                 self.defer(c.clone(), &unknown, None);
                 Ok(())
             }
+        }
+    }
+
+    /// The `affine` error for a convolution, with the sizes known now.
+    pub(crate) fn affine_error(&self, c: &Constraint) -> ShapeError {
+        let Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            stride,
+            dilation,
+            padded,
+            why,
+        } = c
+        else {
+            return ShapeError::Unsolved { what: "dim", id: 0 };
+        };
+        let known = |d: &Dim| match crate::env::resolve_dim(&mut self.env.read_only(), d, *why) {
+            Ok(ResolvedDim::Known { value, .. }) => Some(value.size()),
+            _ => None,
+        };
+        ShapeError::Affine {
+            context: self.origin_arc(why.origin),
+            axis: why.axis_from_end(),
+            problem: AffineProblem {
+                input: known(input),
+                over: known(over),
+                kernel: known(kernel),
+                stride: stride.get(),
+                dilation: dilation.get(),
+                padded: *padded,
+            },
         }
     }
 
