@@ -803,6 +803,21 @@ fn read_tensors<'a>(
 /// GPU, where 8 storage buffers per stage is a common limit.
 const FUSED_OPERANDS: usize = 6;
 
+/// The most expression nodes in a fused kernel's body: a chain of any
+/// length fuses into kernels of bounded depth (evaluating and generating
+/// code for a body recurse through it), each built in bounded time.
+const FUSED_NODES: usize = 64;
+
+/// The number of nodes of an expression.
+fn expr_nodes(e: &Expr) -> usize {
+    match e {
+        Expr::Unary(_, a) => 1 + expr_nodes(a),
+        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => 1 + expr_nodes(a) + expr_nodes(b),
+        Expr::Select(c, a, b) => 1 + expr_nodes(c) + expr_nodes(a) + expr_nodes(b),
+        _ => 1,
+    }
+}
+
 /// Fuses pointwise chains in a plan's operations, in place: an
 /// operation lowered to one step without reductions, whose result only
 /// one step reads (and is not an output), moves into that reader when the
@@ -898,7 +913,8 @@ fn fuse_step(
     let same_loop = outer.launch.sizes == inner.launch.sizes
         && outer.launch.operands.get(j) == Some(&inner.launch.result);
     let count = outer.operands.len() - 1 + inner.operands.len();
-    if !(plain(outer) && plain(inner) && same_loop && count <= FUSED_OPERANDS) {
+    let small = expr_nodes(&outer.kernel.body) + expr_nodes(&inner.kernel.body) <= FUSED_NODES;
+    if !(plain(outer) && plain(inner) && same_loop && small && count <= FUSED_OPERANDS) {
         return None;
     }
     // Operands: the outer ones before `j`, the inner ones, the outer ones

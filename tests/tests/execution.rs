@@ -355,3 +355,40 @@ fn a_run_returns_every_one_of_many_results() {
         [1.0, -2.0, 3.0, -4.0]
     );
 }
+
+#[test]
+fn a_long_pointwise_chain_fuses_into_kernels_of_bounded_size() {
+    // Fused bodies are capped, so a chain of any length neither builds one
+    // body thousands of levels deep (evaluation and code generation
+    // recurse through it) nor copies it quadratically.
+    const N: usize = 5_000;
+    let mut g = Graph::new();
+    let x = g.input("x", "4").unwrap();
+    let mut t = x;
+    for i in 0..N {
+        t = g.unary(["neg", "relu", "neg"][i % 3], t).unwrap();
+    }
+    let s = g.solve().unwrap();
+    let plan = s.plan(&[t], &RunOptions::default()).unwrap();
+    assert!(plan.ops().len() < N / 10, "{} kernels", plan.ops().len());
+    assert!(plan.ops().len() > 1);
+    let inputs = Inputs::new().with(
+        x,
+        HostTensor::new(vec![4], vec![-1.0, 2.0, -3.0, 4.0]).unwrap(),
+    );
+    let fused = s
+        .run_plan(&mut CpuBackend::coalesced(), &plan, inputs.clone())
+        .unwrap();
+    let plain = s
+        .run(
+            &mut CpuBackend::coalesced(),
+            inputs,
+            &[t],
+            &RunOptions::default().unfused(),
+        )
+        .unwrap();
+    assert_eq!(
+        fused.get(t).unwrap().values(),
+        plain.get(t).unwrap().values()
+    );
+}
