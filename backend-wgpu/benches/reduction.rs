@@ -17,22 +17,15 @@
 //!
 //! `cargo bench -p backend-wgpu --bench reduction`
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::{open, paired};
 
 use backend_wgpu::{LoopBudget, WgpuBackend, WgpuBuffer, WgpuOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
-
-fn open(options: WgpuOptions) -> Option<WgpuBackend> {
-    match WgpuBackend::with_options(options) {
-        Ok(gpu) => Some(gpu),
-        Err(e) => {
-            eprintln!("no adapter, wgpu benchmarks skipped: {e}");
-            None
-        }
-    }
-}
 
 /// `rows` sums of `len` elements each, rows contiguous.
 fn row_sums(rows: u64, len: u64) -> (Kernel, Launch) {
@@ -79,31 +72,6 @@ fn run(
 ) {
     gpu.execute(kernel, launch, out, &[input]).unwrap();
     gpu.wait().unwrap();
-}
-
-/// Times `a` and `b` in alternation for `rounds` rounds and prints the
-/// medians and the ratio of `a`'s to `b`'s.
-fn paired(name: &str, rounds: usize, mut a: impl FnMut(), mut b: impl FnMut()) {
-    let mut times = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let start = Instant::now();
-        a();
-        times.0.push(start.elapsed());
-        let start = Instant::now();
-        b();
-        times.1.push(start.elapsed());
-    }
-    let median = |v: &mut Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2]
-    };
-    let (a, b) = (median(&mut times.0), median(&mut times.1));
-    eprintln!(
-        "{name}: medians of {rounds} alternating rounds {:.2} ms / {:.2} ms = {:.2}",
-        a.as_secs_f64() * 1e3,
-        b.as_secs_f64() * 1e3,
-        a.as_secs_f64() / b.as_secs_f64()
-    );
 }
 
 fn full_reduction(c: &mut Criterion) {

@@ -19,10 +19,13 @@ pub(crate) struct KernelKey(Vec<u32>);
 impl KernelKey {
     pub(crate) fn of(kernel: &Kernel, classes: &StrideClasses, schedule: Schedule) -> KernelKey {
         let mut words = Vec::with_capacity(8 + kernel.iterators.len());
-        words.push(match schedule.effective(kernel) {
-            Schedule::PerElement => 0,
-            Schedule::WorkgroupReduction => 1,
-        });
+        match schedule.effective(kernel) {
+            Schedule::PerElement => words.push(0),
+            Schedule::WorkgroupReduction => words.push(1),
+            Schedule::Tiled(config) => {
+                words.extend([2, config.side, config.per_thread, config.depth])
+            }
+        }
         words.push(kernel.iterators.len() as u32);
         words.extend(kernel.iterators.iter().map(|k| match k {
             IterKind::Parallel => 0,

@@ -57,6 +57,7 @@ pub mod adapter;
 mod error;
 mod key;
 pub mod reduction;
+pub mod tiled;
 pub mod wgsl;
 
 use std::collections::HashMap;
@@ -102,6 +103,13 @@ pub struct WgpuOptions {
     /// reductions existed (for comparisons); reductions past the budget
     /// are split whatever this says.
     pub workgroup_reduction_threshold: u64,
+    /// Runs contractions as tiled kernels where the adapter allows it
+    /// (not on wgpu's GL backend, whose software compiler takes many
+    /// seconds on them) and the sizes make it worthwhile (see [`tiled`]);
+    /// `false` runs them
+    /// one invocation per result element, as before tiling existed (for
+    /// comparisons).
+    pub tiled_contractions: bool,
 }
 
 impl Default for WgpuOptions {
@@ -112,6 +120,7 @@ impl Default for WgpuOptions {
             max_pending_dispatches: 256,
             loop_budget: LoopBudget::DEFAULT,
             workgroup_reduction_threshold: reduction::DEFAULT_WORKGROUP_REDUCTION_THRESHOLD,
+            tiled_contractions: true,
         }
     }
 }
@@ -127,6 +136,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Passes run as workgroup reductions (see [`reduction`]).
     pub workgroup_passes: u64,
+    /// Launches run as tiled contractions (see [`tiled`]).
+    pub tiled_passes: u64,
     /// Dispatches recorded (a launch larger than one grid takes several).
     pub dispatches: u64,
     /// Dispatches that reused the bind group of an earlier launch over
@@ -273,6 +284,8 @@ pub struct WgpuBackend {
     /// Two buffers of partials, which successive passes of a split
     /// reduction write and read in turn.
     scratch: [Option<Scratch>; 2],
+    /// The tiled contractions' workgroup shape, from the limits.
+    tile_config: Option<tiled::TileConfig>,
     reported: Arc<Mutex<Reported>>,
 }
 
@@ -342,6 +355,13 @@ impl WgpuBackend {
             staged: Vec::new(),
             align: limits.min_uniform_buffer_offset_alignment.max(16) as usize,
         };
+        // llvmpipe's GL compiler took 15 to 30 s on many tiled shaders
+        // (measured; Vulkan compiles the same shaders in milliseconds):
+        // on GL, contractions keep the other schedules.
+        let tile_config = match info.backend {
+            wgpu::Backend::Gl => None,
+            _ => tiled::TileConfig::for_limits(&limits),
+        };
         let backend = WgpuBackend {
             device,
             queue,
@@ -354,6 +374,7 @@ impl WgpuBackend {
             recording: Recording::default(),
             arena,
             scratch: [None, None],
+            tile_config,
             reported,
         };
         backend.check(|| "opening the device".to_string())?;
@@ -390,6 +411,13 @@ impl WgpuBackend {
     /// Kernel structures compiled so far.
     pub fn cached_pipelines(&self) -> usize {
         self.pipelines.len()
+    }
+
+    /// The workgroup shape of tiled contractions on this adapter, or
+    /// `None` when contractions run on the other schedules (see
+    /// [`WgpuOptions::tiled_contractions`]).
+    pub fn tile_config(&self) -> Option<tiled::TileConfig> {
+        self.tile_config.filter(|_| self.options.tiled_contractions)
     }
 
     /// The largest buffer this device can allocate and bind, in bytes.
@@ -686,6 +714,30 @@ impl WgpuBackend {
         operands: Vec<Bound>,
         outputs: u64,
     ) -> Result<(), WgpuError> {
+        if let Some(config) = self.tile_config() {
+            let classes = wgsl::StrideClasses::of(kernel, launch);
+            let workgroups = tiled::TileAxes::of(kernel, &classes).and_then(|axes| {
+                axes.worthwhile(
+                    kernel,
+                    launch,
+                    config,
+                    self.options.loop_budget,
+                    self.options.workgroup_reduction_threshold,
+                )
+            });
+            if let Some(workgroups) = workgroups {
+                self.stats.tiled_passes += 1;
+                return self.dispatch(
+                    kernel,
+                    launch,
+                    &result,
+                    &operands,
+                    Schedule::Tiled(config),
+                    workgroups,
+                    None,
+                );
+            }
+        }
         let (mut kernel, mut launch) = (kernel.clone(), launch.clone());
         let mut inputs = operands;
         for pass in 0.. {
@@ -764,6 +816,7 @@ impl WgpuBackend {
                 words[chunk_word] = chunk;
                 1
             }
+            _ if matches!(params.schedule, Schedule::Tiled(_)) => 1,
             _ => WORKGROUP_SIZE as u64,
         };
         let max_groups = self

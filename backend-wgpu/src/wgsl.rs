@@ -34,6 +34,8 @@ use shape_core::kernel::{
     Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
 };
 
+pub use crate::tiled::TileConfig;
+
 pub use crate::reduction::REDUCTION_WORKGROUP_SIZE;
 
 /// Invocations per workgroup, along x, of [`Schedule::PerElement`].
@@ -59,6 +61,11 @@ pub enum Schedule {
     /// [`Accumulate::Assign`] (which keeps the last point's value), a
     /// kernel always runs per element (see [`Schedule::effective`]).
     WorkgroupReduction,
+    /// A tiled contraction ([`crate::tiled`]): one workgroup per tile of
+    /// results, operand tiles staged in workgroup memory. Only for
+    /// kernels whose structure is a contraction of two operands
+    /// ([`crate::tiled::TileAxes::of`]); others run per element.
+    Tiled(TileConfig),
 }
 
 impl Schedule {
@@ -66,10 +73,10 @@ impl Schedule {
     pub fn effective(self, kernel: &Kernel) -> Schedule {
         let reduces = kernel.iterators.contains(&IterKind::Reduction)
             && kernel.accumulate != Accumulate::Assign;
-        if reduces {
-            self
-        } else {
-            Schedule::PerElement
+        match self {
+            Schedule::Tiled(_) if !reduces || kernel.operands != 2 => Schedule::PerElement,
+            _ if !reduces => Schedule::PerElement,
+            other => other,
         }
     }
 }
@@ -109,32 +116,32 @@ impl ParamLayout {
     }
 
     /// Words before the first tensor's offset.
-    fn tensors_start(&self) -> usize {
+    pub(crate) fn tensors_start(&self) -> usize {
         2 + self.iterators
     }
 
     /// The word of the parallel point count.
-    fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         0
     }
 
-    /// The word of the first point of this dispatch.
+    /// The word of the first point (workgroup) of this dispatch.
     pub fn base(&self) -> usize {
         1
     }
 
     /// The word of iterator `k`'s size.
-    fn size(&self, k: usize) -> usize {
+    pub(crate) fn size(&self, k: usize) -> usize {
         2 + k
     }
 
     /// The word of tensor `t`'s offset (0: the result, `1 + n`: operand `n`).
-    fn offset(&self, t: usize) -> usize {
+    pub(crate) fn offset(&self, t: usize) -> usize {
         self.tensors_start() + t * (1 + self.iterators)
     }
 
     /// The word of tensor `t`'s stride along iterator `k`.
-    fn stride(&self, t: usize, k: usize) -> usize {
+    pub(crate) fn stride(&self, t: usize, k: usize) -> usize {
         self.offset(t) + 1 + k
     }
 
@@ -202,7 +209,7 @@ impl ParamLayout {
 }
 
 /// The WGSL expression reading parameter word `w`.
-fn param(w: usize) -> String {
+pub(crate) fn param(w: usize) -> String {
     format!("params.w[{}].{}", w / 4, ["x", "y", "z", "w"][w % 4])
 }
 
@@ -227,7 +234,7 @@ pub fn f32_literal(v: f32) -> String {
 /// declared in [`constants`]: WGSL folds expressions made only of
 /// constants at compile time and rejects the shader when one overflows or
 /// has no value (`log(0.0)`), where the CPU computes an infinity or NaN.
-fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
+pub(crate) fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
     match e {
         Expr::Load(i) => {
             let _ = write!(out, "v{i}");
@@ -448,7 +455,7 @@ impl StrideClasses {
         }
     }
 
-    fn stride(&self, tensor: usize, iterator: usize) -> StrideClass {
+    pub(crate) fn stride(&self, tensor: usize, iterator: usize) -> StrideClass {
         self.strides
             .get(tensor)
             .and_then(|t| t.get(iterator))
@@ -456,7 +463,7 @@ impl StrideClasses {
             .unwrap_or(StrideClass::General)
     }
 
-    fn offset(&self, tensor: usize) -> StrideClass {
+    pub(crate) fn offset(&self, tensor: usize) -> StrideClass {
         self.offsets
             .get(tensor)
             .copied()
@@ -493,23 +500,14 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
 /// writes the result element when `G` is 1, else partial `g`.
 pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Schedule) -> String {
     let schedule = schedule.effective(kernel);
-    let layout = ParamLayout::scheduled(kernel, schedule);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "// generated from: {kernel}\nstruct Params {{ w: array<vec4<u32>, {}> }}\n\
-         @group(0) @binding(0) var<uniform> params: Params;\n\
-         @group(0) @binding(1) var<storage, read_write> result: array<f32>;",
-        layout.vec4s()
-    );
-    for o in 0..kernel.operands {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({}) var<storage, read> in{o}: array<f32>;",
-            o + 2
-        );
+    if let Schedule::Tiled(config) = schedule {
+        if let Some(source) = crate::tiled::generate(kernel, classes, config) {
+            return source;
+        }
+        return generate_scheduled(kernel, classes, Schedule::PerElement);
     }
-    s.push_str(PRELUDE);
+    let layout = ParamLayout::scheduled(kernel, schedule);
+    let mut s = header(kernel, &layout);
     let point_of_workgroup = match (schedule, layout.reduction_words()) {
         (Schedule::WorkgroupReduction, Some((groups_word, _))) => Some(groups_word),
         _ => None,
@@ -621,8 +619,30 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
     s
 }
 
+/// The start of every shader of `kernel`: the parameter block, the
+/// bindings and the helper functions.
+pub(crate) fn header(kernel: &Kernel, layout: &ParamLayout) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// generated from: {kernel}\nstruct Params {{ w: array<vec4<u32>, {}> }}\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n\
+         @group(0) @binding(1) var<storage, read_write> result: array<f32>;",
+        layout.vec4s()
+    );
+    for o in 0..kernel.operands {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> in{o}: array<f32>;",
+            o + 2
+        );
+    }
+    s.push_str(PRELUDE);
+    s
+}
+
 /// `acc` combined with `x` by `accumulate`, as WGSL.
-fn combine(accumulate: Accumulate, acc: &str, x: &str) -> String {
+pub(crate) fn combine(accumulate: Accumulate, acc: &str, x: &str) -> String {
     match accumulate {
         Accumulate::Assign => x.to_string(),
         Accumulate::Add => format!("{acc} + {x}"),
@@ -633,14 +653,14 @@ fn combine(accumulate: Accumulate, acc: &str, x: &str) -> String {
 }
 
 /// What the pieces of a shader need to know.
-struct Generator<'a> {
-    kernel: &'a Kernel,
-    classes: &'a StrideClasses,
-    layout: ParamLayout,
+pub(crate) struct Generator<'a> {
+    pub(crate) kernel: &'a Kernel,
+    pub(crate) classes: &'a StrideClasses,
+    pub(crate) layout: ParamLayout,
 }
 
 impl Generator<'_> {
-    fn iterators(&self, kind: IterKind) -> Vec<usize> {
+    pub(crate) fn iterators(&self, kind: IterKind) -> Vec<usize> {
         (0..self.kernel.iterators.len())
             .filter(|&k| self.kernel.iterators[k] == kind)
             .collect()
@@ -651,7 +671,7 @@ impl Generator<'_> {
     /// fastest). The outermost digit is not wrapped: it may exceed its
     /// size when `value` is past the last point. `tag` keeps the
     /// temporaries of several decodings apart.
-    fn decode(
+    pub(crate) fn decode(
         &self,
         s: &mut String,
         value: &str,
@@ -682,7 +702,7 @@ impl Generator<'_> {
 
     /// The sum of the strides times the iterators of `iters` for tensor
     /// `t`, as WGSL terms each starting with ` + `.
-    fn offset_sum(&self, t: usize, iters: &[usize]) -> String {
+    pub(crate) fn offset_sum(&self, t: usize, iters: &[usize]) -> String {
         let mut text = String::new();
         for &k in iters {
             let _ = match self.classes.stride(t, k) {
@@ -736,7 +756,7 @@ impl Generator<'_> {
 
     /// The number of reduction points, as WGSL (the planner keeps it below
     /// 2^32).
-    fn point_count(&self, reduction: &[usize]) -> String {
+    pub(crate) fn point_count(&self, reduction: &[usize]) -> String {
         if reduction.is_empty() {
             return "1u".to_string();
         }

@@ -2,6 +2,7 @@
 //! validates with naga, representative shaders are snapshotted, and the
 //! parameter block packs launches where the shader reads them.
 
+use backend_wgpu::tiled::{TileAxes, TileConfig};
 use backend_wgpu::wgsl::{
     f32_literal, generate, generate_for, generate_scheduled, ParamLayout, Schedule, StrideClass,
     StrideClasses,
@@ -305,6 +306,102 @@ proptest! {
         let source = generate_scheduled(&kernel, &classes, Schedule::WorkgroupReduction);
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
+        }
+        // Tiled, where the classes make the kernel a contraction (else the
+        // per-element shader): the slab loop and the two step loops (see
+        // `backend_wgpu::tiled` for how they stay within the budget).
+        for config in [TileConfig::LARGE, TileConfig::SMALL] {
+            let source = generate_scheduled(&kernel, &classes, Schedule::Tiled(config));
+            if let Err(e) = validate(&source) {
+                prop_assert!(false, "{}\n{}", e, source);
+            }
+            let tiled = TileAxes::of(&kernel, &classes).is_some();
+            prop_assert_eq!(tiled, source.contains("slab0"));
+            prop_assert!(loops(&source) <= if tiled { 3 } else { 1 }, "{}", source);
+        }
+    }
+}
+
+/// Kernels whose structure is a contraction, with stride classes that
+/// make it one: two operands both read, an accumulation, parallel
+/// iterators `m` (only operand 0 follows it) and `n` (only operand 1).
+fn contractions() -> impl Strategy<Value = (Kernel, StrideClasses)> {
+    (
+        2usize..5,
+        1usize..3,
+        prop_oneof![
+            Just(Accumulate::Add),
+            Just(Accumulate::Mul),
+            Just(Accumulate::Max),
+            Just(Accumulate::Min)
+        ],
+        exprs(2).prop_filter("reads both operands", |e| {
+            let text = e.to_string();
+            text.contains("in0") && text.contains("in1")
+        }),
+        any::<u64>(),
+    )
+        .prop_map(|(parallel, reductions, accumulate, body, seed)| {
+            let mut iterators = vec![IterKind::Parallel; parallel];
+            iterators.extend(vec![IterKind::Reduction; reductions]);
+            // Rotate so reductions sit anywhere.
+            let at = (seed % iterators.len() as u64) as usize;
+            iterators.rotate_left(at);
+            let parallel_at: Vec<usize> = (0..iterators.len())
+                .filter(|&k| iterators[k] == IterKind::Parallel)
+                .collect();
+            let (m, n) = (parallel_at[0], parallel_at[1]);
+            let pick = |shift: u64| match (seed >> (shift % 60)) & 3 {
+                0 => StrideClass::Zero,
+                1 => StrideClass::One,
+                _ => StrideClass::General,
+            };
+            let strides = (0..3)
+                .map(|t| {
+                    (0..iterators.len())
+                        .map(|k| match (t, k) {
+                            (1, k) | (2, k) if k == m || k == n => {
+                                let follows = (t == 1) == (k == m);
+                                if follows {
+                                    StrideClass::General
+                                } else {
+                                    StrideClass::Zero
+                                }
+                            }
+                            (0, k) if k == m || k == n => StrideClass::General,
+                            _ => pick((t * 11 + k * 3) as u64),
+                        })
+                        .collect()
+                })
+                .collect();
+            let classes = StrideClasses {
+                contiguous: vec![false; 3],
+                offsets: (0..3).map(|t| pick(50 + t)).collect(),
+                strides,
+            };
+            (Kernel::new(iterators, 2, body, accumulate), classes)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 128,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
+            "../proptest-regressions/wgsl_codegen.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_tiled_shader_validates_with_its_three_loops((kernel, classes) in contractions()) {
+        prop_assert!(TileAxes::of(&kernel, &classes).is_some());
+        for config in [TileConfig::LARGE, TileConfig::SMALL] {
+            let source = generate_scheduled(&kernel, &classes, Schedule::Tiled(config));
+            prop_assert!(source.contains("slab0"));
+            if let Err(e) = validate(&source) {
+                prop_assert!(false, "{}\n{}", e, source);
+            }
+            prop_assert_eq!(loops(&source), 3, "{}", source);
         }
     }
 }

@@ -1,0 +1,350 @@
+//! Tiled contractions on a real adapter, against the CPU reference, with
+//! sizes around the tile and slab boundaries (on wgpu's GL backend,
+//! which does not tile, the same cases check the other schedules). Without an adapter these tests skip, unless
+//! `SHAPE_REQUIRE_GPU=1` (CI) makes them fail.
+
+use backend_cpu::CpuBackend;
+use backend_wgpu::tiled::TileConfig;
+use backend_wgpu::WgpuOptions;
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::Backend;
+use shape_tests::gpu::SharedWgpu;
+
+static DEFAULT: SharedWgpu = SharedWgpu::new(WgpuOptions::default);
+
+fn untiled() -> WgpuOptions {
+    WgpuOptions {
+        tiled_contractions: false,
+        ..WgpuOptions::default()
+    }
+}
+static UNTILED: SharedWgpu = SharedWgpu::new(untiled);
+
+/// A contraction over iterators `batch`, `m`, `n` and one or two
+/// reduction iterators, in a random order, with each operand stored
+/// row-major in its own random axis order.
+#[derive(Clone, Debug)]
+struct Contraction {
+    /// Iterator order: a permutation of 0 (batch), 1 (m), 2 (n), 3 and
+    /// maybe 4 (reductions).
+    order: Vec<usize>,
+    /// Sizes of batch, m, n, and the reductions.
+    sizes: Vec<u64>,
+    /// Whether operand 0 stores its reduction axes first, and the same
+    /// for operand 1 (a transposed operand).
+    a_points_first: bool,
+    b_points_first: bool,
+    body: u8,
+    accumulate: Accumulate,
+    seed: u64,
+}
+
+/// A row-major layout of the logical axes `axes` (concept indices) over
+/// the kernel's iterators, `at[c]` being the iterator of concept `c`.
+fn layout(axes: &[usize], sizes: &[u64], at: &[usize], iterators: usize) -> Layout {
+    let mut strides = vec![0; iterators];
+    let mut step = 1;
+    for &c in axes.iter().rev() {
+        strides[at[c]] = step;
+        step *= sizes[c];
+    }
+    Layout::new(0, strides, step)
+}
+
+impl Contraction {
+    fn kernel_and_launch(&self) -> (Kernel, Launch) {
+        let n_iter = self.order.len();
+        // at[c]: the iterator that concept c (0 batch, 1 m, 2 n, 3.. reductions) sits at.
+        let mut at = vec![0; n_iter];
+        for (k, &c) in self.order.iter().enumerate() {
+            at[c] = k;
+        }
+        let iterators: Vec<IterKind> = self
+            .order
+            .iter()
+            .map(|&c| {
+                if c >= 3 {
+                    IterKind::Reduction
+                } else {
+                    IterKind::Parallel
+                }
+            })
+            .collect();
+        let sizes: Vec<u64> = self.order.iter().map(|&c| self.sizes[c]).collect();
+        let points: Vec<usize> = (3..n_iter).collect();
+        let with = |own: usize, points_first: bool| {
+            let mut axes = vec![0];
+            if points_first {
+                axes.extend(&points);
+                axes.push(own);
+            } else {
+                axes.push(own);
+                axes.extend(&points);
+            }
+            axes
+        };
+        let a = layout(&with(1, self.a_points_first), &self.sizes, &at, n_iter);
+        let b = layout(&with(2, self.b_points_first), &self.sizes, &at, n_iter);
+        let out = layout(&[0, 1, 2], &self.sizes, &at, n_iter);
+        let (x, y) = (Box::new(Expr::Load(0)), Box::new(Expr::Load(1)));
+        let body = match self.body {
+            0 => Expr::Binary(BinaryOp::Mul, x, y),
+            1 => {
+                let d = Expr::Binary(BinaryOp::Sub, x, y);
+                Expr::Binary(BinaryOp::Mul, Box::new(d.clone()), Box::new(d))
+            }
+            _ => Expr::Binary(BinaryOp::Max, x, y),
+        };
+        (
+            Kernel::new(iterators, 2, body, self.accumulate),
+            Launch::new(sizes, out, vec![a, b]),
+        )
+    }
+
+    /// Quarter integers in [-2, 2]: products and sums of up to a few
+    /// thousand of them are exact in f32, so any order agrees bit for bit.
+    fn values(&self, len: u64, salt: u64) -> Vec<f32> {
+        let mut state = (self.seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 40) % 17) as f32 / 4.0 - 2.0
+            })
+            .collect()
+    }
+}
+
+/// Sizes near multiples of the tiles and slabs of both configurations.
+fn near_tiles() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(16u64),
+        Just(31),
+        Just(32),
+        Just(33),
+        Just(63),
+        Just(64),
+        Just(65),
+        Just(97),
+        Just(128),
+        Just(129),
+    ]
+}
+
+fn near_slabs() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(1u64),
+        Just(7),
+        Just(8),
+        Just(9),
+        Just(15),
+        Just(16),
+        Just(17),
+        Just(33),
+        Just(100),
+    ]
+}
+
+fn contractions() -> impl Strategy<Value = Contraction> {
+    (
+        (1u64..4, near_tiles(), near_tiles(), near_slabs()),
+        prop::option::of(1u64..4),
+        any::<u64>(),
+        (any::<bool>(), any::<bool>()),
+        0u8..3,
+        prop_oneof![
+            Just(Accumulate::Add),
+            Just(Accumulate::Max),
+            Just(Accumulate::Min)
+        ],
+    )
+        .prop_map(
+            |((batch, m, n, k), second, seed, (a_first, b_first), body, accumulate)| {
+                let mut sizes = vec![batch, m, n, k];
+                if let Some(s) = second {
+                    sizes.push(s);
+                }
+                let mut order: Vec<usize> = (0..sizes.len()).collect();
+                // A permutation from the seed (Fisher-Yates).
+                let mut state = seed | 1;
+                for i in (1..order.len()).rev() {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    order.swap(i, (state % (i as u64 + 1)) as usize);
+                }
+                Contraction {
+                    order,
+                    sizes,
+                    a_points_first: a_first,
+                    b_points_first: b_first,
+                    body,
+                    accumulate,
+                    seed,
+                }
+            },
+        )
+}
+
+fn run<B: Backend>(
+    backend: &mut B,
+    kernel: &Kernel,
+    launch: &Launch,
+    a: &[f32],
+    b: &[f32],
+) -> Vec<f32>
+where
+    B::Error: std::fmt::Debug,
+{
+    let a = backend.upload(a).unwrap();
+    let b = backend.upload(b).unwrap();
+    let mut out = backend.alloc(launch.result.len as usize).unwrap();
+    backend
+        .execute(kernel, launch, &mut out, &[&a, &b])
+        .unwrap();
+    backend.download(&out).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/gpu_contractions.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Every contraction whose rows and columns reach half a tile runs
+    /// tiled (smaller ones run per element), and matches the reference
+    /// exactly (its values make every order exact).
+    #[test]
+    fn tiled_contractions_match_the_reference_exactly(c in contractions()) {
+        let (kernel, launch) = c.kernel_and_launch();
+        let a = c.values(launch.operands[0].len, 1);
+        let b = c.values(launch.operands[1].len, 2);
+        let found = DEFAULT.with("tiled_contractions_match_the_reference_exactly", |gpu| {
+            let before = gpu.cache_stats().tiled_passes;
+            let found = run(gpu, &kernel, &launch, &a, &b);
+            (found, gpu.cache_stats().tiled_passes - before, gpu.tile_config().is_some())
+        });
+        if let Some((found, tiled, tiles)) = found {
+            let expected = run(&mut CpuBackend::reference(), &kernel, &launch, &a, &b);
+            // Half a 64-row tile is the least that tiles (nothing tiles on GL).
+            let should = u64::from(tiles && c.sizes[1] >= 32 && c.sizes[2] >= 32);
+            prop_assert_eq!(tiled, should, "{} {:?}: tiled passes", kernel, launch.sizes);
+            for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+                // Equal values; the sign of a zero that max or min picks
+                // from -0.0 and 0.0 is left to the adapter.
+                prop_assert!(
+                    e == f || (e.is_nan() && f.is_nan()),
+                    "{} {:?}: element {}: cpu {:?}, gpu {:?}", kernel, launch.sizes, i, e, f
+                );
+            }
+        }
+    }
+}
+
+/// A 2-D matrix product `[m, k] x [k, n]` in kernel order (m, n, k).
+fn matmul(m: u64, n: u64, k: u64) -> (Kernel, Launch) {
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
+        2,
+        Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Load(1)),
+        ),
+        Accumulate::Add,
+    );
+    let launch = Launch::new(
+        vec![m, n, k],
+        Layout::new(0, vec![n, 1, 0], m * n),
+        vec![
+            Layout::new(0, vec![k, 0, 1], m * k),
+            Layout::new(0, vec![0, 1, n], k * n),
+        ],
+    );
+    (kernel, launch)
+}
+
+#[test]
+fn tiled_contractions_at_new_sizes_compile_nothing() {
+    let outcome = DEFAULT.with("tiled_contractions_at_new_sizes_compile_nothing", |gpu| {
+        let mut counts = Vec::new();
+        for (m, n, k) in [(64, 64, 64), (100, 37, 250), (333, 200, 17), (40, 1000, 3)] {
+            let (kernel, launch) = matmul(m, n, k);
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+            let before = gpu.cache_stats();
+            let found = run(gpu, &kernel, &launch, &a, &b);
+            let after = gpu.cache_stats();
+            let expected = run(&mut CpuBackend::reference(), &kernel, &launch, &a, &b);
+            assert_eq!(found, expected, "{m}x{n}x{k}");
+            counts.push((
+                after.misses - before.misses,
+                after.tiled_passes - before.tiled_passes,
+            ));
+        }
+        (counts, gpu.tile_config().is_some())
+    });
+    if let Some((counts, tiles)) = outcome {
+        // The first size compiles the one pipeline; the others reuse it.
+        let misses: u64 = counts[1..].iter().map(|c| c.0).sum();
+        assert_eq!(misses, 0, "{counts:?}");
+        assert!(counts.iter().all(|c| c.1 == u64::from(tiles)), "{counts:?}");
+    }
+}
+
+#[test]
+fn small_or_long_contractions_keep_their_schedules() {
+    let outcome = DEFAULT.with("small_or_long_contractions_keep_their_schedules", |gpu| {
+        let mut tiled = Vec::new();
+        // Too few rows; a reduction long next to its outputs (a workgroup
+        // reduction); a 64x64 product that tiles.
+        for (m, n, k) in [(4, 512, 64), (32, 32, 100_000), (64, 64, 64)] {
+            let (kernel, launch) = matmul(m, n, k);
+            let a = vec![0.25f32; (m * k) as usize];
+            let b = vec![0.5f32; (k * n) as usize];
+            let before = gpu.cache_stats().tiled_passes;
+            let found = run(gpu, &kernel, &launch, &a, &b);
+            assert!(found.iter().all(|&v| v == 0.125 * k as f32), "{m}x{n}x{k}");
+            tiled.push(gpu.cache_stats().tiled_passes - before);
+        }
+        (tiled, gpu.tile_config().is_some())
+    });
+    if let Some((tiled, tiles)) = outcome {
+        assert_eq!(tiled, vec![0, 0, u64::from(tiles)]);
+    }
+}
+
+#[test]
+fn untiled_contractions_still_agree() {
+    let (kernel, launch) = matmul(65, 33, 17);
+    let a: Vec<f32> = (0..65 * 17).map(|i| (i % 9) as f32 / 4.0).collect();
+    let b: Vec<f32> = (0..17 * 33).map(|i| (i % 11) as f32 / 4.0).collect();
+    let outcome = UNTILED.with("untiled_contractions_still_agree", |gpu| {
+        let found = run(gpu, &kernel, &launch, &a, &b);
+        (found, gpu.cache_stats().tiled_passes)
+    });
+    if let Some((found, tiled)) = outcome {
+        assert_eq!(tiled, 0);
+        assert_eq!(
+            found,
+            run(&mut CpuBackend::reference(), &kernel, &launch, &a, &b)
+        );
+    }
+}
+
+#[test]
+fn the_tile_configuration_fits_webgpu_default_limits() {
+    let defaults = backend_wgpu::wgpu::Limits::default();
+    assert_eq!(TileConfig::for_limits(&defaults), Some(TileConfig::LARGE));
+    let downlevel = backend_wgpu::wgpu::Limits::downlevel_defaults();
+    assert!(TileConfig::for_limits(&downlevel).is_some());
+    let tiny = backend_wgpu::wgpu::Limits {
+        max_compute_workgroup_storage_size: 1024,
+        ..defaults
+    };
+    assert_eq!(TileConfig::for_limits(&tiny), None);
+}
