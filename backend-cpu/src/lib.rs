@@ -35,7 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use shape_core::kernel::{IterKind, Kernel, Launch, LaunchError};
+use shape_core::kernel::{Expr, IterKind, Kernel, Launch, LaunchError};
 use shape_core::Backend;
 
 /// A failure of the CPU backend.
@@ -179,6 +179,36 @@ fn advance(index: &mut [u64], dims: &[usize], sizes: &[u64]) -> bool {
     false
 }
 
+/// Applies `epilogue` to every result element in place, reading the
+/// operands at the element's parallel point.
+fn finish_in_place(
+    kernel: &Kernel,
+    epilogue: &Expr,
+    launch: &Launch,
+    result: &mut [f32],
+    operands: &[&Vec<f32>],
+) {
+    let parallel: Vec<usize> = (0..kernel.iterators.len())
+        .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
+        .collect();
+    let read: Vec<usize> = (0..kernel.operands)
+        .filter(|&o| epilogue.reads(o))
+        .collect();
+    let mut index = vec![0u64; kernel.iterators.len()];
+    let mut loads = vec![0.0f32; kernel.operands];
+    loop {
+        for &o in &read {
+            let layout = &launch.operands[o];
+            loads[o] = operands[o][offset(layout.offset, &layout.strides, &index)];
+        }
+        let at = offset(launch.result.offset, &launch.result.strides, &index);
+        result[at] = epilogue.eval_at(&loads, result[at]);
+        if !advance(&mut index, &parallel, &launch.sizes) {
+            break;
+        }
+    }
+}
+
 fn offset(layout_offset: u64, strides: &[u64], index: &[u64]) -> usize {
     (layout_offset + strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>()) as usize
 }
@@ -242,7 +272,18 @@ impl Backend for CpuBackend {
             return Ok(());
         }
         if self.path == CpuPath::Coalesced {
-            fast::execute(kernel, launch, result, operands);
+            match &kernel.epilogue {
+                None => fast::execute(kernel, launch, result, operands),
+                Some(epilogue) => {
+                    // The fast paths know plain reductions; the epilogue
+                    // then runs once per result element, as the reference
+                    // runs it.
+                    let mut plain = kernel.clone();
+                    plain.epilogue = None;
+                    fast::execute(&plain, launch, result, operands);
+                    finish_in_place(kernel, epilogue, launch, result, operands);
+                }
+            }
             return Ok(());
         }
         let parallel: Vec<usize> = (0..kernel.iterators.len())
@@ -264,7 +305,8 @@ impl Backend for CpuBackend {
                     break;
                 }
             }
-            result[offset(launch.result.offset, &launch.result.strides, &index)] = acc;
+            result[offset(launch.result.offset, &launch.result.strides, &index)] =
+                kernel.finish(&loads, acc);
             if !advance(&mut index, &parallel, &launch.sizes) {
                 break;
             }

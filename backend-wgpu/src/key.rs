@@ -40,6 +40,13 @@ impl KernelKey {
             Accumulate::Min => 4,
         });
         encode(&kernel.body, &mut words);
+        match &kernel.epilogue {
+            Some(e) => {
+                words.push(1);
+                encode(e, &mut words);
+            }
+            None => words.push(0),
+        }
         words.extend(classes.contiguous.iter().map(|&c| u32::from(c)));
         words.extend(
             classes
@@ -84,6 +91,7 @@ fn encode(e: &Expr, out: &mut Vec<u32>) {
             encode(b, out);
         }
         // Refused before any pipeline is looked up (`wgsl::supports`).
+        Expr::Accumulated => out.push(6),
         _ => out.push(u32::MAX),
     }
 }

@@ -645,9 +645,10 @@ impl WgpuBackend {
         {
             return Err(WgpuError::ForeignBuffer);
         }
-        if !wgsl::supports(&kernel.body) {
+        let epilogue_supported = kernel.epilogue.as_ref().is_none_or(wgsl::supports);
+        if !wgsl::supports(&kernel.body) || !epilogue_supported {
             return Err(WgpuError::UnsupportedBody {
-                body: kernel.body.to_string(),
+                body: kernel.to_string(),
             });
         }
         Ok(())
@@ -778,8 +779,12 @@ impl WgpuBackend {
                 break;
             }
             launch = reduction::partials_launch(&kernel, &launch, groups);
+            let epilogue: Vec<Bound> = reduction::epilogue_operands(&kernel)
+                .into_iter()
+                .map(|o| inputs[o].clone())
+                .collect();
             kernel = reduction::partials_kernel(&kernel);
-            inputs = vec![target];
+            inputs = std::iter::once(target).chain(epilogue).collect();
         }
         Ok(())
     }

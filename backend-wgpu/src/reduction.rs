@@ -185,10 +185,20 @@ pub fn plan(
     })
 }
 
+/// The operands `kernel`'s epilogue reads, in order (none without one).
+pub fn epilogue_operands(kernel: &Kernel) -> Vec<usize> {
+    match &kernel.epilogue {
+        Some(e) => (0..kernel.operands).filter(|&o| e.reads(o)).collect(),
+        None => Vec::new(),
+    }
+}
+
 /// The kernel of the pass after a workgroup reduction of `kernel`: it
 /// reduces the partials, one row of them per output, into the result with
 /// the same accumulation. Its iterators are `kernel`'s parallel ones, in
-/// order, then one reduction over the partials.
+/// order, then one reduction over the partials. Its operand 0 is the
+/// partials; an epilogue moves to it, with the operands it reads after
+/// the partials, in order ([`epilogue_operands`]).
 pub fn partials_kernel(kernel: &Kernel) -> Kernel {
     let mut iterators: Vec<IterKind> = kernel
         .iterators
@@ -197,7 +207,27 @@ pub fn partials_kernel(kernel: &Kernel) -> Kernel {
         .filter(|&k| k == IterKind::Parallel)
         .collect();
     iterators.push(IterKind::Reduction);
-    Kernel::new(iterators, 1, Expr::Load(0), kernel.accumulate)
+    let read = epilogue_operands(kernel);
+    let next = Kernel::new(iterators, 1 + read.len(), Expr::Load(0), kernel.accumulate);
+    match &kernel.epilogue {
+        Some(e) => next.with_epilogue(renumber(e, &|o| {
+            1 + read.iter().position(|&r| r == o).unwrap_or(0)
+        })),
+        None => next,
+    }
+}
+
+/// `e` with each load of operand `o` made a load of `to(o)`.
+fn renumber(e: &Expr, to: &dyn Fn(usize) -> usize) -> Expr {
+    let b = |e: &Expr| Box::new(renumber(e, to));
+    match e {
+        Expr::Load(o) => Expr::Load(to(*o)),
+        Expr::Unary(op, a) => Expr::Unary(*op, b(a)),
+        Expr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
+        Expr::Compare(op, x, y) => Expr::Compare(*op, b(x), b(y)),
+        Expr::Select(c, x, y) => Expr::Select(b(c), b(x), b(y)),
+        other => other.clone(),
+    }
 }
 
 /// The launch of [`partials_kernel`] after a pass that wrote `groups`
@@ -219,10 +249,19 @@ pub fn partials_launch(kernel: &Kernel, launch: &Launch, groups: u32) -> Launch 
         strides[k] = step;
         step = step.saturating_mul(sizes[k]);
     }
+    // The epilogue's operands, at the same parallel points.
+    let epilogue = epilogue_operands(kernel).into_iter().map(|o| {
+        let layout = &launch.operands[o];
+        let mut strides: Vec<u64> = parallel.iter().map(|&k| layout.strides[k]).collect();
+        strides.push(0);
+        Layout::new(layout.offset, strides, layout.len)
+    });
     let partials = Launch::new(
         sizes,
         Layout::new(launch.result.offset, result_strides, launch.result.len),
-        vec![Layout::new(0, strides, step)],
+        std::iter::once(Layout::new(0, strides, step))
+            .chain(epilogue)
+            .collect(),
     );
     // Points that write one result element (an explicit race) still do.
     match launch.races {

@@ -38,7 +38,7 @@
 
 use std::fmt::Write;
 
-use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Races};
+use shape_core::kernel::{Accumulate, IterKind, Kernel, Launch, Races};
 
 use crate::reduction::{point_counts, LoopBudget};
 use crate::wgsl::{self, Generator, ParamLayout, Schedule, StrideClass, StrideClasses};
@@ -122,18 +122,22 @@ pub struct TileAxes {
 
 impl TileAxes {
     /// The tile axes of launches of `kernel` whose strides have
-    /// `classes`, when its structure is a contraction: two operands, both
-    /// read by the body, a reduction that accumulates (not an
+    /// `classes`, when its structure is a contraction: a body that reads
+    /// operands 0 and 1 and no other (an epilogue may read the others,
+    /// not these), a reduction that accumulates (not an
     /// assignment), a parallel iterator only operand 0 follows and one
     /// only operand 1 follows (the innermost of each). Every other
     /// parallel iterator is a batch iterator: one tile grid per point.
     pub fn of(kernel: &Kernel, classes: &StrideClasses) -> Option<TileAxes> {
         let reduces = kernel.iterators.contains(&IterKind::Reduction);
-        if kernel.operands != 2
+        let epilogue_reads = |o| kernel.epilogue.as_ref().is_some_and(|e| e.reads(o));
+        if kernel.body.operands_used() != 2
             || !reduces
             || kernel.accumulate == Accumulate::Assign
-            || !reads(&kernel.body, 0)
-            || !reads(&kernel.body, 1)
+            || !kernel.body.reads(0)
+            || !kernel.body.reads(1)
+            || epilogue_reads(0)
+            || epilogue_reads(1)
         {
             return None;
         }
@@ -183,17 +187,6 @@ impl TileAxes {
         let batch = outputs / (u128::from(rows) * u128::from(columns));
         let workgroups = tiles * batch;
         (workgroups <= u32::MAX as u128).then_some(workgroups as u64)
-    }
-}
-
-/// Whether `e` reads operand `o`.
-fn reads(e: &Expr, o: usize) -> bool {
-    match e {
-        Expr::Load(i) => *i == o,
-        Expr::Unary(_, a) => reads(a, o),
-        Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => reads(a, o) || reads(b, o),
-        Expr::Select(c, a, b) => reads(c, o) || reads(a, o) || reads(b, o),
-        _ => false,
     }
 }
 
@@ -263,7 +256,7 @@ pub fn generate(kernel: &Kernel, classes: &StrideClasses, config: TileConfig) ->
         points = gen.point_count(&reduction),
     );
     gen.decode(&mut s, "rows_and_batch / tiles_m", &batch, "_b", "i", "let");
-    for t in 0..3 {
+    for t in 0..1 + kernel.operands {
         let name = tensor_name(t);
         let offset = match classes.offset(t) {
             StrideClass::Zero => "0u".to_string(),
@@ -336,11 +329,16 @@ pub fn generate(kernel: &Kernel, classes: &StrideClasses, config: TileConfig) ->
             let _ = writeln!(
                 s,
                 "    {{\n        let m = m0 + lid.y + {}u;\n        let n = n0 + lid.x + {}u;\n\
-                 \x20       if (m < size_m && n < size_n) {{ result[base_out{}{}] = acc_{i}_{j}; }}\n    }}",
+                 \x20       if (m < size_m && n < size_n) {{ result[base_out{}{}] = {}; }}\n    }}",
                 i * side,
                 j * side,
                 term(0, axes.m, "m"),
                 term(0, axes.n, "n"),
+                wgsl::finish_call(kernel, &format!("acc_{i}_{j}"), &|o| format!(
+                    "base_in{o}{}{}",
+                    term(1 + o, axes.m, "m"),
+                    term(1 + o, axes.n, "n")
+                )),
             );
         }
     }

@@ -74,7 +74,6 @@ impl Schedule {
         let reduces = kernel.iterators.contains(&IterKind::Reduction)
             && kernel.accumulate != Accumulate::Assign;
         match self {
-            Schedule::Tiled(_) if !reduces || kernel.operands != 2 => Schedule::PerElement,
             _ if !reduces => Schedule::PerElement,
             other => other,
         }
@@ -322,6 +321,7 @@ pub(crate) fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
             expr(c, consts, out);
             out.push_str(" == 0.0)");
         }
+        Expr::Accumulated => out.push_str("acc"),
         _ => out.push_str("unsupported_expression()"),
     }
 }
@@ -357,6 +357,7 @@ pub fn supports(body: &Expr) -> bool {
                 && supports(b)
         }
         Expr::Select(c, a, b) => supports(c) && supports(a) && supports(b),
+        Expr::Accumulated => true,
         _ => false,
     }
 }
@@ -559,7 +560,8 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
             let _ = writeln!(s, "    let i{k} = {} - 1u;", param(layout.size(k)));
         }
         gen.loads(&mut s, "    ", &reduction);
-        let _ = writeln!(s, "    result[base_out] = {body};\n}}");
+        let value = finish_call(kernel, &body, &|o| format!("base_in{o}"));
+        let _ = writeln!(s, "    result[base_out] = {value};\n}}");
         return s;
     }
     // Like the CPU, other accumulations start from their identity even
@@ -572,7 +574,8 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
     let step = match point_of_workgroup {
         None => {
             gen.walk(&mut s, &reduction, &body, None);
-            s.push_str("    result[base_out] = acc;\n}\n");
+            let value = finish_call(kernel, "acc", &|o| format!("base_in{o}"));
+            let _ = writeln!(s, "    result[base_out] = {value};\n}}");
             return s;
         }
         Some(_) => REDUCTION_WORKGROUP_SIZE,
@@ -611,10 +614,13 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
             s.push_str("    workgroupBarrier();\n");
         }
     }
-    s.push_str(
-        "    if (lane == 0u) {\n\
-         \x20       if (per_output == 1u) { result[base_out] = lanes[0]; } else { result[group] = lanes[0]; }\n\
-         \x20   }\n}\n",
+    // Only the pass that writes the result applies the epilogue.
+    let value = finish_call(kernel, "lanes[0]", &|o| format!("base_in{o}"));
+    let _ = writeln!(
+        s,
+        "    if (lane == 0u) {{\n\
+         \x20       if (per_output == 1u) {{ result[base_out] = {value}; }} else {{ result[group] = lanes[0]; }}\n\
+         \x20   }}\n}}"
     );
     s
 }
@@ -638,7 +644,35 @@ pub(crate) fn header(kernel: &Kernel, layout: &ParamLayout) -> String {
         );
     }
     s.push_str(PRELUDE);
+    if let Some(epilogue) = &kernel.epilogue {
+        // The epilogue as a function of the accumulated value and the
+        // operands it reads.
+        let params: String = crate::reduction::epilogue_operands(kernel)
+            .iter()
+            .map(|o| format!(", v{o}: f32"))
+            .collect();
+        let (mut text, mut consts) = (String::new(), Vec::new());
+        expr(epilogue, &mut consts, &mut text);
+        let _ = writeln!(s, "fn finish(acc: f32{params}) -> f32 {{");
+        for (n, c) in consts.iter().enumerate() {
+            let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
+        }
+        let _ = writeln!(s, "    return {text};\n}}");
+    }
     s
+}
+
+/// The value written for accumulated value `acc`: `acc` itself, or the
+/// epilogue's call with each operand `o` it reads at element `at(o)`.
+pub(crate) fn finish_call(kernel: &Kernel, acc: &str, at: &dyn Fn(usize) -> String) -> String {
+    if kernel.epilogue.is_none() {
+        return acc.to_string();
+    }
+    let args: String = crate::reduction::epilogue_operands(kernel)
+        .iter()
+        .map(|&o| format!(", in{o}[{}]", at(o)))
+        .collect();
+    format!("finish({acc}{args})")
 }
 
 /// `acc` combined with `x` by `accumulate`, as WGSL.

@@ -5,10 +5,10 @@
 //!
 //! `cargo bench -p shape-examples --bench fusion [-- ROUNDS]`
 //!
-//! The bias add and the relu of each layer fuse into one kernel; the
-//! contraction before them keeps its own (a contraction epilogue is not
-//! fused yet). Times are medians of the rounds (default 5), measured in
-//! the same process one after the other.
+//! Each layer becomes one kernel: the bias add and the relu fuse into a
+//! pointwise kernel, which becomes the contraction's epilogue. Times are
+//! medians of the rounds (default 5), measured in the same process one
+//! after the other.
 
 use std::time::Instant;
 

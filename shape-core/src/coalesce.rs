@@ -74,13 +74,14 @@ pub fn coalesce(kernel: &Kernel, launch: &Launch) -> (Kernel, Launch) {
         .collect();
     let mut coalesced = Launch::new(sizes, result, operands);
     coalesced.races = launch.races;
-    (
-        Kernel::new(
-            iterators,
-            kernel.operands,
-            kernel.body.clone(),
-            kernel.accumulate,
-        ),
-        coalesced,
-    )
+    let mut merged = Kernel::new(
+        iterators,
+        kernel.operands,
+        kernel.body.clone(),
+        kernel.accumulate,
+    );
+    // Merged iterators keep their kind, so an epilogue's operands still
+    // stay put along every reduction.
+    merged.epilogue = kernel.epilogue.clone();
+    (merged, coalesced)
 }

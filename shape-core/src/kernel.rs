@@ -132,16 +132,36 @@ pub enum Expr {
     Compare(CompareOp, Box<Expr>, Box<Expr>),
     /// `if cond != 0 { a } else { b }`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// The value accumulated at this result element: only in a kernel's
+    /// epilogue ([`Kernel::with_epilogue`]), where it is the reduction's
+    /// result before it is written.
+    Accumulated,
 }
 
 impl Expr {
-    /// The value at a point, given the loaded operand values.
+    /// The value at a point, given the loaded operand values
+    /// ([`Expr::Accumulated`] is NaN: use [`Expr::eval_at`] for an
+    /// epilogue).
     pub fn eval(&self, loads: &[f32]) -> f32 {
+        self.eval_at(loads, f32::NAN)
+    }
+
+    /// The value at a point, given the loaded operand values and the
+    /// value accumulated there (what [`Expr::Accumulated`] reads).
+    ///
+    /// ```
+    /// use shape_core::kernel::{BinaryOp, Expr};
+    /// let bias_add = Expr::Binary(BinaryOp::Add, Box::new(Expr::Accumulated), Box::new(Expr::Load(2)));
+    /// assert_eq!(bias_add.eval_at(&[0.0, 0.0, 0.5], 2.0), 2.5);
+    /// ```
+    pub fn eval_at(&self, loads: &[f32], acc: f32) -> f32 {
+        let eval = |e: &Expr| e.eval_at(loads, acc);
         match self {
+            Expr::Accumulated => acc,
             Expr::Load(i) => loads.get(*i).copied().unwrap_or(f32::NAN),
             Expr::Const(c) => *c,
             Expr::Unary(op, a) => {
-                let x = a.eval(loads);
+                let x = eval(a);
                 match op {
                     UnaryOp::Neg => -x,
                     UnaryOp::Exp => x.exp(),
@@ -151,7 +171,7 @@ impl Expr {
                 }
             }
             Expr::Binary(op, a, b) => {
-                let (x, y) = (a.eval(loads), b.eval(loads));
+                let (x, y) = (eval(a), eval(b));
                 match op {
                     BinaryOp::Add => x + y,
                     BinaryOp::Sub => x - y,
@@ -162,7 +182,7 @@ impl Expr {
                 }
             }
             Expr::Compare(op, a, b) => {
-                let (x, y) = (a.eval(loads), b.eval(loads));
+                let (x, y) = (eval(a), eval(b));
                 let holds = match op {
                     CompareOp::Lt => x < y,
                     CompareOp::Le => x <= y,
@@ -176,11 +196,37 @@ impl Expr {
                 }
             }
             Expr::Select(c, a, b) => {
-                if c.eval(loads) != 0.0 {
-                    a.eval(loads)
+                if eval(c) != 0.0 {
+                    eval(a)
                 } else {
-                    b.eval(loads)
+                    eval(b)
                 }
+            }
+        }
+    }
+
+    /// Whether the expression loads operand `o`.
+    pub fn reads(&self, o: usize) -> bool {
+        match self {
+            Expr::Load(i) => *i == o,
+            Expr::Const(_) | Expr::Accumulated => false,
+            Expr::Unary(_, a) => a.reads(o),
+            Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => a.reads(o) || b.reads(o),
+            Expr::Select(c, a, b) => c.reads(o) || a.reads(o) || b.reads(o),
+        }
+    }
+
+    /// Whether the expression reads [`Expr::Accumulated`].
+    pub fn reads_accumulated(&self) -> bool {
+        match self {
+            Expr::Accumulated => true,
+            Expr::Load(_) | Expr::Const(_) => false,
+            Expr::Unary(_, a) => a.reads_accumulated(),
+            Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
+                a.reads_accumulated() || b.reads_accumulated()
+            }
+            Expr::Select(c, a, b) => {
+                c.reads_accumulated() || a.reads_accumulated() || b.reads_accumulated()
             }
         }
     }
@@ -189,7 +235,7 @@ impl Expr {
     pub fn operands_used(&self) -> usize {
         match self {
             Expr::Load(i) => i + 1,
-            Expr::Const(_) => 0,
+            Expr::Const(_) | Expr::Accumulated => 0,
             Expr::Unary(_, a) => a.operands_used(),
             Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => {
                 a.operands_used().max(b.operands_used())
@@ -211,6 +257,7 @@ impl fmt::Display for Expr {
             Expr::Binary(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
             Expr::Compare(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
             Expr::Select(c, a, b) => write!(f, "select({c}, {a}, {b})"),
+            Expr::Accumulated => f.write_str("acc"),
         }
     }
 }
@@ -230,6 +277,12 @@ pub struct Kernel {
     pub body: Expr,
     /// How values combine into a result element.
     pub accumulate: Accumulate,
+    /// What is written to a result element, computed from the value
+    /// accumulated there ([`Expr::Accumulated`]) and operands read at the
+    /// element's parallel point only (their strides along reduction
+    /// iterators are 0): a contraction's bias and activation, fused.
+    /// `None` writes the accumulated value.
+    pub epilogue: Option<Expr>,
 }
 
 impl Kernel {
@@ -246,6 +299,39 @@ impl Kernel {
             operands,
             body,
             accumulate,
+            epilogue: None,
+        }
+    }
+
+    /// This kernel with `epilogue` applied to each accumulated value
+    /// before it is written (see [`Kernel::epilogue`]).
+    ///
+    /// ```
+    /// use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, UnaryOp};
+    /// // relu(sum_k a[i, k] * b[k] + bias[i])
+    /// let kernel = Kernel::new(
+    ///     vec![IterKind::Parallel, IterKind::Reduction],
+    ///     3,
+    ///     Expr::Binary(BinaryOp::Mul, Box::new(Expr::Load(0)), Box::new(Expr::Load(1))),
+    ///     Accumulate::Add,
+    /// )
+    /// .with_epilogue(Expr::Unary(
+    ///     UnaryOp::Relu,
+    ///     Box::new(Expr::Binary(BinaryOp::Add, Box::new(Expr::Accumulated), Box::new(Expr::Load(2)))),
+    /// ));
+    /// assert_eq!(kernel.to_string(), "for [i0, r1]: out += mul(in0, in1); then relu(add(acc, in2))");
+    /// ```
+    pub fn with_epilogue(mut self, epilogue: Expr) -> Kernel {
+        self.epilogue = Some(epilogue);
+        self
+    }
+
+    /// The value written for accumulated value `acc`, given the loads at
+    /// the result element's point.
+    pub fn finish(&self, loads: &[f32], acc: f32) -> f32 {
+        match &self.epilogue {
+            Some(e) => e.eval_at(loads, acc),
+            None => acc,
         }
     }
 
@@ -285,7 +371,11 @@ impl fmt::Display for Kernel {
                 Accumulate::Min => "min=",
             },
             self.body
-        )
+        )?;
+        match &self.epilogue {
+            Some(e) => write!(f, "; then {e}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -396,6 +486,25 @@ pub enum LaunchError {
         iterator: usize,
         /// Its size.
         size: u64,
+    },
+    /// A kernel body that reads the accumulated value, which only an
+    /// epilogue may.
+    #[error(
+        "the kernel's body reads the accumulated value (`acc`), which only its epilogue may read"
+    )]
+    AccumulatedInBody,
+    /// An epilogue on a launch whose writes may race: it would apply to
+    /// a value that other points also accumulate into.
+    #[error("a kernel with an epilogue cannot allow racing writes: the epilogue would see partial values")]
+    EpilogueWithRaces,
+    /// An operand read by the epilogue that moves along a reduction
+    /// iterator: the epilogue runs once per result element.
+    #[error("the epilogue reads operand {operand}, whose stride along reduction iterator {iterator} is not 0: an epilogue reads operands at the result element's point only")]
+    EpilogueAlongReduction {
+        /// The operand.
+        operand: usize,
+        /// The reduction iterator.
+        iterator: usize,
     },
     /// A buffer whose length differs from the one its layout declares.
     #[error("{tensor} has {found} elements but its layout says {expected}")]
@@ -549,12 +658,39 @@ impl Launch {
         };
         arity("iterators", n, self.sizes.len())?;
         arity("operands", kernel.operands, self.operands.len())?;
-        let used = kernel.body.operands_used();
+        let used = kernel
+            .body
+            .operands_used()
+            .max(kernel.epilogue.as_ref().map_or(0, |e| e.operands_used()));
         if used > kernel.operands {
             return Err(LaunchError::OperandIndex {
                 index: used - 1,
                 operands: kernel.operands,
             });
+        }
+        if kernel.body.reads_accumulated() {
+            return Err(LaunchError::AccumulatedInBody);
+        }
+        if let Some(epilogue) = &kernel.epilogue {
+            if self.races == Races::Allowed {
+                return Err(LaunchError::EpilogueWithRaces);
+            }
+            for (o, layout) in self.operands.iter().enumerate() {
+                if !epilogue.reads(o) {
+                    continue;
+                }
+                let along = (0..n).find(|&k| {
+                    kernel.iterators[k] == IterKind::Reduction
+                        && self.sizes[k] > 1
+                        && layout.strides.get(k).is_some_and(|&s| s != 0)
+                });
+                if let Some(iterator) = along {
+                    return Err(LaunchError::EpilogueAlongReduction {
+                        operand: o,
+                        iterator,
+                    });
+                }
+            }
         }
         // Names are only formatted for an error: this runs on every launch.
         let tensors = std::iter::once((None, &self.result))

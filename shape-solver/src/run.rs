@@ -20,7 +20,7 @@ use shape_core::{Backend, SolvedShape};
 use crate::graph::{GraphError, OpId, SolvedGraph, TensorId, TensorKind};
 use crate::lowering::{BufferRef, Lowered, Step};
 use crate::origin::{OpRef, TensorRef};
-use shape_core::kernel::{Expr, Kernel, Launch};
+use shape_core::kernel::{Expr, Kernel, Launch, Layout};
 
 /// A tensor's values on the host, in memory order (batch, output, input;
 /// row-major), with the sizes of its axes in that order.
@@ -482,6 +482,7 @@ impl SolvedGraph {
         }
         if !options.unfused {
             fuse_pointwise(graph, &order, &mut lowered, &seen);
+            fuse_epilogues(graph, &order, &mut lowered, &seen);
         }
         let kept: Vec<(OpId, Lowered)> = order
             .iter()
@@ -958,6 +959,170 @@ fn fuse_step(
         launch: Launch::new(
             outer.launch.sizes.clone(),
             outer.launch.result.clone(),
+            layouts,
+        ),
+        result: BufferRef::Result,
+        operands: refs,
+    })
+}
+
+/// Fuses pointwise steps into the reductions they read, in place: when a
+/// one-step pointwise operation (after [`fuse_pointwise`]) reads the
+/// result of a one-step reduction (a contraction, a sum) that nothing else
+/// reads and that is not an output, over the reduction's parallel loop
+/// and exactly where the reduction writes it, the reduction's kernel
+/// takes the pointwise body as its epilogue ([`Kernel::epilogue`]) and
+/// writes the pointwise result; the intermediate is never written.
+///
+/// The values are the same: the epilogue computes, from the same
+/// accumulated `f32`, what the pointwise kernel computed from it after a
+/// round trip through memory.
+fn fuse_epilogues(
+    graph: &crate::Graph,
+    order: &[OpId],
+    lowered: &mut [Option<Lowered>],
+    outputs: &HashSet<TensorId>,
+) {
+    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
+    let mut readers: HashMap<TensorId, usize> = HashMap::new();
+    for (&op, l) in order.iter().zip(lowered.iter()) {
+        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
+            for t in read_tensors(l, operands) {
+                *readers.entry(t).or_default() += 1;
+            }
+        }
+    }
+    for c in 0..order.len() {
+        let Some((_, c_operands, _)) = graph.op(order[c]) else {
+            continue;
+        };
+        let Some([step]) = lowered[c].as_ref().map(|l| l.steps.as_slice()) else {
+            continue;
+        };
+        let fused = (0..step.operands.len()).find_map(|j| {
+            let t = match step.operands[j] {
+                BufferRef::Operand(i) => c_operands.get(i).copied(),
+                BufferRef::Tensor(t) => Some(t),
+                _ => None,
+            }?;
+            if outputs.contains(&t) || readers.get(&t) != Some(&1) {
+                return None;
+            }
+            let p = position
+                .get(&graph.producer(t)?)
+                .copied()
+                .filter(|&p| p < c)?;
+            let (_, p_operands, _) = graph.op(order[p])?;
+            let [inner] = lowered[p].as_ref()?.steps.as_slice() else {
+                return None;
+            };
+            epilogue_step(inner, p_operands, step, j, c_operands).map(|s| (p, s))
+        });
+        if let Some((p, s)) = fused {
+            lowered[p] = None;
+            if let Some(l) = lowered[c].as_mut() {
+                l.steps = vec![s];
+            }
+        }
+    }
+}
+
+/// `inner` (a reduction) with `outer`'s body as its epilogue, where
+/// `outer` reads `inner`'s result as its operand `j`; `None` when they
+/// cannot be fused.
+fn epilogue_step(
+    inner: &Step,
+    inner_operands: &[TensorId],
+    outer: &Step,
+    j: usize,
+    outer_operands: &[TensorId],
+) -> Option<Step> {
+    use shape_core::kernel::{Accumulate, IterKind};
+    let refused = |s: &Step| s.launch.races == shape_core::Races::Refused;
+    let buffers_ok = |s: &Step| {
+        s.result == BufferRef::Result
+            && s.operands
+                .iter()
+                .all(|r| !matches!(r, BufferRef::Scratch(_) | BufferRef::Result))
+    };
+    let reduces = inner.kernel.iterators.contains(&IterKind::Reduction)
+        && inner.kernel.accumulate != Accumulate::Assign
+        && inner.kernel.epilogue.is_none();
+    let pointwise = outer.kernel.accumulate == Accumulate::Assign
+        && outer.kernel.epilogue.is_none()
+        && outer
+            .kernel
+            .iterators
+            .iter()
+            .all(|k| *k == IterKind::Parallel);
+    let fusable = reduces && pointwise && refused(inner) && refused(outer);
+    if !fusable || !buffers_ok(inner) || !buffers_ok(outer) {
+        return None;
+    }
+    // The outer loop must be the inner one's parallel iterators, in order,
+    // and read the intermediate where the inner kernel writes it.
+    let parallel: Vec<usize> = (0..inner.kernel.iterators.len())
+        .filter(|&k| inner.kernel.iterators[k] == IterKind::Parallel)
+        .collect();
+    let on_parallel = |l: &Layout| -> Vec<u64> { parallel.iter().map(|&k| l.strides[k]).collect() };
+    let sizes: Vec<u64> = parallel.iter().map(|&k| inner.launch.sizes[k]).collect();
+    let read = outer.launch.operands.get(j)?;
+    let written = &inner.launch.result;
+    let same_loop = sizes == outer.launch.sizes
+        && read.offset == written.offset
+        && read.len == written.len
+        && read.strides == on_parallel(written);
+    let count = inner.operands.len() + outer.operands.len() - 1;
+    let small = expr_nodes(&inner.kernel.body) + expr_nodes(&outer.kernel.body) <= FUSED_NODES;
+    if !(same_loop && small && count <= FUSED_OPERANDS) {
+        return None;
+    }
+    // Outer layouts over the inner iterators: 0 along the reductions.
+    let widen = |l: &Layout| {
+        let mut strides = vec![0u64; inner.kernel.iterators.len()];
+        for (&k, &s) in parallel.iter().zip(&l.strides) {
+            strides[k] = s;
+        }
+        Layout::new(l.offset, strides, l.len)
+    };
+    let name = |r: &BufferRef, operands: &[TensorId]| match *r {
+        BufferRef::Operand(i) => operands.get(i).map(|&t| BufferRef::Tensor(t)),
+        other => Some(other),
+    };
+    let n = inner.operands.len();
+    let mut refs = Vec::with_capacity(count);
+    let mut layouts = Vec::with_capacity(count);
+    for (r, l) in inner.operands.iter().zip(&inner.launch.operands) {
+        refs.push(name(r, inner_operands)?);
+        layouts.push(l.clone());
+    }
+    for (k, (r, l)) in outer
+        .operands
+        .iter()
+        .zip(&outer.launch.operands)
+        .enumerate()
+    {
+        if k != j {
+            refs.push(name(r, outer_operands)?);
+            layouts.push(widen(l));
+        }
+    }
+    let epilogue = remap(&outer.kernel.body, &|k| match k.cmp(&j) {
+        std::cmp::Ordering::Less => Expr::Load(n + k),
+        std::cmp::Ordering::Equal => Expr::Accumulated,
+        std::cmp::Ordering::Greater => Expr::Load(n + k - 1),
+    });
+    Some(Step {
+        kernel: Kernel::new(
+            inner.kernel.iterators.clone(),
+            count,
+            inner.kernel.body.clone(),
+            inner.kernel.accumulate,
+        )
+        .with_epilogue(epilogue),
+        launch: Launch::new(
+            inner.launch.sizes.clone(),
+            widen(&outer.launch.result),
             layouts,
         ),
         result: BufferRef::Result,

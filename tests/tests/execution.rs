@@ -392,3 +392,45 @@ fn a_long_pointwise_chain_fuses_into_kernels_of_bounded_size() {
         plain.get(t).unwrap().values()
     );
 }
+
+#[test]
+fn a_contraction_takes_its_bias_and_activation_as_an_epilogue() {
+    let mut g = Graph::new();
+    let x = g.input("x", "4|3").unwrap();
+    let w = g.input("w", "3->5").unwrap();
+    let b = g.input("b", "5").unwrap();
+    let h = g.compose(w, x).unwrap();
+    let h = g.add(h, b).unwrap();
+    let y = g.unary("relu", h).unwrap();
+    let s = g.solve().unwrap();
+    let plan = s.plan(&[y], &RunOptions::default()).unwrap();
+    // compose, add and relu: one kernel, the add and relu its epilogue.
+    let [op] = plan.ops() else {
+        panic!("{} kernels", plan.ops().len());
+    };
+    let kernel = op.lowered.steps[0].kernel.to_string();
+    assert!(kernel.ends_with("; then relu(add(acc, in2))"), "{kernel}");
+    let unfused = s.plan(&[y], &RunOptions::default().unfused()).unwrap();
+    assert_eq!(unfused.ops().len(), 3);
+    let data = |n: usize, k: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * k) % 11) as f32 * 0.37 - 1.6).collect()
+    };
+    let inputs = Inputs::new()
+        .with(x, HostTensor::new(vec![4, 3], data(12, 5)).unwrap())
+        .with(w, HostTensor::new(vec![5, 3], data(15, 7)).unwrap())
+        .with(b, HostTensor::new(vec![5], data(5, 3)).unwrap());
+    for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
+        let fused = s.run_plan(&mut cpu, &plan, inputs.clone()).unwrap();
+        let plain = s.run_plan(&mut cpu, &unfused, inputs.clone()).unwrap();
+        let bits = |o: &shape_solver::RunOutputs| -> Vec<u32> {
+            o.get(y)
+                .unwrap()
+                .values()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&fused), bits(&plain));
+        assert!(fused.get(y).unwrap().values().contains(&0.0));
+    }
+}

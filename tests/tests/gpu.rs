@@ -153,9 +153,9 @@ fn the_pipeline_cache_compiles_each_kernel_structure_once() {
         Tolerance::GPU,
     );
     let first = gpu.cache_stats();
-    // compose, add and relu fused into one kernel, compose, sum: 4
-    // launches, and the two composes share one kernel structure.
-    assert_eq!((first.misses, first.hits), (3, 1));
+    // compose with add and relu fused as its epilogue, compose, sum: 3
+    // launches of 3 kernel structures.
+    assert_eq!((first.misses, first.hits), (3, 0));
     assert_eq!(gpu.cached_pipelines(), 3);
     // The same program at other sizes compiles nothing new.
     let large = mlp(17, 50, 33);
@@ -165,7 +165,7 @@ fn the_pipeline_cache_compiles_each_kernel_structure_once() {
         Tolerance::GPU,
     );
     let second = gpu.cache_stats();
-    assert_eq!((second.misses, second.hits), (3, 5));
+    assert_eq!((second.misses, second.hits), (3, 3));
     assert_eq!(gpu.cached_pipelines(), 3);
 }
 
@@ -217,8 +217,9 @@ fn every_dispatch_submitted_on_its_own_gives_the_same_results() {
         Tolerance::GPU,
     );
     let stats = gpu.cache_stats();
-    // One workgroup per dispatch: 150 points take 3 dispatches.
-    assert!(stats.dispatches > 5, "{stats:?}");
+    // One workgroup per dispatch: the first layer's 150 points take 3
+    // dispatches, the second layer and the sum one each.
+    assert!(stats.dispatches >= 5, "{stats:?}");
     assert!(stats.submissions >= stats.dispatches, "{stats:?}");
 }
 

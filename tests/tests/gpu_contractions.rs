@@ -348,3 +348,196 @@ fn the_tile_configuration_fits_webgpu_default_limits() {
     };
     assert_eq!(TileConfig::for_limits(&tiny), None);
 }
+
+/// Epilogues on every schedule: `relu(acc + bias) * scale` written where
+/// the reduction's result would be, checked exactly (quarter-integer data
+/// keep every step exact) against both CPU paths.
+mod epilogues {
+    use super::*;
+    use backend_wgpu::LoopBudget;
+    use shape_core::kernel::UnaryOp;
+
+    fn split() -> WgpuOptions {
+        WgpuOptions {
+            loop_budget: LoopBudget::new(3).unwrap(),
+            workgroup_reduction_threshold: 1,
+            ..WgpuOptions::default()
+        }
+    }
+    static SPLIT: SharedWgpu = SharedWgpu::new(split);
+
+    /// `relu(acc + in{bias}) * in{scale}`.
+    fn epilogue(bias: usize, scale: usize) -> Expr {
+        let sum = Expr::Binary(
+            BinaryOp::Add,
+            Box::new(Expr::Accumulated),
+            Box::new(Expr::Load(bias)),
+        );
+        Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Unary(UnaryOp::Relu, Box::new(sum))),
+            Box::new(Expr::Load(scale)),
+        )
+    }
+
+    fn quarters(len: u64, salt: u64) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 7 + salt * 3) % 13) as f32 / 4.0 - 1.5)
+            .collect()
+    }
+
+    /// Runs `kernel` over `launch` on `backend` with quarter-integer data.
+    fn run_all<B: Backend>(backend: &mut B, kernel: &Kernel, launch: &Launch) -> Vec<f32>
+    where
+        B::Error: std::fmt::Debug,
+    {
+        let buffers: Vec<B::Buffer> = launch
+            .operands
+            .iter()
+            .enumerate()
+            .map(|(o, l)| backend.upload(&quarters(l.len, o as u64)).unwrap())
+            .collect();
+        let refs: Vec<&B::Buffer> = buffers.iter().collect();
+        let mut out = backend.alloc(launch.result.len as usize).unwrap();
+        backend.execute(kernel, launch, &mut out, &refs).unwrap();
+        backend.download(&out).unwrap()
+    }
+
+    fn check(gpu: &SharedWgpu, test: &str, kernel: &Kernel, launch: &Launch) -> Option<u64> {
+        let expected = run_all(&mut CpuBackend::reference(), kernel, launch);
+        let coalesced = run_all(&mut CpuBackend::coalesced(), kernel, launch);
+        assert_eq!(expected, coalesced, "{kernel}: the CPU paths differ");
+        // Without the epilogue, the reference's values go through it by hand.
+        let mut plain = kernel.clone();
+        plain.epilogue = None;
+        assert_ne!(
+            run_all(&mut CpuBackend::reference(), &plain, launch),
+            expected
+        );
+        gpu.with(test, |gpu| {
+            let before = gpu.cache_stats();
+            let found = run_all(gpu, kernel, launch);
+            let after = gpu.cache_stats();
+            assert_eq!(found, expected, "{kernel} {:?}", launch.sizes);
+            after.workgroup_passes - before.workgroup_passes + after.tiled_passes
+                - before.tiled_passes
+        })
+    }
+
+    /// A matrix product `[m, k] x [k, n]` with a bias along `n` and a
+    /// scale along `m` read by its epilogue.
+    fn biased_matmul(m: u64, n: u64, k: u64) -> (Kernel, Launch) {
+        let (kernel, launch) = matmul(m, n, k);
+        let kernel = Kernel::new(kernel.iterators, 4, kernel.body, kernel.accumulate)
+            .with_epilogue(epilogue(2, 3));
+        let mut operands = launch.operands;
+        operands.push(Layout::new(0, vec![0, 1, 0], n));
+        operands.push(Layout::new(1, vec![1, 0, 0], m + 1));
+        (kernel, Launch::new(launch.sizes, launch.result, operands))
+    }
+
+    #[test]
+    fn on_a_tiled_contraction() {
+        let (kernel, launch) = biased_matmul(65, 70, 33);
+        let tiled = check(
+            &DEFAULT,
+            "epilogue on_a_tiled_contraction",
+            &kernel,
+            &launch,
+        );
+        let tiles = DEFAULT.with("epilogue tiles", |gpu| gpu.tile_config().is_some());
+        if let (Some(tiled), Some(tiles)) = (tiled, tiles) {
+            assert_eq!(tiled, u64::from(tiles));
+        }
+    }
+
+    #[test]
+    fn on_one_invocation_per_element() {
+        let (kernel, launch) = biased_matmul(4, 5, 3);
+        let passes = check(
+            &DEFAULT,
+            "epilogue on_one_invocation_per_element",
+            &kernel,
+            &launch,
+        );
+        assert!(passes.is_none_or(|p| p == 0), "{passes:?}");
+    }
+
+    /// Row sums of 2 x 7000 with a bias and scale per row, split into
+    /// workgroup passes (budget 3: several passes of partials).
+    #[test]
+    fn on_split_reductions() {
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            3,
+            Expr::Load(0),
+            Accumulate::Add,
+        )
+        .with_epilogue(epilogue(1, 2));
+        let launch = Launch::new(
+            vec![2, 7000],
+            Layout::new(0, vec![1, 0], 2),
+            vec![
+                Layout::new(0, vec![7000, 1], 14000),
+                Layout::new(0, vec![1, 0], 2),
+                Layout::new(0, vec![1, 0], 2),
+            ],
+        );
+        if let Some(passes) = check(&SPLIT, "epilogue on_split_reductions", &kernel, &launch) {
+            assert!(passes >= 2, "{passes} workgroup passes");
+        }
+    }
+
+    #[test]
+    fn on_an_assignment_and_without_reductions() {
+        for iterators in [
+            vec![IterKind::Parallel, IterKind::Reduction],
+            vec![IterKind::Parallel, IterKind::Parallel],
+        ] {
+            let reduces = iterators[1] == IterKind::Reduction;
+            let kernel = Kernel::new(iterators, 3, Expr::Load(0), Accumulate::Assign)
+                .with_epilogue(epilogue(1, 2));
+            let along = if reduces { 0 } else { 1 };
+            let launch = Launch::new(
+                vec![3, 4],
+                Layout::new(
+                    0,
+                    vec![4 * u64::from(!reduces) + u64::from(reduces), along],
+                    12,
+                ),
+                vec![
+                    Layout::new(0, vec![4, 1], 12),
+                    Layout::new(0, vec![1, 0], 3),
+                    Layout::new(0, vec![0, along], 4),
+                ],
+            );
+            check(&DEFAULT, "epilogue on_an_assignment", &kernel, &launch);
+        }
+    }
+
+    #[test]
+    fn an_epilogue_that_reads_along_a_reduction_is_refused() {
+        let (kernel, launch) = biased_matmul(4, 5, 3);
+        let mut operands = launch.operands.clone();
+        operands[2] = Layout::new(0, vec![0, 1, 5], 15);
+        let bad = Launch::new(launch.sizes.clone(), launch.result.clone(), operands);
+        let err = bad.check(&kernel).unwrap_err();
+        assert_eq!(err.kind(), "epilogue_along_reduction");
+        assert!(err.to_string().contains("operand 2"), "{err}");
+        let body_reads_acc = Kernel::new(
+            kernel.iterators.clone(),
+            4,
+            Expr::Accumulated,
+            Accumulate::Add,
+        );
+        assert_eq!(
+            launch.check(&body_reads_acc).unwrap_err().kind(),
+            "accumulated_in_body"
+        );
+        let racing = launch.clone().allowing_races();
+        assert_eq!(
+            racing.check(&kernel).unwrap_err().kind(),
+            "epilogue_with_races"
+        );
+    }
+}
