@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 mod common;
-use common::{open, paired};
+use common::{hand_written, open, paired};
 
 use backend_wgpu::{WgpuBackend, WgpuBuffer, WgpuOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -116,40 +116,13 @@ struct HandWritten {
 
 impl HandWritten {
     fn new(gpu: &WgpuBackend, out: &WgpuBuffer, a: &WgpuBuffer, b: &WgpuBuffer, size: u32) -> Self {
-        let device = gpu.device();
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("hand-written tiled matrix product"),
-            source: wgpu::ShaderSource::Wgsl(HAND_WRITTEN.into()),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: None,
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: 16,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        gpu.queue()
-            .write_buffer(&uniform, 0, bytemuck::cast_slice(&[size, size, size, 0u32]));
-        let entries: Vec<wgpu::BindGroupEntry> = [&uniform, out.raw(), a.raw(), b.raw()]
-            .into_iter()
-            .enumerate()
-            .map(|(i, buffer)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: buffer.as_entire_binding(),
-            })
-            .collect();
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
+        let (pipeline, bind_group) = hand_written(
+            gpu,
+            "hand-written tiled matrix product",
+            HAND_WRITTEN,
+            [size, size, size, 0],
+            &[out.raw(), a.raw(), b.raw()],
+        );
         HandWritten {
             pipeline,
             bind_group,

@@ -15,6 +15,9 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+use common::hand_written;
+
 use backend_wgpu::{WgpuBackend, WgpuBuffer, WgpuOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
@@ -132,49 +135,13 @@ struct HandWritten {
 
 impl HandWritten {
     fn new(gpu: &WgpuBackend, out: &WgpuBuffer, a: &WgpuBuffer, b: &WgpuBuffer, cols: u32) -> Self {
-        let device = gpu.device();
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("hand-written broadcast add"),
-            source: wgpu::ShaderSource::Wgsl(HAND_WRITTEN.into()),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: None,
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: 16,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        gpu.queue()
-            .write_buffer(&uniform, 0, bytemuck::cast_slice(&[cols, 0, 0, 0]));
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: uniform.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 1,
-                    resource: out.raw().as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
-                    resource: a.raw().as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: b.raw().as_entire_binding(),
-                },
-            ],
-        });
+        let (pipeline, bind_group) = hand_written(
+            gpu,
+            "hand-written broadcast add",
+            HAND_WRITTEN,
+            [cols, 0, 0, 0],
+            &[out.raw(), a.raw(), b.raw()],
+        );
         let max = gpu.limits().max_compute_workgroups_per_dimension;
         let groups = (out.len() as u32).div_ceil(64);
         let groups = if groups <= max {

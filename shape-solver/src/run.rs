@@ -819,6 +819,25 @@ fn expr_nodes(e: &Expr) -> usize {
     }
 }
 
+/// Where each operation stands in `order`, and how many steps read each
+/// tensor: what both fusions look up.
+fn fusion_index(
+    graph: &crate::Graph,
+    order: &[OpId],
+    lowered: &[Option<Lowered>],
+) -> (HashMap<OpId, usize>, HashMap<TensorId, usize>) {
+    let position = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
+    let mut readers: HashMap<TensorId, usize> = HashMap::new();
+    for (&op, l) in order.iter().zip(lowered) {
+        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
+            for t in read_tensors(l, operands) {
+                *readers.entry(t).or_default() += 1;
+            }
+        }
+    }
+    (position, readers)
+}
+
 /// Fuses pointwise chains in a plan's operations, in place: an
 /// operation lowered to one step without reductions, whose result only
 /// one step reads (and is not an output), moves into that reader when the
@@ -836,16 +855,7 @@ fn fuse_pointwise(
     lowered: &mut [Option<Lowered>],
     outputs: &HashSet<TensorId>,
 ) {
-    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
-    // How many steps read each tensor.
-    let mut readers: HashMap<TensorId, usize> = HashMap::new();
-    for (&op, l) in order.iter().zip(lowered.iter()) {
-        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
-            for t in read_tensors(l, operands) {
-                *readers.entry(t).or_default() += 1;
-            }
-        }
-    }
+    let (position, readers) = fusion_index(graph, order, lowered);
     for c in 0..order.len() {
         let Some((_, c_operands, _)) = graph.op(order[c]) else {
             continue;
@@ -983,15 +993,7 @@ fn fuse_epilogues(
     lowered: &mut [Option<Lowered>],
     outputs: &HashSet<TensorId>,
 ) {
-    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
-    let mut readers: HashMap<TensorId, usize> = HashMap::new();
-    for (&op, l) in order.iter().zip(lowered.iter()) {
-        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
-            for t in read_tensors(l, operands) {
-                *readers.entry(t).or_default() += 1;
-            }
-        }
-    }
+    let (position, readers) = fusion_index(graph, order, lowered);
     for c in 0..order.len() {
         let Some((_, c_operands, _)) = graph.op(order[c]) else {
             continue;
