@@ -269,7 +269,15 @@ impl Backend for CpuBackend {
             operands.iter().map(|b| b.len() as u64),
         )?;
         if launch.sizes.contains(&0) {
-            return Ok(());
+            // Nothing to write, or each element's reduction of no values.
+            return match launch.empty_reduction(kernel)? {
+                Some(fill) => {
+                    let inputs: Vec<&Vec<f32>> =
+                        fill.operands.iter().map(|&o| operands[o]).collect();
+                    self.execute(&fill.kernel, &fill.launch, result, &inputs)
+                }
+                None => Ok(()),
+            };
         }
         if self.path == CpuPath::Coalesced {
             match &kernel.epilogue {

@@ -1018,7 +1018,15 @@ impl Backend for WgpuBackend {
     ) -> Result<(), WgpuError> {
         self.validate(kernel, launch, result, operands)?;
         if launch.sizes.contains(&0) {
-            return Ok(());
+            // Nothing to write, or each element's reduction of no values.
+            return match launch.empty_reduction(kernel)? {
+                Some(fill) => {
+                    let inputs: Vec<&WgpuBuffer> =
+                        fill.operands.iter().map(|&o| operands[o]).collect();
+                    self.execute(&fill.kernel, &fill.launch, result, &inputs)
+                }
+                None => Ok(()),
+            };
         }
         let (points, _) = reduction::point_counts(kernel, launch);
         if points > MAX_POINTS {

@@ -210,23 +210,10 @@ pub fn partials_kernel(kernel: &Kernel) -> Kernel {
     let read = epilogue_operands(kernel);
     let next = Kernel::new(iterators, 1 + read.len(), Expr::Load(0), kernel.accumulate);
     match &kernel.epilogue {
-        Some(e) => next.with_epilogue(renumber(e, &|o| {
-            1 + read.iter().position(|&r| r == o).unwrap_or(0)
-        })),
+        Some(e) => next.with_epilogue(
+            e.map_loads(&|o| Expr::Load(1 + read.iter().position(|&r| r == o).unwrap_or(0))),
+        ),
         None => next,
-    }
-}
-
-/// `e` with each load of operand `o` made a load of `to(o)`.
-fn renumber(e: &Expr, to: &dyn Fn(usize) -> usize) -> Expr {
-    let b = |e: &Expr| Box::new(renumber(e, to));
-    match e {
-        Expr::Load(o) => Expr::Load(to(*o)),
-        Expr::Unary(op, a) => Expr::Unary(*op, b(a)),
-        Expr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
-        Expr::Compare(op, x, y) => Expr::Compare(*op, b(x), b(y)),
-        Expr::Select(c, x, y) => Expr::Select(b(c), b(x), b(y)),
-        other => other.clone(),
     }
 }
 

@@ -205,6 +205,26 @@ impl Expr {
         }
     }
 
+    /// The expression with each load of operand `k` replaced by
+    /// `load(k)` (to renumber operands, or to inline another expression).
+    ///
+    /// ```
+    /// use shape_core::kernel::{BinaryOp, Expr};
+    /// let sum = Expr::Binary(BinaryOp::Add, Box::new(Expr::Load(0)), Box::new(Expr::Load(1)));
+    /// assert_eq!(sum.map_loads(&|k| Expr::Load(k + 2)).to_string(), "add(in2, in3)");
+    /// ```
+    pub fn map_loads(&self, load: &dyn Fn(usize) -> Expr) -> Expr {
+        let sub = |e: &Expr| Box::new(e.map_loads(load));
+        match self {
+            Expr::Load(k) => load(*k),
+            Expr::Unary(op, a) => Expr::Unary(*op, sub(a)),
+            Expr::Binary(op, a, b) => Expr::Binary(*op, sub(a), sub(b)),
+            Expr::Compare(op, a, b) => Expr::Compare(*op, sub(a), sub(b)),
+            Expr::Select(c, a, b) => Expr::Select(sub(c), sub(a), sub(b)),
+            Expr::Const(_) | Expr::Accumulated => self.clone(),
+        }
+    }
+
     /// Whether the expression loads operand `o`.
     pub fn reads(&self, o: usize) -> bool {
         match self {
@@ -506,6 +526,16 @@ pub enum LaunchError {
         /// The reduction iterator.
         iterator: usize,
     },
+    /// A reduction over no points (a reduction iterator of size 0, with
+    /// result elements to write) whose accumulation has no value there: a
+    /// maximum, a minimum, or an assignment of the last point.
+    #[error("reduction iterator {iterator} has size 0, so each result element reduces no values, and {accumulation} of no values has none (a sum gives 0 and a product 1)")]
+    EmptyReduction {
+        /// The empty reduction iterator.
+        iterator: usize,
+        /// `a maximum`, `a minimum` or `an assignment`.
+        accumulation: &'static str,
+    },
     /// A buffer whose length differs from the one its layout declares.
     #[error("{tensor} has {found} elements but its layout says {expected}")]
     BufferLength {
@@ -550,7 +580,103 @@ impl std::fmt::Display for LaunchTensor {
     }
 }
 
+/// What a launch with an empty reduction writes instead
+/// ([`Launch::empty_reduction`]): a kernel without reduction iterators
+/// that writes the accumulation's identity through the epilogue, the
+/// launch of it, and which of the original operands it reads (those of
+/// the epilogue, renumbered in order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmptyReduction {
+    /// The kernel: the parallel iterators, body the identity.
+    pub kernel: Kernel,
+    /// Its launch: the parallel sizes, the result's and the epilogue
+    /// operands' layouts along them.
+    pub launch: Launch,
+    /// The original operand behind each of its operands.
+    pub operands: Vec<usize>,
+}
+
 impl Launch {
+    /// For a launch with a reduction iterator of size 0 and result
+    /// elements to write, what each element is: a sum of no values is 0
+    /// and a product 1 (through the epilogue, if any), as numpy gives;
+    /// a maximum, a minimum or an assignment of no values is an error
+    /// ([`LaunchError::EmptyReduction`]). `Ok(None)` when nothing is to be
+    /// written instead: no iterator of size 0, or an empty parallel
+    /// iterator (no result element at all).
+    ///
+    /// ```
+    /// use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
+    /// let sum = Kernel::new(vec![IterKind::Parallel, IterKind::Reduction], 1, Expr::Load(0), Accumulate::Add);
+    /// let rows_of_nothing = Launch::new(vec![3, 0], Layout::new(0, vec![1, 0], 3), vec![Layout::new(0, vec![0, 1], 0)]);
+    /// let fill = rows_of_nothing.empty_reduction(&sum)?.expect("three elements to write");
+    /// assert_eq!(fill.kernel.to_string(), "for [i0]: out = 0.0");
+    /// let max = sum.clone().with_accumulate(Accumulate::Max);
+    /// assert_eq!(rows_of_nothing.empty_reduction(&max).unwrap_err().kind(), "empty_reduction");
+    /// # Ok::<(), shape_core::kernel::LaunchError>(())
+    /// ```
+    pub fn empty_reduction(&self, kernel: &Kernel) -> Result<Option<EmptyReduction>, LaunchError> {
+        let kinds = kernel.iterators.iter().zip(&self.sizes);
+        if kinds
+            .clone()
+            .any(|(k, &s)| *k == IterKind::Parallel && s == 0)
+        {
+            return Ok(None);
+        }
+        let Some(iterator) = kinds
+            .clone()
+            .position(|(k, &s)| *k == IterKind::Reduction && s == 0)
+        else {
+            return Ok(None);
+        };
+        let accumulation = match kernel.accumulate {
+            Accumulate::Add | Accumulate::Mul => None,
+            Accumulate::Max => Some("a maximum"),
+            Accumulate::Min => Some("a minimum"),
+            Accumulate::Assign => Some("an assignment"),
+        };
+        if let Some(accumulation) = accumulation {
+            return Err(LaunchError::EmptyReduction {
+                iterator,
+                accumulation,
+            });
+        }
+        let parallel: Vec<usize> = (0..kernel.iterators.len())
+            .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
+            .collect();
+        let along = |l: &Layout| {
+            let strides = parallel
+                .iter()
+                .map(|&k| l.strides.get(k).copied().unwrap_or(0));
+            Layout::new(l.offset, strides.collect(), l.len)
+        };
+        let operands: Vec<usize> = match &kernel.epilogue {
+            Some(e) => (0..kernel.operands).filter(|&o| e.reads(o)).collect(),
+            None => Vec::new(),
+        };
+        let mut fill = Kernel::new(
+            vec![IterKind::Parallel; parallel.len()],
+            operands.len(),
+            Expr::Const(kernel.accumulate.identity()),
+            Accumulate::Assign,
+        );
+        fill.epilogue = kernel.epilogue.as_ref().map(|e| {
+            e.map_loads(&|o| Expr::Load(operands.iter().position(|&r| r == o).unwrap_or(0)))
+        });
+        let mut launch = Launch::new(
+            parallel.iter().map(|&k| self.sizes[k]).collect(),
+            along(&self.result),
+            operands.iter().map(|&o| along(&self.operands[o])).collect(),
+        );
+        launch.races = self.races;
+        launch.check(&fill)?;
+        Ok(Some(EmptyReduction {
+            kernel: fill,
+            launch,
+            operands,
+        }))
+    }
+
     /// A launch over iterators of `sizes`, writing through `result` and
     /// reading through `operands`; racing writes are refused.
     pub fn new(sizes: Vec<u64>, result: Layout, operands: Vec<Layout>) -> Launch {

@@ -953,8 +953,8 @@ fn fuse_step(
             layouts.push(l.clone());
         }
     }
-    let inner_body = remap(&inner.kernel.body, &|m| Expr::Load(j + m));
-    let body = remap(&outer.kernel.body, &|k| match k.cmp(&j) {
+    let inner_body = inner.kernel.body.map_loads(&|m| Expr::Load(j + m));
+    let body = outer.kernel.body.map_loads(&|k| match k.cmp(&j) {
         std::cmp::Ordering::Less => Expr::Load(k),
         std::cmp::Ordering::Equal => inner_body.clone(),
         std::cmp::Ordering::Greater => Expr::Load(k - 1 + n),
@@ -1109,7 +1109,7 @@ fn epilogue_step(
             layouts.push(widen(l));
         }
     }
-    let epilogue = remap(&outer.kernel.body, &|k| match k.cmp(&j) {
+    let epilogue = outer.kernel.body.map_loads(&|k| match k.cmp(&j) {
         std::cmp::Ordering::Less => Expr::Load(n + k),
         std::cmp::Ordering::Equal => Expr::Accumulated,
         std::cmp::Ordering::Greater => Expr::Load(n + k - 1),
@@ -1130,26 +1130,6 @@ fn epilogue_step(
         result: BufferRef::Result,
         operands: refs,
     })
-}
-
-/// `e` with each load of operand `k` replaced by `load(k)`.
-fn remap(e: &Expr, load: &dyn Fn(usize) -> Expr) -> Expr {
-    match e {
-        Expr::Load(k) => load(*k),
-        Expr::Unary(op, a) => Expr::Unary(*op, Box::new(remap(a, load))),
-        Expr::Binary(op, a, b) => {
-            Expr::Binary(*op, Box::new(remap(a, load)), Box::new(remap(b, load)))
-        }
-        Expr::Compare(op, a, b) => {
-            Expr::Compare(*op, Box::new(remap(a, load)), Box::new(remap(b, load)))
-        }
-        Expr::Select(c, a, b) => Expr::Select(
-            Box::new(remap(c, load)),
-            Box::new(remap(a, load)),
-            Box::new(remap(b, load)),
-        ),
-        other => other.clone(),
-    }
 }
 
 /// A buffer length as a `usize`; lengths past it fail allocation.

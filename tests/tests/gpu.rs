@@ -994,3 +994,92 @@ fn the_threshold_keeps_reductions_within_the_budget_on_one_invocation() {
     row_sums(&mut gpu, 1, 4097);
     assert_eq!(gpu.cache_stats().workgroup_passes, 1);
 }
+
+/// Launches with an iterator of size 0, on every backend: an empty
+/// parallel iterator writes nothing; an empty reduction writes a sum's 0
+/// and a product's 1 (through the epilogue), over whatever the result
+/// held; a maximum, minimum or assignment of no values is an error.
+#[test]
+fn empty_reductions_write_their_identity_or_fail() {
+    use shape_core::kernel::BinaryOp;
+    fn run<B: Backend>(
+        backend: &mut B,
+        kernel: &Kernel,
+        launch: &Launch,
+    ) -> Result<Vec<f32>, String>
+    where
+        B::Error: std::fmt::Display,
+    {
+        let a = backend.upload(&[]).unwrap();
+        let scale = backend.upload(&[2.0, 3.0, 4.0]).unwrap();
+        let mut out = backend.upload(&[7.0, 7.0, 7.0]).unwrap();
+        backend
+            .execute(kernel, launch, &mut out, &[&a, &scale])
+            .map_err(|e| e.to_string())?;
+        Ok(backend.download(&out).unwrap())
+    }
+    let kernel = |accumulate| {
+        Kernel::new(
+            vec![IterKind::Parallel, IterKind::Reduction],
+            2,
+            Expr::Load(0),
+            accumulate,
+        )
+    };
+    let rows_of_nothing = Launch::new(
+        vec![3, 0],
+        Layout::new(0, vec![1, 0], 3),
+        vec![Layout::new(0, vec![0, 1], 0), Layout::new(0, vec![1, 0], 3)],
+    );
+    let no_rows = Launch::new(
+        vec![0, 5],
+        Layout::new(0, vec![1, 0], 3),
+        vec![Layout::new(0, vec![5, 1], 0), Layout::new(0, vec![1, 0], 3)],
+    );
+    let scaled = kernel(Accumulate::Mul).with_epilogue(Expr::Binary(
+        BinaryOp::Add,
+        Box::new(Expr::Accumulated),
+        Box::new(Expr::Load(1)),
+    ));
+    // Each kernel and launch, with the values written or the error's text.
+    type Expected = Result<Vec<f32>, &'static str>;
+    let cases: Vec<(Kernel, &Launch, Expected)> = vec![
+        (kernel(Accumulate::Add), &rows_of_nothing, Ok(vec![0.0; 3])),
+        (kernel(Accumulate::Mul), &rows_of_nothing, Ok(vec![1.0; 3])),
+        (scaled, &rows_of_nothing, Ok(vec![3.0, 4.0, 5.0])),
+        (
+            kernel(Accumulate::Max),
+            &rows_of_nothing,
+            Err("a maximum of no values"),
+        ),
+        (
+            kernel(Accumulate::Min),
+            &rows_of_nothing,
+            Err("a minimum of no values"),
+        ),
+        (
+            kernel(Accumulate::Assign),
+            &rows_of_nothing,
+            Err("an assignment of no values"),
+        ),
+        (kernel(Accumulate::Max), &no_rows, Ok(vec![7.0; 3])),
+        (kernel(Accumulate::Add), &no_rows, Ok(vec![7.0; 3])),
+    ];
+    let mut gpu = wgpu_or_skip("empty_reductions_write_their_identity_or_fail");
+    for (kernel, launch, expected) in cases {
+        let mut found = vec![
+            run(&mut CpuBackend::reference(), &kernel, launch),
+            run(&mut CpuBackend::coalesced(), &kernel, launch),
+        ];
+        if let Some(gpu) = gpu.as_mut() {
+            found.push(run(gpu, &kernel, launch));
+        }
+        for f in found {
+            match (&expected, f) {
+                (Ok(values), Ok(f)) => assert_eq!(&f, values, "{kernel} {:?}", launch.sizes),
+                (Err(text), Err(e)) => assert!(e.contains(text), "{kernel}: {e}"),
+                (e, f) => panic!("{kernel} {:?}: expected {e:?}, found {f:?}", launch.sizes),
+            }
+        }
+    }
+}
