@@ -416,6 +416,35 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             define(c, name, t);
             Ok(())
         }
+        Statement::AssignInto {
+            name, spec, expr, ..
+        } => {
+            check_new(c, name)?;
+            full_shape(spec)?;
+            let mut counter = 0;
+            let source = expression(c, expr, &name.text, &mut counter, false)?;
+            // A copy whose result is at least its operand (the operand
+            // broadcasts to it) and exactly the declared shape.
+            let t = apply(
+                c,
+                "id",
+                None,
+                &[source],
+                &expr.span,
+                &name.text,
+                &mut counter,
+                true,
+            )?;
+            c.map
+                .requires
+                .push((t.index(), spec.text.clone(), spec.span.clone()));
+            c.graph
+                .require(t, &spec.text)
+                .map_err(|e| graph_error(c, e, &spec.span, Some(spec)))?;
+            c.results.push(t);
+            define(c, name, t);
+            Ok(())
+        }
         Statement::Size { name, source, span } => {
             let s = c.graph.size(&name.text);
             c.map.sizes.push((name.text.clone(), span.clone()));
@@ -451,6 +480,38 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
                 .map_err(|e| graph_error(c, e, &spec.span, Some(spec)))
         }
     }
+}
+
+/// Refuses a destination shape with a row variable (`...`, `..r..`): the
+/// destination of `<-` is declared with its full shape.
+fn full_shape(spec: &SpecText) -> Result<(), ProgramError> {
+    let context = || "the shape of a `<-` destination".to_string();
+    let parsed = shape_core::ShapeSpec::parse(&spec.text).map_err(|error| ProgramError::Spec {
+        context: context(),
+        span: spec.span.start + error.span.start..spec.span.start + error.span.end,
+        error: Box::new(error),
+    })?;
+    let rows = [
+        parsed.batch.as_ref(),
+        parsed.input.as_ref(),
+        Some(&parsed.output),
+    ];
+    if let Some((var, at)) = rows.into_iter().flatten().find_map(|r| r.row_var.as_ref()) {
+        let error = shape_core::SpecError {
+            spec: spec.text.clone(),
+            span: at.clone(),
+            expected:
+                "the destination's full shape (sizes or labels on every axis, no row variable)"
+                    .to_string(),
+            found: format!("`{var}`"),
+        };
+        return Err(ProgramError::Spec {
+            context: context(),
+            span: spec.span.start + at.start..spec.span.start + at.end,
+            error: Box::new(error),
+        });
+    }
+    Ok(())
 }
 
 fn lookup(c: &Compiled, name: &str, span: &Span) -> Result<TensorId, ProgramError> {

@@ -545,6 +545,63 @@ fn reductions_other_than_sums_in_the_text_language() {
     assert!(lines[6].starts_with("s : |->3, 2 = "), "{}", out.stdout);
 }
 
+/// `NAME: SHAPE <- EXPR` (DyND's assignment kernels, issue 17 item 3): the
+/// source broadcasts into the declared destination, never the reverse.
+#[test]
+fn assignments_broadcast_one_way_into_a_declared_shape() {
+    let dir = scratch("assign_into");
+    std::fs::write(
+        dir.join("a.shape"),
+        "const b: 3 = [1, 2, 3]
+         s: 3 <- 4            # a scalar into an array
+         t: 2,3 <- b          # strided into strided: b repeats along the rows
+         u: 2|3 <- b * 2      # any expression, here into a batch row
+         v: 3 <- b            # the same shape: a copy
+",
+    )
+    .unwrap();
+    let out = shapec_in(&dir, &["run", "a.shape", "--backend", "cpu"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let results: Vec<&str> = out.stdout.lines().filter(|l| l.contains(" = [")).collect();
+    assert_eq!(
+        results,
+        [
+            "s : |->3 = [4, 4, 4]",
+            "t : |->2, 3 = [1, 2, 3, 1, 2, 3]",
+            "u : 2|->3 = [2, 4, 6, 2, 4, 6]",
+            "v : |->3 = [1, 2, 3]",
+        ],
+        "{}",
+        out.stdout
+    );
+    // The same values on wgpu, where an adapter exists (CI requires one).
+    let gpu = shapec_in(&dir, &["run", "a.shape", "--backend", "wgpu"]);
+    let required = std::env::var("SHAPE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    if gpu.status == 0 || required {
+        assert_eq!(gpu.status, 0, "{}", gpu.stderr);
+        let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert_eq!(body(&gpu.stdout), body(&out.stdout));
+    }
+    // The destination never broadcasts to the source, it is declared in
+    // full, and it is a new name.
+    for (program, kind, line) in [
+        ("input x: 2,3\na: 3 <- x\n", "axis_count_mismatch", 2),
+        ("input x: 3\na: 1 <- x\n", "dim_mismatch", 2),
+        ("input x: 3\na: 2,2 <- x\n", "dim_mismatch", 2),
+        ("input x: 3\na: ...|3 <- x\n", "spec", 2),
+        ("input x: 3\na: ..r..,3 <- x\n", "spec", 2),
+        ("input x: 3\nx: 3 <- x\n", "redefined", 2),
+        ("input x: 3\na: 3 x\n", "syntax", 2),
+    ] {
+        std::fs::write(dir.join("bad.shape"), program).unwrap();
+        let out = shapec_in(&dir, &["infer", "bad.shape", "--json"]);
+        assert_eq!(out.status, 1, "{program}: {}", out.stdout);
+        let v = json_of(&out.stdout);
+        assert_eq!(v["error"]["kind"], kind, "{program}: {}", out.stdout);
+        assert_eq!(v["error"]["line"], line, "{program}: {}", out.stdout);
+    }
+}
+
 // ---- broadcast -------------------------------------------------------------
 
 /// MLIR's `Broadcastable` rules through `shapec broadcast`: the dimension

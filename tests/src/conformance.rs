@@ -128,6 +128,30 @@ pub fn broadcasting<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     );
 }
 
+/// Assignments into a declared shape (`NAME: SHAPE <- EXPR`: a copy
+/// required to have the full shape): a scalar and a row broadcast one way
+/// into a matrix, as DyND's assignment kernels do.
+pub fn assignments_into_declared_shapes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let s = g.input("s", "1").expect("a spec");
+    let row = g.input("row", "3").expect("a spec");
+    let filled = g.unary("id", s).expect("a copy");
+    g.require(filled, "3")
+        .expect("a scalar broadcasts into an array");
+    let rows = g.unary("id", row).expect("a copy");
+    g.require(rows, "2,3")
+        .expect("a row broadcasts into a matrix");
+    let p = Program::with_named_data(
+        g,
+        vec![filled, rows],
+        [("s", vec![4.]), ("row", vec![1., 2., 3.])],
+    )
+    .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&filled], [4., 4., 4.], "{}", backend.name());
+    assert_eq!(out[&rows], [1., 2., 3., 1., 2., 3.], "{}", backend.name());
+}
+
 /// Composition, einsum contractions, reductions, diagonals, outer
 /// products.
 pub fn contractions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
@@ -704,6 +728,7 @@ macro_rules! backend_conformance {
             $crate::backend_conformance!(@cases $make, $tolerance;
                 pointwise_functions,
                 broadcasting,
+                assignments_into_declared_shapes,
                 contractions,
                 rearrangements,
                 leading_flanks,

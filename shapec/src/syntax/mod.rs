@@ -95,6 +95,19 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `NAME: SPEC <- EXPR`: a tensor of exactly the shape `SPEC` (its
+    /// full shape: no row variable), holding `EXPR` broadcast into it one
+    /// way only: `EXPR` may broadcast to `SPEC`, never the reverse.
+    AssignInto {
+        /// The name of the destination.
+        name: Ident,
+        /// Its full shape.
+        spec: SpecText,
+        /// The source.
+        expr: Expr,
+        /// The whole statement.
+        span: Span,
+    },
     /// `size NAME = SOURCE` or `size NAME == OTHER`: a named size.
     Size {
         /// The size's name.

@@ -206,9 +206,25 @@ impl Parser<'_> {
         match kind {
             Some(kind) => self.declaration(kind, start),
             None => {
+                if self.eat(':') {
+                    // `NAME: SPEC <- EXPR`; specs never hold `<-`.
+                    let spec = self.spec_to_text("<-", "the destination's shape after `:`")?;
+                    if !self.rest().starts_with("<-") {
+                        return self.error("`<-` and the expression to broadcast into the shape");
+                    }
+                    self.pos += 2;
+                    let expr = self.expr()?;
+                    self.expect_end("an operator (`+ - * / @`) or the end of the statement")?;
+                    return Ok(Statement::AssignInto {
+                        name: first,
+                        spec,
+                        expr,
+                        span: start..self.end,
+                    });
+                }
                 if !self.eat('=') {
                     return self.error(format!(
-                        "`=` after `{}` (statements are declarations, `require`, or `NAME = EXPR`)",
+                        "`=` after `{}` (statements are declarations, `require`, `NAME = EXPR`, or `NAME: SHAPE <- EXPR`)",
                         first.text
                     ));
                 }
@@ -359,6 +375,12 @@ impl Parser<'_> {
 
     /// Spec text from here up to `stop` or the end of the statement, trimmed.
     fn spec_to(&mut self, stop: char, expected: &str) -> Result<SpecText, SyntaxError> {
+        let mut buf = [0u8; 4];
+        self.spec_to_text(stop.encode_utf8(&mut buf), expected)
+    }
+
+    /// The spec text up to `stop` (or the end of the line), trimmed.
+    fn spec_to_text(&mut self, stop: &str, expected: &str) -> Result<SpecText, SyntaxError> {
         self.skip_ws();
         let rest = self.rest();
         let len = rest.find(stop).unwrap_or(rest.len());
@@ -674,6 +696,24 @@ mod tests {
         };
         // The spec's span covers the text inside the quotes.
         assert_eq!(args[0].span(), 12..21);
+    }
+
+    #[test]
+    fn assignments_into_a_shape_keep_the_spec_and_the_expression() {
+        let src = "a: 2|3 <- b * 2  # into a batch row\n";
+        let p = parse(src).unwrap();
+        let Statement::AssignInto {
+            name, spec, expr, ..
+        } = &p.statements[0]
+        else {
+            panic!("{:?}", p.statements[0]);
+        };
+        assert_eq!(name.text, "a");
+        assert_eq!(spec.text, "2|3");
+        assert_eq!(&src[spec.span.clone()], "2|3");
+        assert_eq!(show(expr), "(b * 2)");
+        let missing = parse("a: 3 b\n").unwrap_err();
+        assert!(missing.to_string().contains("`<-`"), "{missing}");
     }
 
     #[test]
