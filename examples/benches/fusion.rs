@@ -1,14 +1,16 @@
 //! Fusion (issue 18, item 3): a three-layer MLP forward pass at width 1024,
 //! `relu(w @ x + b)` per layer, planned with and without fusion: kernels
 //! launched, bytes the kernels read and write, and the time of a run on
-//! the CPU backend and, where an adapter exists, on wgpu (printed first).
+//! the CPU backend and, where an adapter exists, on wgpu, at batches of 16
+//! and 64.
 //!
 //! `cargo bench -p shape-examples --bench fusion [-- ROUNDS]`
 //!
 //! Each layer becomes one kernel: the bias add and the relu fuse into a
 //! pointwise kernel, which becomes the contraction's epilogue. Times are
-//! medians of the rounds (default 5), measured in the same process one
-//! after the other.
+//! medians of the rounds (default 5), unfused and fused runs alternating;
+//! a run uploads the inputs (12.6 MB of weights), runs every kernel and
+//! reads the output back.
 
 use std::time::Instant;
 
@@ -20,12 +22,14 @@ use shape_solver::{
 };
 
 const WIDTH: u64 = 1024;
-const BATCH: u64 = 16;
+/// Batches: 16 rows run each contraction one invocation per result
+/// element on wgpu; 64 run them tiled (see docs/wgpu-backend.md).
+const BATCHES: [u64; 2] = [16, 64];
 
-fn network() -> (SolvedGraph, Vec<(TensorId, u64)>, TensorId) {
+fn network(batch: u64) -> (SolvedGraph, Vec<(TensorId, u64)>, TensorId) {
     let mut g = Graph::new();
-    let x = g.input("x", &format!("{BATCH}|{WIDTH}")).expect("a spec");
-    let mut leaves = vec![(x, BATCH * WIDTH)];
+    let x = g.input("x", &format!("{batch}|{WIDTH}")).expect("a spec");
+    let mut leaves = vec![(x, batch * WIDTH)];
     let mut h = x;
     for layer in 0..3 {
         let w = g
@@ -69,30 +73,37 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Medians of `rounds` runs of the network unfused and fused, in
+/// alternation (unfused, fused, unfused, ...), so that both see the same
+/// load; each run uploads its inputs, runs every kernel and reads the
+/// output back.
 fn time_runs<B: Backend>(
     backend: &mut B,
     solved: &SolvedGraph,
     leaves: &[(TensorId, u64)],
     out: TensorId,
-    options: &RunOptions,
     rounds: usize,
-) -> f64 {
-    let plan = solved.plan(&[out], options).expect("a plan");
-    let mut times = Vec::with_capacity(rounds);
+) -> (f64, f64) {
+    let plans = [RunOptions::default().unfused(), RunOptions::default()]
+        .map(|options| solved.plan(&[out], &options).expect("a plan"));
+    let mut times = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
     for _ in 0..rounds {
-        let mut inputs = Inputs::new();
-        for &(t, n) in leaves {
-            let dims = solved.shape(t).expect("a shape").memory_dims();
-            let values = (0..n).map(|i| ((i % 7) as f32 - 3.0) / 64.0).collect();
-            inputs = inputs.with(t, HostTensor::new(dims, values).expect("values"));
+        for (plan, times) in plans.iter().zip(&mut times) {
+            let mut inputs = Inputs::new();
+            for &(t, n) in leaves {
+                let dims = solved.shape(t).expect("a shape").memory_dims();
+                let values = (0..n).map(|i| ((i % 7) as f32 - 3.0) / 64.0).collect();
+                inputs = inputs.with(t, HostTensor::new(dims, values).expect("values"));
+            }
+            let start = Instant::now();
+            solved
+                .run_plan(backend, plan, inputs)
+                .expect("the network runs");
+            times.push(start.elapsed().as_secs_f64());
         }
-        let start = Instant::now();
-        solved
-            .run_plan(backend, &plan, inputs)
-            .expect("the network runs");
-        times.push(start.elapsed().as_secs_f64());
     }
-    median(times)
+    let [u, f] = times;
+    (median(u), median(f))
 }
 
 fn main() {
@@ -100,41 +111,44 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5);
-    let (solved, leaves, out) = network();
-    let fused = RunOptions::default();
-    let unfused = RunOptions::default().unfused();
-    for (name, options) in [("unfused", &unfused), ("fused", &fused)] {
-        let (kernels, bytes) = traffic(&solved.plan(&[out], options).expect("a plan"));
-        println!(
-            "{name:>8}: {kernels} kernels, {:.1} MB read and written",
-            bytes as f64 / 1e6
-        );
-    }
-    let mut cpu = CpuBackend::coalesced();
-    let (u, f) = (
-        time_runs(&mut cpu, &solved, &leaves, out, &unfused, rounds),
-        time_runs(&mut cpu, &solved, &leaves, out, &fused, rounds),
-    );
-    println!(
-        "cpu (coalesced): unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
-        u * 1e3,
-        f * 1e3,
-        f / u
-    );
-    match WgpuBackend::new() {
-        Ok(mut gpu) => {
+    let mut gpu = match WgpuBackend::new() {
+        Ok(gpu) => {
             println!("wgpu: {}", gpu.name());
-            let (u, f) = (
-                time_runs(&mut gpu, &solved, &leaves, out, &unfused, rounds),
-                time_runs(&mut gpu, &solved, &leaves, out, &fused, rounds),
-            );
+            Some(gpu)
+        }
+        Err(e) => {
+            println!("wgpu: no adapter ({e}); skipped");
+            None
+        }
+    };
+    for batch in BATCHES {
+        println!("batch {batch}:");
+        let (solved, leaves, out) = network(batch);
+        for (name, options) in [
+            ("unfused", RunOptions::default().unfused()),
+            ("fused", RunOptions::default()),
+        ] {
+            let (kernels, bytes) = traffic(&solved.plan(&[out], &options).expect("a plan"));
             println!(
-                "wgpu: unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
+                "{name:>10}: {kernels} kernels, {:.1} MB read and written",
+                bytes as f64 / 1e6
+            );
+        }
+        let (u, f) = time_runs(&mut CpuBackend::coalesced(), &solved, &leaves, out, rounds);
+        println!(
+            "  cpu (coalesced): unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
+            u * 1e3,
+            f * 1e3,
+            f / u
+        );
+        if let Some(gpu) = gpu.as_mut() {
+            let (u, f) = time_runs(gpu, &solved, &leaves, out, rounds);
+            println!(
+                "  wgpu: unfused {:.2} ms, fused {:.2} ms, fused/unfused {:.3}",
                 u * 1e3,
                 f * 1e3,
                 f / u
             );
         }
-        Err(e) => println!("wgpu: no adapter ({e}); skipped"),
     }
 }

@@ -980,7 +980,9 @@ impl Solver {
                 parts: parts.iter().map(|d| known(env, d, why)).collect(),
                 reason: SumReason::Underdetermined,
             },
-            other => unreachable!("only element counts and sums wait on several dims: {other:?}"),
+            // Only element counts and sums wait on several dims; anything
+            // else is still an error, never a panic.
+            _ => ShapeError::Unsolved { what: "dim", id: 0 },
         }
     }
 }

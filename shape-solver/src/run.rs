@@ -841,8 +841,9 @@ fn fusion_index(
 /// Fuses pointwise chains in a plan's operations, in place: an
 /// operation lowered to one step without reductions, whose result only
 /// one step reads (and is not an output), moves into that reader when the
-/// reader's step also has no reductions, runs over the same loop, and
-/// reads the result exactly where the producer writes it. The reader's
+/// reader reads each of its elements exactly once, exactly where the
+/// producer writes it (the same loop, or a reduction over it: `sum(relu(x))`
+/// is one kernel; see [`read_once`]). The reader's
 /// kernel then computes the producer's body where it loaded the result,
 /// and the intermediate tensor is never written (`None` in `lowered`).
 ///
@@ -912,22 +913,36 @@ fn fuse_step(
     inner_operands: &[TensorId],
 ) -> Option<Step> {
     use shape_core::kernel::{Accumulate, IterKind};
-    let plain = |s: &Step| {
+    let buffers_ok = |s: &Step| {
         s.result == BufferRef::Result
-            && s.kernel.accumulate == Accumulate::Assign
-            && s.kernel.iterators.iter().all(|k| *k == IterKind::Parallel)
             && s.launch.races == shape_core::Races::Refused
+            && s.kernel.epilogue.is_none()
             && s.operands
                 .iter()
                 .all(|r| !matches!(r, BufferRef::Scratch(_) | BufferRef::Result))
     };
-    let same_loop = outer.launch.sizes == inner.launch.sizes
-        && outer.launch.operands.get(j) == Some(&inner.launch.result);
+    let pointwise = inner.kernel.accumulate == Accumulate::Assign
+        && inner
+            .kernel
+            .iterators
+            .iter()
+            .all(|k| *k == IterKind::Parallel);
     let count = outer.operands.len() - 1 + inner.operands.len();
     let small = expr_nodes(&outer.kernel.body) + expr_nodes(&inner.kernel.body) <= FUSED_NODES;
-    if !(plain(outer) && plain(inner) && same_loop && small && count <= FUSED_OPERANDS) {
+    if !(buffers_ok(outer) && buffers_ok(inner) && pointwise && small && count <= FUSED_OPERANDS) {
         return None;
     }
+    let at = read_once(outer.launch.operands.get(j)?, &outer.launch.sizes, inner)?;
+    // The inner operands' layouts over the outer iterators.
+    let moved = |l: &Layout| {
+        let mut strides = vec![0u64; outer.launch.sizes.len()];
+        for (k, &o) in at.iter().enumerate() {
+            if let (Some(o), Some(&stride)) = (o, l.strides.get(k)) {
+                strides[o] = stride;
+            }
+        }
+        Layout::new(l.offset, strides, l.len)
+    };
     // Operands: the outer ones before `j`, the inner ones, the outer ones
     // after `j`; every reference to a tensor by name.
     let name = |r: &BufferRef, operands: &[TensorId]| match *r {
@@ -946,7 +961,7 @@ fn fuse_step(
         if k == j {
             for (r, l) in inner.operands.iter().zip(&inner.launch.operands) {
                 refs.push(name(r, inner_operands)?);
-                layouts.push(l.clone());
+                layouts.push(moved(l));
             }
         } else {
             refs.push(name(r, outer_operands)?);
@@ -964,7 +979,7 @@ fn fuse_step(
             outer.kernel.iterators.clone(),
             count,
             body,
-            Accumulate::Assign,
+            outer.kernel.accumulate,
         ),
         launch: Launch::new(
             outer.launch.sizes.clone(),
@@ -974,6 +989,37 @@ fn fuse_step(
         result: BufferRef::Result,
         operands: refs,
     })
+}
+
+/// Where each iterator of the pointwise step `inner` sits among the
+/// outer iterators (of sizes `sizes`) when the outer step, reading
+/// `inner`'s result through `read`, visits every element of it exactly
+/// once and nowhere else: each outer iterator that moves (size above 1)
+/// moves along one inner iterator of the same size and stride, and every
+/// inner iterator that moves is one of them. `None` otherwise: fusing a
+/// producer whose elements are read several times (a contraction's
+/// operand) would compute them several times.
+fn read_once(read: &Layout, sizes: &[u64], inner: &Step) -> Option<Vec<Option<usize>>> {
+    let written = &inner.launch.result;
+    if read.offset != written.offset || read.len != written.len {
+        return None;
+    }
+    let mut at = vec![None; inner.launch.sizes.len()];
+    let mut matched = 0;
+    for (o, (&size, &stride)) in sizes.iter().zip(&read.strides).enumerate() {
+        if size <= 1 {
+            continue;
+        }
+        let k = (0..at.len()).find(|&k| {
+            at[k].is_none()
+                && inner.launch.sizes[k] == size
+                && written.strides.get(k) == Some(&stride)
+        })?;
+        at[k] = Some(o);
+        matched += 1;
+    }
+    let moving = inner.launch.sizes.iter().filter(|&&n| n > 1).count();
+    (matched == moving).then_some(at)
 }
 
 /// Fuses pointwise steps into the reductions they read, in place: when a

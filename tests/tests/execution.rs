@@ -434,3 +434,59 @@ fn a_contraction_takes_its_bias_and_activation_as_an_epilogue() {
         assert!(fused.get(y).unwrap().values().contains(&0.0));
     }
 }
+
+#[test]
+fn a_pointwise_producer_read_once_fuses_into_the_reduction_reading_it() {
+    let mut g = Graph::new();
+    let x = g.input("x", "3|4,5").unwrap();
+    let m = g.input("m", "5").unwrap();
+    let d = g.binary("sub", x, m).unwrap();
+    let sq = g.unary("exp", d).unwrap();
+    // Each element of exp(x - m) is read once by the sum over the last two
+    // axes (the sum's loop visits them in another order than the
+    // producer's): one kernel.
+    let s = g.einsum("b|i,j=>b|", &[sq]).unwrap();
+    // A contraction reads each element of its operand several times: its
+    // pointwise producer keeps its own kernel.
+    let w = g.input("w", "5,6").unwrap();
+    let r = g.unary("relu", x).unwrap();
+    let c = g.einsum("b|i,j;j,k=>b|i,k", &[r, w]).unwrap();
+    let solved = g.solve().unwrap();
+    let plan = solved.plan(&[s, c], &RunOptions::default()).unwrap();
+    let kernels: Vec<String> = plan
+        .ops()
+        .iter()
+        .map(|op| op.lowered.steps[0].kernel.to_string())
+        .collect();
+    assert_eq!(kernels.len(), 3, "{kernels:#?}");
+    assert!(
+        kernels.iter().any(|k| k.ends_with("+= exp(sub(in0, in1))")),
+        "{kernels:#?}"
+    );
+    let unfused = solved
+        .plan(&[s, c], &RunOptions::default().unfused())
+        .unwrap();
+    assert_eq!(unfused.ops().len(), 5);
+    let data = |n: usize, k: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * k) % 13) as f32 * 0.31 - 1.7).collect()
+    };
+    let inputs = Inputs::new()
+        .with(x, HostTensor::new(vec![3, 4, 5], data(60, 7)).unwrap())
+        .with(m, HostTensor::new(vec![5], data(5, 3)).unwrap())
+        .with(w, HostTensor::new(vec![5, 6], data(30, 11)).unwrap());
+    for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
+        let fused = solved.run_plan(&mut cpu, &plan, inputs.clone()).unwrap();
+        let plain = solved.run_plan(&mut cpu, &unfused, inputs.clone()).unwrap();
+        for t in [s, c] {
+            let bits = |o: &shape_solver::RunOutputs| -> Vec<u32> {
+                o.get(t)
+                    .unwrap()
+                    .values()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&fused), bits(&plain));
+        }
+    }
+}
