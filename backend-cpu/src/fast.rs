@@ -110,12 +110,20 @@ pub(crate) fn execute(
 
     if np == n {
         // No reduction: the innermost parallel iterator is the inner loop.
+        // An accumulation other than an assignment still starts from its
+        // identity, as the reference does (`0.0 + -0.0` is `0.0`, and a
+        // maximum ignores a NaN): the specialized loops below only assign.
+        let assign = k.accumulate == Accumulate::Assign;
+        let value = |loads: &[f32]| {
+            k.accumulate
+                .combine(k.accumulate.identity(), k.body.eval(loads))
+        };
         if n == 0 {
             let loads: Vec<f32> = ops.iter().map(|(b, _, off)| b[*off]).collect();
-            result[l.result.offset as usize] = k.body.eval(&loads);
+            result[l.result.offset as usize] = value(&loads);
             return;
         }
-        if transposed::try_execute(&k.body, &l, result, &ops) {
+        if assign && transposed::try_execute(&k.body, &l, result, &ops) {
             return;
         }
         let (outer, inner) = (&l.sizes[..n - 1], l.sizes[n - 1] as usize);
@@ -128,6 +136,15 @@ pub(crate) fn execute(
                 .collect();
             let step: Vec<usize> = ops.iter().map(|(_, st, _)| st[n - 1] as usize).collect();
             match &k.body {
+                _ if !assign => {
+                    let mut loads = vec![0.0; ops.len()];
+                    for i in 0..inner {
+                        for (j, (b, _, _)) in ops.iter().enumerate() {
+                            loads[j] = b[base[j] + i * step[j]];
+                        }
+                        result[o0 + i * os] = value(&loads);
+                    }
+                }
                 Expr::Load(0) => map1(result, o0, os, (ops[0].0, base[0], step[0]), inner, |x| x),
                 Expr::Unary(op, a) if **a == Expr::Load(0) => {
                     map1_op(*op, result, o0, os, (ops[0].0, base[0], step[0]), inner)

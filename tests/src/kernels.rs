@@ -132,8 +132,32 @@ pub fn kernel_case(seed: u64) -> KernelCase {
         );
         operands.push(l);
     }
+    let mut kernel = Kernel::new(iterators, operand_count, body, accumulate);
+    // A third of the cases get an epilogue, drawn from a second generator
+    // so that the rest of every case stays what its seed always gave: a
+    // function of the accumulated value and of an extra operand that only
+    // the parallel iterators move.
+    let mut extra = Rng((seed ^ 0x5eed_e911_0600_0001).rotate_left(23) | 1);
+    if extra.below(3) == 0 {
+        let accumulated = expr(&mut extra, 1, 2).map_loads(&|_| Expr::Accumulated);
+        let op =
+            [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Sub][extra.below(4) as usize];
+        kernel.operands += 1;
+        kernel.epilogue = Some(Expr::Binary(
+            op,
+            Box::new(accumulated),
+            Box::new(Expr::Load(operand_count)),
+        ));
+        let l = layout(&mut extra, &parallel, &sizes);
+        data.push(
+            (0..l.len)
+                .map(|_| (extra.below(17) as f32 - 8.0) / 4.0)
+                .collect(),
+        );
+        operands.push(l);
+    }
     KernelCase {
-        kernel: Kernel::new(iterators, operand_count, body, accumulate),
+        kernel,
         launch: Launch::new(sizes, result, operands),
         operands: data,
     }
@@ -160,20 +184,20 @@ fn inexact(e: &Expr) -> bool {
 /// Evaluates `e`, or `None` when any value along the way (the result
 /// included) is a NaN or an infinity, or a comparison of two sides within
 /// rounding of each other that went through an inexact function.
-fn finite_eval(e: &Expr, loads: &[f32]) -> Option<f32> {
+fn finite_eval(e: &Expr, loads: &[f32], acc: f32) -> Option<f32> {
     let v = match e {
-        Expr::Load(_) | Expr::Const(_) => e.eval(loads),
+        Expr::Load(_) | Expr::Const(_) | Expr::Accumulated => e.eval_at(loads, acc),
         Expr::Unary(op, a) => {
-            Expr::Unary(*op, Box::new(Expr::Const(finite_eval(a, loads)?))).eval(&[])
+            Expr::Unary(*op, Box::new(Expr::Const(finite_eval(a, loads, acc)?))).eval(&[])
         }
         Expr::Binary(op, a, b) => Expr::Binary(
             *op,
-            Box::new(Expr::Const(finite_eval(a, loads)?)),
-            Box::new(Expr::Const(finite_eval(b, loads)?)),
+            Box::new(Expr::Const(finite_eval(a, loads, acc)?)),
+            Box::new(Expr::Const(finite_eval(b, loads, acc)?)),
         )
         .eval(&[]),
         Expr::Compare(op, a, b) => {
-            let (x, y) = (finite_eval(a, loads)?, finite_eval(b, loads)?);
+            let (x, y) = (finite_eval(a, loads, acc)?, finite_eval(b, loads, acc)?);
             // Two sides within rounding of each other, one of which went
             // through a function that backends round differently (an ulp
             // apart is within the tolerance): the comparison may come out
@@ -185,9 +209,9 @@ fn finite_eval(e: &Expr, loads: &[f32]) -> Option<f32> {
         }
         Expr::Select(c, a, b) => {
             let (c, a, b) = (
-                finite_eval(c, loads)?,
-                finite_eval(a, loads)?,
-                finite_eval(b, loads)?,
+                finite_eval(c, loads, acc)?,
+                finite_eval(a, loads, acc)?,
+                finite_eval(b, loads, acc)?,
             );
             if c != 0.0 {
                 a
@@ -196,7 +220,7 @@ fn finite_eval(e: &Expr, loads: &[f32]) -> Option<f32> {
             }
         }
         // Kinds added later: only the value itself is checked.
-        _ => e.eval(loads),
+        _ => e.eval_at(loads, acc),
     };
     v.is_finite().then_some(v)
 }
@@ -216,6 +240,8 @@ impl KernelCase {
         let n = kernel.iterators.len();
         let mut index = vec![0u64; n];
         let mut acc: std::collections::HashMap<u64, f32> = std::collections::HashMap::new();
+        let mut at_element: std::collections::HashMap<u64, Vec<f32>> =
+            std::collections::HashMap::new();
         loop {
             let at = |l: &Layout| {
                 l.offset
@@ -232,7 +258,10 @@ impl KernelCase {
                 .map(|(l, d)| d[at(l) as usize])
                 .collect();
             let element = at(&launch.result);
-            let value = finite_eval(&kernel.body, &loads);
+            // The epilogue's operands stay put along the reductions: the
+            // loads at any point of the element serve it.
+            at_element.entry(element).or_insert_with(|| loads.clone());
+            let value = finite_eval(&kernel.body, &loads, f32::NAN);
             let before = *acc.entry(element).or_insert(kernel.accumulate.identity());
             let combined = value.map(|v| kernel.accumulate.combine(before, v));
             match combined {
@@ -245,6 +274,15 @@ impl KernelCase {
             let mut k = n;
             loop {
                 if k == 0 {
+                    // Each element's epilogue, on its accumulated value.
+                    if let Some(epilogue) = &kernel.epilogue {
+                        for (&element, &value) in &acc {
+                            let loads = &at_element[&element];
+                            if finite_eval(epilogue, loads, value).is_none() {
+                                finite[element as usize] = false;
+                            }
+                        }
+                    }
                     return finite;
                 }
                 k -= 1;

@@ -1,4 +1,5 @@
-//! The coalesced CPU path against the reference path on random programs:
+//! The coalesced CPU path against the reference path on random programs
+//! and random kernels:
 //! the results must be bit-identical, and so must the reference path's
 //! results for the coalesced kernels themselves.
 
@@ -8,6 +9,7 @@ use proptest::test_runner::FileFailurePersistence;
 use shape_core::coalesce::coalesce;
 use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
+use shape_tests::kernels::kernel_cases;
 use shape_tests::programs::{programs, Program};
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -20,6 +22,25 @@ proptest! {
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/cpu_paths.txt"))),
         ..ProptestConfig::default()
     })]
+
+    /// Random kernels (a third with epilogues), directly on the backends:
+    /// the coalesced path's fast reductions followed by its epilogue pass
+    /// give the reference's bits.
+    #[test]
+    fn coalesced_path_equals_reference_on_random_kernels(case in kernel_cases()) {
+        let run = |mut cpu: CpuBackend| {
+            let buffers: Vec<Vec<f32>> = case.operands.clone();
+            let refs: Vec<&Vec<f32>> = buffers.iter().collect();
+            let mut out = vec![0.0; case.launch.result.len as usize];
+            cpu.execute(&case.kernel, &case.launch, &mut out, &refs).unwrap();
+            out
+        };
+        prop_assert_eq!(
+            bits(&run(CpuBackend::reference())),
+            bits(&run(CpuBackend::coalesced())),
+            "{}", case.kernel
+        );
+    }
 
     #[test]
     fn coalesced_path_equals_reference(p in programs(8)) {

@@ -310,3 +310,65 @@ fn a_constant_part_that_folds_to_an_infinity_compiles_and_runs() {
     };
     assert_eq!(run_case(&mut gpu, &case), vec![f32::NEG_INFINITY]);
 }
+
+/// `proptest-regressions/cpu_paths.txt` (a seed of
+/// `coalesced_path_equals_reference_on_random_kernels`): a kernel without
+/// reduction iterators whose accumulation is not an assignment. The
+/// reference starts every element from the accumulation's identity, so
+/// `min=` of a NaN is +inf and `+=` of -0.0 is +0.0; the coalesced path's
+/// loops assigned the body's value. Both paths (and wgpu) now agree.
+#[test]
+fn accumulations_without_reductions_start_from_their_identity() {
+    for (accumulate, input, expected) in [
+        (Accumulate::Min, f32::NAN, f32::INFINITY),
+        (Accumulate::Max, f32::NAN, f32::NEG_INFINITY),
+        (Accumulate::Add, -0.0, 0.0),
+        (Accumulate::Mul, 2.0, 2.0),
+    ] {
+        for iterators in [
+            vec![],
+            vec![IterKind::Parallel],
+            vec![IterKind::Parallel; 2],
+        ] {
+            let n = iterators.len();
+            let case = KernelCase {
+                kernel: Kernel::new(iterators, 1, Expr::Load(0), accumulate),
+                launch: Launch::new(
+                    vec![2; n],
+                    Layout::new(0, (0..n).map(|k| 1 << (n - 1 - k)).collect(), 1 << n),
+                    vec![Layout::new(
+                        0,
+                        (0..n).map(|k| 1 << (n - 1 - k)).collect(),
+                        1 << n,
+                    )],
+                ),
+                operands: vec![vec![input; 1 << n]],
+            };
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            let want = bits(vec![expected; 1 << n]);
+            assert_eq!(
+                bits(run_case(&mut CpuBackend::reference(), &case)),
+                want,
+                "{}",
+                case.kernel
+            );
+            assert_eq!(
+                bits(run_case(&mut CpuBackend::coalesced(), &case)),
+                want,
+                "{}",
+                case.kernel
+            );
+            if let Some(mut gpu) =
+                wgpu_or_skip("accumulations_without_reductions_start_from_their_identity")
+            {
+                let found = run_case(&mut gpu, &case);
+                // The GPU is held to finite values (WGSL may assume no
+                // NaN), and a shader compiler may fold `0.0 + x` to `x`, so
+                // the sign of a zero is its own.
+                if input.is_finite() {
+                    assert_eq!(found, vec![expected; 1 << n], "{}", case.kernel);
+                }
+            }
+        }
+    }
+}
