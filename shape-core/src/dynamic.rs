@@ -22,14 +22,27 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
-/// One dimension: a static size (at least 1) or one known only at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// One dimension: a static size (at least 1), one known only at run time,
+/// or a named run-time size.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DynDim {
     /// Known now.
     Static(u64),
     /// Known only at run time (`?`).
     Dynamic,
+    /// A run-time size with a name (`b`): known only at run time, like
+    /// `?`, but two axes of the same name are the same size, so they
+    /// broadcast together with no guard and the result keeps the name.
+    Symbol(Arc<str>),
+}
+
+impl DynDim {
+    /// Whether the size is known only at run time (`?` or a symbol).
+    pub fn is_run_time(&self) -> bool {
+        !matches!(self, DynDim::Static(_))
+    }
 }
 
 impl fmt::Display for DynDim {
@@ -37,6 +50,7 @@ impl fmt::Display for DynDim {
         match self {
             DynDim::Static(n) => write!(f, "{n}"),
             DynDim::Dynamic => f.write_str("?"),
+            DynDim::Symbol(name) => f.write_str(name),
         }
     }
 }
@@ -208,6 +222,20 @@ pub enum DynError {
         /// The declared size.
         found: u64,
     },
+    /// The declared result names a symbol where the operands give another
+    /// size (a static one, `?`, or another symbol): equality with a
+    /// named size is never assumed.
+    #[error("the result {declared} has the symbol `{symbol}` at axis {axis}, but the operands broadcast to {inferred}, which does not give `{symbol}` there")]
+    SymbolMismatch {
+        /// The inferred shape.
+        inferred: DynShape,
+        /// The declared result.
+        declared: DynShape,
+        /// The axis.
+        axis: usize,
+        /// The declared symbol.
+        symbol: Arc<str>,
+    },
     /// A run-time size breaks a guard.
     #[error("operand {} axis {} has the run-time size {found}, but it must be {}", guard.operand, guard.axis, guard.requires)]
     GuardFailed {
@@ -255,39 +283,40 @@ pub fn infer(operands: &[DynShape]) -> Result<Inferred, DynError> {
     let mut guards = Vec::new();
     for (op, shape) in ranked {
         let pad = rank - shape.len();
-        for (k, &d) in shape.iter().enumerate() {
+        for (k, d) in shape.iter().enumerate() {
             let axis = pad + k;
             let here = (op, k);
-            match (dims[axis], d) {
+            match (&dims[axis], d) {
                 (_, DynDim::Static(1)) => {}
                 (DynDim::Static(1), DynDim::Static(n)) => {
-                    dims[axis] = DynDim::Static(n);
-                    made_by[axis] = Some((op, n));
+                    dims[axis] = DynDim::Static(*n);
+                    made_by[axis] = Some((op, *n));
                 }
                 (DynDim::Static(m), DynDim::Static(n)) => {
                     if m != n {
-                        let (left, left_size) = made_by[axis].unwrap_or((0, m));
+                        let (left, left_size) = made_by[axis].unwrap_or((0, *m));
                         return Err(DynError::StaticMismatch {
                             left,
                             right: op,
                             axis,
                             left_size,
-                            right_size: n,
+                            right_size: *n,
                         });
                     }
                 }
-                (DynDim::Static(1), DynDim::Dynamic) => {
-                    dims[axis] = DynDim::Dynamic;
+                (DynDim::Static(1), _) => {
+                    dims[axis] = d.clone();
                     dynamic_from[axis].push(here);
                 }
-                (DynDim::Static(n), DynDim::Dynamic) => guards.push(Guard {
+                (DynDim::Static(n), _) => guards.push(Guard {
                     operand: op,
                     axis: k,
-                    requires: Requirement::OneOr(n),
+                    requires: Requirement::OneOr(*n),
                 }),
-                (DynDim::Dynamic, DynDim::Static(n)) => {
-                    // Every dynamic size met so far must be 1 or n (which
+                (_, DynDim::Static(n)) => {
+                    // Every run-time size met so far must be 1 or n (which
                     // also makes them agree with each other).
+                    let n = *n;
                     dims[axis] = DynDim::Static(n);
                     made_by[axis] = Some((op, n));
                     for (o, a) in std::mem::take(&mut dynamic_from[axis]) {
@@ -298,13 +327,21 @@ pub fn infer(operands: &[DynShape]) -> Result<Inferred, DynError> {
                         });
                     }
                 }
-                (DynDim::Dynamic, DynDim::Dynamic) => {
+                // The same symbol: the same size, whatever it is.
+                (DynDim::Symbol(a), DynDim::Symbol(b)) if a == b => {
+                    dynamic_from[axis].push(here);
+                }
+                _ => {
+                    // Run-time sizes that may differ: `?` with anything,
+                    // or two different symbols (their equality is never
+                    // assumed).
                     guards.push(Guard {
                         operand: op,
                         axis: k,
                         requires: Requirement::OneOrSameAs(dynamic_from[axis].clone()),
                     });
                     dynamic_from[axis].push(here);
+                    dims[axis] = DynDim::Dynamic;
                 }
             }
         }
@@ -333,15 +370,24 @@ pub fn verify(operands: &[DynShape], result: &DynShape) -> Result<Inferred, DynE
             found: actual.len(),
         });
     }
-    for (axis, (&i, &a)) in inf.iter().zip(actual).enumerate() {
+    for (axis, (i, a)) in inf.iter().zip(actual).enumerate() {
         match (i, a) {
             (_, DynDim::Dynamic) => {}
-            (DynDim::Dynamic, DynDim::Static(size)) => {
+            (DynDim::Symbol(x), DynDim::Symbol(y)) if x == y => {}
+            (_, DynDim::Symbol(symbol)) => {
+                return Err(DynError::SymbolMismatch {
+                    inferred: inferred.shape.clone(),
+                    declared: result.clone(),
+                    axis,
+                    symbol: symbol.clone(),
+                })
+            }
+            (DynDim::Dynamic | DynDim::Symbol(_), DynDim::Static(size)) => {
                 return Err(DynError::StaticWhereDynamic {
                     inferred: inferred.shape.clone(),
                     declared: result.clone(),
                     axis,
-                    size,
+                    size: *size,
                 })
             }
             (DynDim::Static(e), DynDim::Static(f)) if e != f => {
@@ -349,8 +395,8 @@ pub fn verify(operands: &[DynShape], result: &DynShape) -> Result<Inferred, DynE
                     inferred: inferred.shape.clone(),
                     declared: result.clone(),
                     axis,
-                    expected: e,
-                    found: f,
+                    expected: *e,
+                    found: *f,
                 })
             }
             _ => {}
@@ -380,9 +426,14 @@ mod tests {
             (S(4), S(4), S(4), 0),
         ];
         for (a, b, expected, guards) in rows {
-            for (x, y) in [(a, b), (b, a)] {
-                let got = infer(&[r(&[x]), r(&[y])]).unwrap();
-                assert_eq!(got.shape, r(&[expected]), "{x} with {y}");
+            for (x, y) in [(a.clone(), b.clone()), (b, a)] {
+                let got =
+                    infer(&[r(std::slice::from_ref(&x)), r(std::slice::from_ref(&y))]).unwrap();
+                assert_eq!(
+                    got.shape,
+                    r(std::slice::from_ref(&expected)),
+                    "{x} with {y}"
+                );
                 assert_eq!(got.guards.len(), guards, "{x} with {y}");
             }
         }
@@ -395,6 +446,70 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Named run-time sizes: the same name meets itself with no guard and
+    /// keeps its name; against a static size or another name it behaves
+    /// as `?` does (a guard, never an assumed equality).
+    #[test]
+    fn symbols_are_run_time_sizes_equal_only_to_themselves() {
+        let b = || DynDim::Symbol("b".into());
+        let c = || DynDim::Symbol("c".into());
+        let same = infer(&[r(&[b(), S(3)]), r(&[b(), S(1)]), r(&[S(1), S(3)])]).unwrap();
+        assert_eq!(same.shape, r(&[b(), S(3)]));
+        assert!(same.known_statically());
+        let against_static = infer(&[r(&[b(), S(3)]), r(&[S(4), S(3)])]).unwrap();
+        assert_eq!(against_static.shape, r(&[S(4), S(3)]));
+        assert_eq!(
+            against_static.guards,
+            [Guard {
+                operand: 0,
+                axis: 0,
+                requires: Requirement::OneOr(4)
+            }]
+        );
+        // Both orders, and a later static size guards every symbol met.
+        let later = infer(&[r(&[b()]), r(&[b()]), r(&[S(4)])]).unwrap();
+        assert_eq!(later.shape, r(&[S(4)]));
+        assert_eq!(later.guards.len(), 2);
+        let different = infer(&[r(&[b()]), r(&[c()])]).unwrap();
+        assert_eq!(different.shape, r(&[Q]));
+        assert_eq!(
+            different.guards,
+            [Guard {
+                operand: 1,
+                axis: 0,
+                requires: Requirement::OneOrSameAs(vec![(0, 0)])
+            }]
+        );
+        let with_q = infer(&[r(&[b()]), r(&[Q])]).unwrap();
+        assert_eq!((with_q.shape, with_q.guards.len()), (r(&[Q]), 1));
+        // The guards check bound sizes: b = 4 with 4 passes, b = 2 fails.
+        assert!(against_static.guards[0]
+            .check(&[vec![4, 3], vec![4, 3]])
+            .is_ok());
+        assert!(against_static.guards[0]
+            .check(&[vec![1, 3], vec![4, 3]])
+            .is_ok());
+        let failed = against_static.guards[0].check(&[vec![2, 3], vec![4, 3]]);
+        assert_eq!(failed.unwrap_err().kind(), "guard_failed");
+        // Verification: a declared symbol must be inferred as itself; a
+        // static size where a symbol is inferred is not verified.
+        assert!(verify(&[r(&[b(), S(3)])], &r(&[b(), S(3)])).is_ok());
+        assert!(verify(&[r(&[b(), S(3)])], &r(&[Q, S(3)])).is_ok());
+        for (declared, kind) in [
+            (r(&[c(), S(3)]), "symbol_mismatch"),
+            (r(&[S(4), S(3)]), "static_where_dynamic"),
+        ] {
+            assert_eq!(
+                verify(&[r(&[b(), S(3)])], &declared).unwrap_err().kind(),
+                kind
+            );
+        }
+        assert_eq!(
+            verify(&[r(&[S(4)])], &r(&[b()])).unwrap_err().kind(),
+            "symbol_mismatch"
+        );
     }
 
     /// The verification table, row by row.

@@ -150,14 +150,27 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
     Ok(shape.sizes(RowKind::Output))
 }
 
-/// Whether a shape argument needs MLIR's dynamic rules: it holds `?` or
-/// is `*`.
+/// Whether a shape argument needs MLIR's dynamic rules: it holds `?` or a
+/// named size, or is `*`.
 pub fn is_dynamic(text: &str) -> bool {
-    text.contains('?') || text.trim() == "*"
+    text.contains('?')
+        || text.trim() == "*"
+        || text
+            .split(|c: char| c == ',' || c.is_whitespace() || c == '(' || c == ')')
+            .any(is_symbol)
 }
 
-/// Reads a shape that may hold `?` (a size known only at run time) or be
-/// `*` (unknown rank).
+/// Whether `part` names a run-time size: an identifier.
+fn is_symbol(part: &str) -> bool {
+    let mut chars = part.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Reads a shape that may hold `?` (a size known only at run time) and
+/// named run-time sizes (`b`, any identifier), or be `*` (unknown rank).
 pub fn parse_dynamic_shape(text: &str) -> Result<DynShape, CliError> {
     if text.trim() == "*" {
         return Ok(DynShape::Unranked);
@@ -168,6 +181,7 @@ pub fn parse_dynamic_shape(text: &str) -> Result<DynShape, CliError> {
         match part {
             "" => {}
             "?" => dims.push(DynDim::Dynamic),
+            name if is_symbol(name) => dims.push(DynDim::Symbol(name.into())),
             "*" => {
                 return Err(CliError::Broadcast(format!(
                     "shape `{shown}`: `*` stands for a whole shape of unknown rank, not for one size (write `?` for that)"
@@ -190,6 +204,7 @@ fn dyn_json(shape: &DynShape) -> serde_json::Value {
             .map(|d| match d {
                 DynDim::Static(n) => serde_json::json!(n),
                 DynDim::Dynamic => serde_json::json!("?"),
+                DynDim::Symbol(name) => serde_json::json!(name.as_ref()),
             })
             .collect(),
     }

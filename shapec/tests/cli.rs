@@ -683,6 +683,25 @@ fn broadcast_dynamic_sizes_by_mlirs_tables() {
     }
     // All operands unranked: the result is unranked too.
     assert_eq!(run(&["*", "*"]).1, json!({"shape": "*"}));
+    // Named run-time sizes: the same name needs no guard and stays in the
+    // result; against a number or another name, a guard as for `?`.
+    assert_eq!(run(&["b,3", "b,1", "1,3"]).1, json!({"shape": ["b", 3]}));
+    assert_eq!(run(&["b,3", "b,1", "--static"]).1, json!({"known": true}));
+    assert_eq!(
+        run(&["b,3", "4,3"]).1,
+        json!({"shape": [4, 3], "guards": [{"operand": 0, "axis": 0, "requires": "1 or 4"}]})
+    );
+    assert_eq!(run(&["b", "c"]).1["shape"], json!(["?"]));
+    assert_eq!(run(&["b", "c", "--static"]).1["known"], json!(false));
+    assert_eq!(run(&["b,3", "--result", "b,3"]).1, json!({"valid": true}));
+    for (result, kind) in [("c,3", "symbol_mismatch"), ("4,3", "static_where_dynamic")] {
+        let (status, v) = run(&["b,3", "--result", result]);
+        assert_eq!(
+            (status, v["error"]["kind"].as_str()),
+            (1, Some(kind)),
+            "{v}"
+        );
+    }
     // Text form.
     let out = shapec(&["broadcast", "?,3", "4,1"]);
     assert_eq!(
@@ -711,7 +730,8 @@ fn broadcast_text_and_json() {
         json_of(&bad.stdout),
         json!({"error": {"message": "shapes (2, 3) and (4,) do not broadcast: at axis -1, sizes 3 and 4 differ and neither is 1"}})
     );
-    let bad = shapec(&["broadcast", "2,x", "--json"]);
+    // (`x` alone would be a named run-time size.)
+    let bad = shapec(&["broadcast", "2,1x", "--json"]);
     assert_eq!(bad.status, 1);
     assert_eq!(
         json_of(&bad.stdout)["error"]
