@@ -935,20 +935,11 @@ fn fuse_step(
     let at = read_once(outer.launch.operands.get(j)?, &outer.launch.sizes, inner)?;
     // The inner operands' layouts over the outer iterators.
     let moved = |l: &Layout| {
-        let mut strides = vec![0u64; outer.launch.sizes.len()];
-        for (k, &o) in at.iter().enumerate() {
-            if let (Some(o), Some(&stride)) = (o, l.strides.get(k)) {
-                strides[o] = stride;
-            }
-        }
-        Layout::new(l.offset, strides, l.len)
+        let places = at.iter().enumerate().filter_map(|(k, o)| o.map(|o| (k, o)));
+        relaid(l, outer.launch.sizes.len(), places)
     };
     // Operands: the outer ones before `j`, the inner ones, the outer ones
     // after `j`; every reference to a tensor by name.
-    let name = |r: &BufferRef, operands: &[TensorId]| match *r {
-        BufferRef::Operand(i) => operands.get(i).map(|&t| BufferRef::Tensor(t)),
-        other => Some(other),
-    };
     let n = inner.operands.len();
     let mut refs = Vec::with_capacity(count);
     let mut layouts = Vec::with_capacity(count);
@@ -960,11 +951,11 @@ fn fuse_step(
     {
         if k == j {
             for (r, l) in inner.operands.iter().zip(&inner.launch.operands) {
-                refs.push(name(r, inner_operands)?);
+                refs.push(by_name(r, inner_operands)?);
                 layouts.push(moved(l));
             }
         } else {
-            refs.push(name(r, outer_operands)?);
+            refs.push(by_name(r, outer_operands)?);
             layouts.push(l.clone());
         }
     }
@@ -989,6 +980,28 @@ fn fuse_step(
         result: BufferRef::Result,
         operands: refs,
     })
+}
+
+/// A step's buffer reference with operand `i` named: the tensor
+/// `operands[i]`, which a fused step reads wherever it came from.
+fn by_name(r: &BufferRef, operands: &[TensorId]) -> Option<BufferRef> {
+    match *r {
+        BufferRef::Operand(i) => operands.get(i).map(|&t| BufferRef::Tensor(t)),
+        other => Some(other),
+    }
+}
+
+/// `l` over a loop of `iterators` iterators: the stride along each
+/// `(from, to)` of `places` moves from iterator `from` to iterator `to`;
+/// every other iterator gets stride 0.
+fn relaid(l: &Layout, iterators: usize, places: impl Iterator<Item = (usize, usize)>) -> Layout {
+    let mut strides = vec![0u64; iterators];
+    for (from, to) in places {
+        if let (Some(&stride), Some(slot)) = (l.strides.get(from), strides.get_mut(to)) {
+            *slot = stride;
+        }
+    }
+    Layout::new(l.offset, strides, l.len)
 }
 
 /// Where each iterator of the pointwise step `inner` sits among the
@@ -1127,21 +1140,14 @@ fn epilogue_step(
     }
     // Outer layouts over the inner iterators: 0 along the reductions.
     let widen = |l: &Layout| {
-        let mut strides = vec![0u64; inner.kernel.iterators.len()];
-        for (&k, &s) in parallel.iter().zip(&l.strides) {
-            strides[k] = s;
-        }
-        Layout::new(l.offset, strides, l.len)
-    };
-    let name = |r: &BufferRef, operands: &[TensorId]| match *r {
-        BufferRef::Operand(i) => operands.get(i).map(|&t| BufferRef::Tensor(t)),
-        other => Some(other),
+        let places = parallel.iter().enumerate().map(|(i, &k)| (i, k));
+        relaid(l, inner.kernel.iterators.len(), places)
     };
     let n = inner.operands.len();
     let mut refs = Vec::with_capacity(count);
     let mut layouts = Vec::with_capacity(count);
     for (r, l) in inner.operands.iter().zip(&inner.launch.operands) {
-        refs.push(name(r, inner_operands)?);
+        refs.push(by_name(r, inner_operands)?);
         layouts.push(l.clone());
     }
     for (k, (r, l)) in outer
@@ -1151,7 +1157,7 @@ fn epilogue_step(
         .enumerate()
     {
         if k != j {
-            refs.push(name(r, outer_operands)?);
+            refs.push(by_name(r, outer_operands)?);
             layouts.push(widen(l));
         }
     }
