@@ -24,8 +24,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// One dimension: a static size (at least 1), one known only at run time,
-/// or a named run-time size.
+/// One dimension: a static size (0 or more: a size 0 broadcasts with 1 to
+/// 0, and with a size above 1 not at all, as in numpy), one known only at
+/// run time, or a named run-time size.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DynDim {
     /// Known now.
@@ -124,24 +125,23 @@ impl Guard {
     /// included, as bound); an error names the operand, axis and sizes.
     pub fn check(&self, sizes: &[Vec<u64>]) -> Result<(), DynError> {
         let size = |op: usize, axis: usize| sizes.get(op).and_then(|s| s.get(axis)).copied();
-        let found = size(self.operand, self.axis).unwrap_or(0);
-        let ok = match &self.requires {
+        // A size that was not bound fails the guard (sizes may be 0, so no
+        // number can stand for it).
+        let ok = |found: u64| match &self.requires {
             Requirement::OneOr(n) => found == 1 || found == *n,
             Requirement::OneOrSameAs(others) => {
                 found == 1
-                    || others.iter().all(|&(o, a)| {
-                        let other = size(o, a).unwrap_or(0);
-                        other == 1 || other == found
-                    })
+                    || others
+                        .iter()
+                        .all(|&(o, a)| size(o, a).is_some_and(|other| other == 1 || other == found))
             }
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(DynError::GuardFailed {
+        match size(self.operand, self.axis) {
+            Some(found) if ok(found) => Ok(()),
+            found => Err(DynError::GuardFailed {
                 guard: self.clone(),
-                found,
-            })
+                found: found.unwrap_or(0),
+            }),
         }
     }
 }
@@ -446,6 +446,32 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Size 0 as numpy has it: with 1 it gives 0, with a size above 1 it
+    /// is an error, against `?` the run-time size must be 1 or 0.
+    #[test]
+    fn size_zero_broadcasts_as_in_numpy() {
+        assert_eq!(
+            infer(&[r(&[S(0), S(3)]), r(&[S(1), S(3)])]).unwrap().shape,
+            r(&[S(0), S(3)])
+        );
+        assert_eq!(infer(&[r(&[S(0)]), r(&[S(0)])]).unwrap().shape, r(&[S(0)]));
+        assert!(matches!(
+            infer(&[r(&[S(0)]), r(&[S(5)])]),
+            Err(DynError::StaticMismatch {
+                left_size: 0,
+                right_size: 5,
+                ..
+            })
+        ));
+        let guarded = infer(&[r(&[Q]), r(&[S(0)])]).unwrap();
+        assert_eq!(guarded.shape, r(&[S(0)]));
+        assert_eq!(guarded.guards[0].requires, Requirement::OneOr(0));
+        assert!(guarded.guards[0].check(&[vec![0], vec![0]]).is_ok());
+        assert!(guarded.guards[0].check(&[vec![2], vec![0]]).is_err());
+        // A size that was not bound fails, even where 0 would pass.
+        assert!(guarded.guards[0].check(&[vec![], vec![0]]).is_err());
     }
 
     /// Named run-time sizes: the same name meets itself with no guard and

@@ -150,14 +150,15 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
     Ok(shape.sizes(RowKind::Output))
 }
 
-/// Whether a shape argument needs MLIR's dynamic rules: it holds `?` or a
-/// named size, or is `*`.
+/// Whether a shape argument needs the rules of `shape_core::dynamic`: it
+/// holds `?`, a named size or a size 0 (which the shape solver's sizes,
+/// at least 1, cannot hold), or is `*`.
 pub fn is_dynamic(text: &str) -> bool {
     text.contains('?')
         || text.trim() == "*"
         || text
             .split(|c: char| c == ',' || c.is_whitespace() || c == '(' || c == ')')
-            .any(is_symbol)
+            .any(|part| is_symbol(part) || part.parse::<u64>() == Ok(0))
 }
 
 /// Whether `part` names a run-time size: an identifier.
@@ -187,6 +188,9 @@ pub fn parse_dynamic_shape(text: &str) -> Result<DynShape, CliError> {
                     "shape `{shown}`: `*` stands for a whole shape of unknown rank, not for one size (write `?` for that)"
                 )))
             }
+            // Size 0 broadcasts as numpy has it: with 1 it gives 0, with
+            // a size above 1 it is an error.
+            zero if zero.parse::<u64>() == Ok(0) => dims.push(DynDim::Static(0)),
             size => {
                 let n = parse_shape(size)?;
                 dims.push(DynDim::Static(n[0]));

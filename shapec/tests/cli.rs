@@ -683,6 +683,19 @@ fn broadcast_dynamic_sizes_by_mlirs_tables() {
     }
     // All operands unranked: the result is unranked too.
     assert_eq!(run(&["*", "*"]).1, json!({"shape": "*"}));
+    // Size 0, as numpy has it: with 1 it gives 0, with a size above 1 it
+    // is an error; against `?`, the run-time size must be 1 or 0.
+    assert_eq!(run(&["0,3", "1,3"]).1, json!({"shape": [0, 3]}));
+    assert_eq!(run(&["2,00", "1"]).1, json!({"shape": [2, 0]}));
+    let (status, v) = run(&["0", "5"]);
+    assert_eq!(
+        (status, v["error"]["kind"].as_str()),
+        (1, Some("static_mismatch"))
+    );
+    assert_eq!(
+        run(&["0", "?"]).1,
+        json!({"shape": [0], "guards": [{"operand": 1, "axis": 0, "requires": "1 or 0"}]})
+    );
     // Named run-time sizes: the same name needs no guard and stays in the
     // result; against a number or another name, a guard as for `?`.
     assert_eq!(run(&["b,3", "b,1", "1,3"]).1, json!({"shape": ["b", 3]}));
