@@ -90,8 +90,8 @@ fn encode(e: &Expr, out: &mut Vec<u32>) {
             encode(a, out);
             encode(b, out);
         }
-        // Refused before any pipeline is looked up (`wgsl::supports`).
         Expr::Accumulated => out.push(6),
+        // Refused before any pipeline is looked up (`wgsl::supports`).
         _ => out.push(u32::MAX),
     }
 }

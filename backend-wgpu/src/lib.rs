@@ -106,9 +106,8 @@ pub struct WgpuOptions {
     /// Runs contractions as tiled kernels where the adapter allows it
     /// (not on wgpu's GL backend, whose software compiler takes many
     /// seconds on them) and the sizes make it worthwhile (see [`tiled`]);
-    /// `false` runs them
-    /// one invocation per result element, as before tiling existed (for
-    /// comparisons).
+    /// `false` runs them one invocation per result element, as before
+    /// tiling existed (for comparisons).
     pub tiled_contractions: bool,
 }
 
@@ -355,7 +354,7 @@ impl WgpuBackend {
             staged: Vec::new(),
             align: limits.min_uniform_buffer_offset_alignment.max(16) as usize,
         };
-        // llvmpipe's GL compiler took 15 to 30 s on many tiled shaders
+        // llvmpipe's GL compiler took 15 to 42 s on many tiled shaders
         // (measured; Vulkan compiles the same shaders in milliseconds):
         // on GL, contractions keep the other schedules.
         let tile_config = match info.backend {
