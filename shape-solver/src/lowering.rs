@@ -89,7 +89,7 @@ impl Lowered {
     }
 }
 
-/// What an [`Operation::lower`] works with: the solved shapes of the
+/// What an [`Operation::lower`](crate::Operation::lower) works with: the solved shapes of the
 /// operation's tensors, its projections and the run's options.
 pub struct LoweringCx<'a> {
     pub(crate) op: Arc<OpRef>,
@@ -114,7 +114,7 @@ impl LoweringCx<'_> {
         self.shapes[position]
     }
 
-    /// The operation's projections, from [`Operation::project`].
+    /// The operation's projections, from [`Operation::project`](crate::Operation::project).
     pub fn projections(&self) -> &Projections {
         &self.projections
     }

@@ -385,7 +385,7 @@ pub fn read(bytes: &[u8]) -> Result<Array, NpyError> {
     Ok(Array { shape, data })
 }
 
-/// The length of the header [`write`] writes for `shape`, magic string
+/// The length of the header [`write()`] writes for `shape`, magic string
 /// included; `npyz` writes headers of at most 65,535 bytes.
 pub fn header_len(shape: &[u64]) -> u64 {
     let dims: u64 = shape.iter().map(|d| d.to_string().len() as u64 + 2).sum();
@@ -393,7 +393,7 @@ pub fn header_len(shape: &[u64]) -> u64 {
     unpadded.div_ceil(64) * 64
 }
 
-/// The most bytes a header [`write`] writes may have.
+/// The most bytes a header [`write()`] writes may have.
 pub const MAX_WRITTEN_HEADER_BYTES: u64 = 65_535;
 
 /// Writes `data` (in C order) as a version 1.0 `.npy` file of `<f4` with

@@ -30,7 +30,7 @@ pub struct Concat {
 }
 
 impl Concat {
-    /// A concatenation of `parts` tensors (2 up to [`MAX_PARTS`]).
+    /// A concatenation of `parts` tensors (2 up to 64).
     pub fn new(parts: usize) -> Result<Concat, GraphError> {
         if (2..=MAX_PARTS).contains(&parts) {
             Ok(Concat { parts })
