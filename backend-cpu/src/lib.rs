@@ -188,12 +188,8 @@ fn finish_in_place(
     result: &mut [f32],
     operands: &[&Vec<f32>],
 ) {
-    let parallel: Vec<usize> = (0..kernel.iterators.len())
-        .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
-        .collect();
-    let read: Vec<usize> = (0..kernel.operands)
-        .filter(|&o| epilogue.reads(o))
-        .collect();
+    let parallel = kernel.iterators_of(IterKind::Parallel);
+    let read = kernel.epilogue_operands();
     let mut index = vec![0u64; kernel.iterators.len()];
     let mut loads = vec![0.0f32; kernel.operands];
     loop {

@@ -714,7 +714,10 @@ impl WgpuBackend {
         operands: Vec<Bound>,
         outputs: u64,
     ) -> Result<(), WgpuError> {
-        if let Some(config) = self.tile_config() {
+        let tile = self
+            .tile_config()
+            .filter(|_| tiled::TileAxes::candidate(kernel));
+        if let Some(config) = tile {
             let classes = wgsl::StrideClasses::of(kernel, launch);
             let workgroups = tiled::TileAxes::of(kernel, &classes).and_then(|axes| {
                 axes.worthwhile(
@@ -778,7 +781,8 @@ impl WgpuBackend {
                 break;
             }
             launch = reduction::partials_launch(&kernel, &launch, groups);
-            let epilogue: Vec<Bound> = reduction::epilogue_operands(&kernel)
+            let epilogue: Vec<Bound> = kernel
+                .epilogue_operands()
                 .into_iter()
                 .map(|o| inputs[o].clone())
                 .collect();

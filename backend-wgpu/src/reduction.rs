@@ -185,20 +185,12 @@ pub fn plan(
     })
 }
 
-/// The operands `kernel`'s epilogue reads, in order (none without one).
-pub fn epilogue_operands(kernel: &Kernel) -> Vec<usize> {
-    match &kernel.epilogue {
-        Some(e) => (0..kernel.operands).filter(|&o| e.reads(o)).collect(),
-        None => Vec::new(),
-    }
-}
-
 /// The kernel of the pass after a workgroup reduction of `kernel`: it
 /// reduces the partials, one row of them per output, into the result with
 /// the same accumulation. Its iterators are `kernel`'s parallel ones, in
 /// order, then one reduction over the partials. Its operand 0 is the
 /// partials; an epilogue moves to it, with the operands it reads after
-/// the partials, in order ([`epilogue_operands`]).
+/// the partials, in order ([`Kernel::epilogue_operands`]).
 pub fn partials_kernel(kernel: &Kernel) -> Kernel {
     let mut iterators: Vec<IterKind> = kernel
         .iterators
@@ -207,7 +199,7 @@ pub fn partials_kernel(kernel: &Kernel) -> Kernel {
         .filter(|&k| k == IterKind::Parallel)
         .collect();
     iterators.push(IterKind::Reduction);
-    let read = epilogue_operands(kernel);
+    let read = kernel.epilogue_operands();
     let next = Kernel::new(iterators, 1 + read.len(), Expr::Load(0), kernel.accumulate);
     match &kernel.epilogue {
         Some(e) => next.with_epilogue(
@@ -223,9 +215,7 @@ pub fn partials_kernel(kernel: &Kernel) -> Kernel {
 /// at `p * groups + g`; the result keeps `launch`'s layout, and its
 /// permission to race.
 pub fn partials_launch(kernel: &Kernel, launch: &Launch, groups: u32) -> Launch {
-    let parallel: Vec<usize> = (0..kernel.iterators.len())
-        .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
-        .collect();
+    let parallel = kernel.iterators_of(IterKind::Parallel);
     let mut sizes: Vec<u64> = parallel.iter().map(|&k| launch.sizes[k]).collect();
     sizes.push(groups as u64);
     let mut result_strides: Vec<u64> = parallel.iter().map(|&k| launch.result.strides[k]).collect();
@@ -237,7 +227,7 @@ pub fn partials_launch(kernel: &Kernel, launch: &Launch, groups: u32) -> Launch 
         step = step.saturating_mul(sizes[k]);
     }
     // The epilogue's operands, at the same parallel points.
-    let epilogue = epilogue_operands(kernel).into_iter().map(|o| {
+    let epilogue = kernel.epilogue_operands().into_iter().map(|o| {
         let layout = &launch.operands[o];
         let mut strides: Vec<u64> = parallel.iter().map(|&k| layout.strides[k]).collect();
         strides.push(0);

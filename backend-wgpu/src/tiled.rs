@@ -121,6 +121,20 @@ pub struct TileAxes {
 }
 
 impl TileAxes {
+    /// Whether `kernel`'s structure alone allows tiling (the conditions of
+    /// [`TileAxes::of`] that do not look at strides): a cheap test that
+    /// spares launches of other kernels the stride classes.
+    pub fn candidate(kernel: &Kernel) -> bool {
+        let epilogue = kernel.epilogue_operands();
+        kernel.body.operands_used() == 2
+            && kernel.iterators.contains(&IterKind::Reduction)
+            && kernel.accumulate != Accumulate::Assign
+            && kernel.body.reads(0)
+            && kernel.body.reads(1)
+            && !epilogue.contains(&0)
+            && !epilogue.contains(&1)
+    }
+
     /// The tile axes of launches of `kernel` whose strides have
     /// `classes`, when its structure is a contraction: a body that reads
     /// operands 0 and 1 and no other (an epilogue may read the others,
@@ -129,16 +143,7 @@ impl TileAxes {
     /// only operand 1 follows (the innermost of each). Every other
     /// parallel iterator is a batch iterator: one tile grid per point.
     pub fn of(kernel: &Kernel, classes: &StrideClasses) -> Option<TileAxes> {
-        let reduces = kernel.iterators.contains(&IterKind::Reduction);
-        let epilogue_reads = |o| kernel.epilogue.as_ref().is_some_and(|e| e.reads(o));
-        if kernel.body.operands_used() != 2
-            || !reduces
-            || kernel.accumulate == Accumulate::Assign
-            || !kernel.body.reads(0)
-            || !kernel.body.reads(1)
-            || epilogue_reads(0)
-            || epilogue_reads(1)
-        {
+        if !TileAxes::candidate(kernel) {
             return None;
         }
         let only = |follows: usize, ignores: usize| {

@@ -647,7 +647,8 @@ pub(crate) fn header(kernel: &Kernel, layout: &ParamLayout) -> String {
     if let Some(epilogue) = &kernel.epilogue {
         // The epilogue as a function of the accumulated value and the
         // operands it reads.
-        let params: String = crate::reduction::epilogue_operands(kernel)
+        let params: String = kernel
+            .epilogue_operands()
             .iter()
             .map(|o| format!(", v{o}: f32"))
             .collect();
@@ -668,7 +669,8 @@ pub(crate) fn finish_call(kernel: &Kernel, acc: &str, at: &dyn Fn(usize) -> Stri
     if kernel.epilogue.is_none() {
         return acc.to_string();
     }
-    let args: String = crate::reduction::epilogue_operands(kernel)
+    let args: String = kernel
+        .epilogue_operands()
         .iter()
         .map(|&o| format!(", in{o}[{}]", at(o)))
         .collect();

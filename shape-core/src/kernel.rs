@@ -346,6 +346,21 @@ impl Kernel {
         self
     }
 
+    /// The operands the epilogue reads, in order (none without one).
+    pub fn epilogue_operands(&self) -> Vec<usize> {
+        match &self.epilogue {
+            Some(e) => (0..self.operands).filter(|&o| e.reads(o)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The positions of the iterators of `kind`, in order.
+    pub fn iterators_of(&self, kind: IterKind) -> Vec<usize> {
+        (0..self.iterators.len())
+            .filter(|&k| self.iterators[k] == kind)
+            .collect()
+    }
+
     /// The value written for accumulated value `acc`, given the loads at
     /// the result element's point.
     pub fn finish(&self, loads: &[f32], acc: f32) -> f32 {
@@ -641,19 +656,14 @@ impl Launch {
                 accumulation,
             });
         }
-        let parallel: Vec<usize> = (0..kernel.iterators.len())
-            .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
-            .collect();
+        let parallel = kernel.iterators_of(IterKind::Parallel);
         let along = |l: &Layout| {
             let strides = parallel
                 .iter()
                 .map(|&k| l.strides.get(k).copied().unwrap_or(0));
             Layout::new(l.offset, strides.collect(), l.len)
         };
-        let operands: Vec<usize> = match &kernel.epilogue {
-            Some(e) => (0..kernel.operands).filter(|&o| e.reads(o)).collect(),
-            None => Vec::new(),
-        };
+        let operands = kernel.epilogue_operands();
         let mut fill = Kernel::new(
             vec![IterKind::Parallel; parallel.len()],
             operands.len(),

@@ -1122,9 +1122,7 @@ fn epilogue_step(
     }
     // The outer loop must be the inner one's parallel iterators, in order,
     // and read the intermediate where the inner kernel writes it.
-    let parallel: Vec<usize> = (0..inner.kernel.iterators.len())
-        .filter(|&k| inner.kernel.iterators[k] == IterKind::Parallel)
-        .collect();
+    let parallel = inner.kernel.iterators_of(IterKind::Parallel);
     let on_parallel = |l: &Layout| -> Vec<u64> { parallel.iter().map(|&k| l.strides[k]).collect() };
     let sizes: Vec<u64> = parallel.iter().map(|&k| inner.launch.sizes[k]).collect();
     let read = outer.launch.operands.get(j)?;
