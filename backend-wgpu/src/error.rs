@@ -109,6 +109,15 @@ pub enum WgpuError {
         /// What failed.
         reason: String,
     },
+    /// A vectorized call that cannot run on wgpu.
+    #[error("the wgpu backend cannot run this call: {reason}")]
+    UnsupportedCall {
+        /// Why.
+        reason: String,
+    },
+    /// A vectorized call whose buffers do not fit it.
+    #[error(transparent)]
+    Call(#[from] shape_solver::call::CallError),
     /// The buffer belongs to another backend instance.
     #[error("the buffer was made by another wgpu backend (device) than the one asked to use it")]
     ForeignBuffer,

@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+mod call;
 mod error;
 mod key;
 pub mod reduction;
@@ -146,6 +147,11 @@ pub struct CacheStats {
     pub two_dimensional_dispatches: u64,
     /// Submissions to the device.
     pub submissions: u64,
+    /// Vectorized calls that compiled a new pipeline
+    /// ([`WgpuBackend::run_call`]).
+    pub call_compiles: u64,
+    /// Vectorized calls that reused a compiled pipeline.
+    pub call_hits: u64,
 }
 
 /// A buffer bound to a dispatch: the wgpu handle and the id that bind
@@ -277,6 +283,8 @@ pub struct WgpuBackend {
     id: u64,
     options: WgpuOptions,
     pipelines: HashMap<KernelKey, Pipeline>,
+    /// Call kernels, by generated source.
+    call_pipelines: HashMap<String, call::CallPipeline>,
     stats: CacheStats,
     recording: Recording,
     arena: ParamArena,
@@ -369,6 +377,7 @@ impl WgpuBackend {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
             options,
             pipelines: HashMap::new(),
+            call_pipelines: HashMap::new(),
             stats: CacheStats::default(),
             recording: Recording::default(),
             arena,

@@ -22,6 +22,7 @@
 #![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 #![warn(missing_docs)]
 
+pub mod call;
 mod constraint;
 mod env;
 mod error;

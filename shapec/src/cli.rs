@@ -111,6 +111,39 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Resolve a vectorized call (slangpy's rules): type shapes, argument
+    /// shapes, the call shape and the result's, e.g.
+    /// `shapec call 'float dot(float3 a, float3 b)' a='tensor(100,3)' b=float3`.
+    /// docs/call-shapes.md gives the argument syntax.
+    Call {
+        /// The function's signature: a Slang-style declaration, or WGSL
+        /// source (reflected with naga).
+        signature: String,
+        /// Arguments, `NAME=ARG` or positional `ARG`: `tensor(100,3)`,
+        /// `tensor<float3>(10)`, `buffer(50,int2)`, `float3`, `10.0`,
+        /// `ref`, `output<float>(dims=1)`, `{field=ARG, ...}`.
+        #[arg(allow_negative_numbers = true)]
+        args: Vec<String>,
+        /// Another overload (repeatable); exactly one must take the arguments.
+        #[arg(long = "signature", value_name = "SIGNATURE")]
+        overloads: Vec<String>,
+        /// Remap an argument's dims, applied first (repeatable):
+        /// `NAME=(2,0,1)` (entry i is where dim i goes) or
+        /// `NAME=(width,height,channels)` (named dims, in their new order).
+        #[arg(long, value_name = "NAME=(..)")]
+        map: Vec<String>,
+        /// Explicit call dims: one group per parameter naming its argument
+        /// dims, then the call dims: `(N),(M)->(N,M)`.
+        #[arg(long, value_name = "SPEC")]
+        vmap: Option<String>,
+        /// Accept outputs that several call indices write.
+        #[arg(long)]
+        allow_races: bool,
+        /// Print JSON (docs/json.md): {"call_shape": [..], "overload": ..,
+        /// "args": {NAME: {..}}, "result": {..}}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl RunArgs {
@@ -253,14 +286,16 @@ pub fn main_with(
         }
     };
     let json_errors = match &cli.command {
-        Command::Infer { json, .. } | Command::Broadcast { json, .. } => *json,
+        Command::Infer { json, .. }
+        | Command::Broadcast { json, .. }
+        | Command::Call { json, .. } => *json,
         Command::Run { run, .. } | Command::Diff { run, .. } => run.json,
     };
     let file = match &cli.command {
         Command::Infer { file, .. } | Command::Run { file, .. } | Command::Diff { file, .. } => {
             Some(file.clone())
         }
-        Command::Broadcast { .. } => None,
+        Command::Broadcast { .. } | Command::Call { .. } => None,
     };
     // The source is read first, so that errors can show it.
     let source = match file.as_deref().map(read_source).transpose() {
@@ -309,6 +344,9 @@ fn report(
             CliError::DynamicBroadcast(d) => {
                 serde_json::json!({ "error": { "kind": d.kind(), "message": d.to_string() } })
             }
+            CliError::Call(c) => {
+                serde_json::json!({ "error": { "kind": c.kind(), "message": c.to_string() } })
+            }
             _ => diagnostics::json(e, text),
         };
         let _ = writeln!(out, "{value}");
@@ -329,6 +367,26 @@ fn execute(
 ) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {
+        Command::Call {
+            signature,
+            args,
+            overloads,
+            map,
+            vmap,
+            allow_races,
+            json,
+        } => {
+            let request = crate::call::Request {
+                signature,
+                overloads,
+                args,
+                maps: map,
+                vmap: vmap.as_deref(),
+                allow_races: *allow_races,
+            };
+            let text = crate::call::resolve(&request, *json)?;
+            writeln!(out, "{text}").map_err(stdout_error)?;
+        }
         Command::Broadcast {
             shapes,
             json,

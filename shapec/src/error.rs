@@ -240,6 +240,10 @@ pub enum CliError {
     /// a declared result: MLIR's rules refuse them.
     #[error("{0}")]
     DynamicBroadcast(#[from] shape_core::dynamic::DynError),
+    /// `shapec call`: a signature or argument that cannot be read, or a
+    /// call that cannot be bound or resolved.
+    #[error("{0}")]
+    Call(#[from] shape_solver::call::CallError),
 }
 
 impl CliError {
@@ -248,6 +252,7 @@ impl CliError {
         match self {
             CliError::Program(e) => e.kind(),
             CliError::DynamicBroadcast(e) => e.kind(),
+            CliError::Call(e) => e.kind(),
             _ => self.into(),
         }
     }

@@ -20,6 +20,7 @@
 
 pub mod backends;
 pub mod broadcast;
+pub mod call;
 pub mod checks;
 pub mod cli;
 pub mod compile;

@@ -755,3 +755,101 @@ macro_rules! backend_conformance {
         )*
     };
 }
+
+/// Vectorized calls of WGSL functions (slangpy's call shapes), each
+/// checked against the same function as a Rust closure on the reference
+/// executor: broadcasting, values, `map` (an outer product, and the
+/// documents' image example whose type dim lies outside the call shape),
+/// `out` parameters, structs given field by field, matrices, integer
+/// arguments and an empty call shape. A backend that runs calls
+/// implements [`crate::calls::CallRunner`] and calls this.
+pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
+    use crate::calls::{assert_call_agrees, call_data, call_kernel};
+    use shape_solver::call::{Arg, ArgMap, CallArgs, Function};
+
+    let parse = |f: &Function, text: &str| Arg::parse(text, &f.scope()).expect("an argument");
+    let dot = |v: &mut [Vec<f32>]| {
+        v[2][0] = v[0][0] * v[1][0] + v[0][1] * v[1][1] + v[0][2] * v[1][2];
+    };
+    let f = Function::parse("fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }")
+        .expect("dot3");
+    for (a, b, call_shape) in [
+        ("tensor(100,3)", "tensor(7,100,3)", vec![7, 100]),
+        ("tensor(9,3)", "vec3f", vec![9]),
+        ("vec3f", "vec3f", vec![]),
+        ("tensor(0,3)", "tensor(3)", vec![0]),
+    ] {
+        let args = CallArgs::new().arg(parse(&f, a)).arg(parse(&f, b));
+        let k = call_kernel(&f, &args);
+        assert_eq!(k.call_shape, call_shape, "dot3({a}, {b})");
+        assert_call_agrees(runner, &k, call_data(&k, 1), &mut { dot });
+    }
+
+    // The image example: a's channels are its first dim, invented per load.
+    let f = Function::parse("fn mul(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> { return a * b; }")
+        .expect("mul")
+        .map("a", ArgMap::Dims(vec![2, 0, 1]));
+    let args = CallArgs::new()
+        .arg(parse(&f, "tensor(3,10,20)"))
+        .arg(parse(&f, "tensor<vec3f>(10,20)"));
+    let k = call_kernel(&f, &args);
+    assert_eq!(k.call_shape, vec![10, 20]);
+    assert_call_agrees(runner, &k, call_data(&k, 3), &mut |v: &mut [Vec<f32>]| {
+        let product: Vec<f32> = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).collect();
+        v[2].copy_from_slice(&product);
+    });
+
+    // An outer product: each argument mapped to its own call dim.
+    let f = Function::parse("fn mul(a: f32, b: f32) -> f32 { return a * b; }")
+        .expect("mul")
+        .map("a", ArgMap::Dims(vec![1]))
+        .map("b", ArgMap::Dims(vec![0]));
+    let args = CallArgs::new()
+        .arg(Arg::tensor(&[100]))
+        .arg(Arg::tensor(&[50]));
+    let k = call_kernel(&f, &args);
+    assert_eq!(k.call_shape, vec![50, 100]);
+    assert_call_agrees(runner, &k, call_data(&k, 4), &mut |v: &mut [Vec<f32>]| {
+        v[2][0] = v[0][0] * v[1][0]
+    });
+
+    // A struct field by field, a matrix, an integer and an out parameter.
+    let f = Function::parse(
+        "struct P { pos: vec3<f32>, scale: f32 }
+         fn apply(p: P, m: mat2x3<f32>, k: i32, out: ptr<function, vec2<f32>>) -> f32 {
+             *out = vec2<f32>(dot(p.pos, m[0]), dot(p.pos, m[1])) * p.scale;
+             return f32(k) + p.scale;
+         }",
+    )
+    .expect("apply");
+    let args = CallArgs::new()
+        .arg(parse(&f, "{pos=tensor<vec3f>(4,6), scale=tensor(6)}"))
+        .arg(parse(&f, "mat2x3f"))
+        .arg(parse(&f, "inttensor(4,1)"))
+        .arg(parse(&f, "output"));
+    let k = call_kernel(&f, &args);
+    assert_eq!(k.call_shape, vec![4, 6]);
+    // Leaves: p.pos, p.scale, m, k, out, _result.
+    assert_call_agrees(runner, &k, call_data(&k, 5), &mut |v: &mut [Vec<f32>]| {
+        let (pos, scale, m, n) = (&v[0], v[1][0], &v[2], v[3][0]);
+        let col = |c: usize| pos[0] * m[3 * c] + pos[1] * m[3 * c + 1] + pos[2] * m[3 * c + 2];
+        let out = [col(0) * scale, col(1) * scale];
+        let ret = n.trunc() + scale;
+        v[4].copy_from_slice(&out);
+        v[5][0] = ret;
+    });
+
+    // A race the caller allows: any one value may remain, so it is not
+    // compared, but the call runs.
+    let f = Function::parse("fn keep(a: f32, r: ptr<function, f32>) { *r = a; }")
+        .expect("keep")
+        .allowing_races();
+    let args = CallArgs::new().arg(Arg::tensor(&[8])).arg(parse(&f, "ref"));
+    let k = call_kernel(&f, &args);
+    assert_call_agrees(
+        runner,
+        &k,
+        vec![vec![1.0; 8], vec![0.0]],
+        &mut |v: &mut [Vec<f32>]| v[1][0] = v[0][0],
+    );
+}

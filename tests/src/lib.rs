@@ -10,6 +10,7 @@
 //! - [`kernels`]: random kernels, launches and data, below the graph level;
 //! - [`differential`]: running one program on several backends and
 //!   reporting the first element where they disagree;
+//! - [`calls`]: vectorized calls of WGSL functions against Rust closures;
 //! - [`gpu`]: opening the wgpu backend in a test, failing rather than
 //!   skipping when `SHAPE_REQUIRE_GPU=1`;
 //! - [`conformance`]: the backend conformance suite, which a backend runs
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calls;
 pub mod conformance;
 pub mod differential;
 pub mod gpu;

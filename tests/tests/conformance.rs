@@ -19,3 +19,11 @@ shape_tests::backend_conformance!(
     || shape_tests::gpu::wgpu_or_skip("conformance"),
     Tolerance::GPU
 );
+
+/// Vectorized calls of WGSL functions on wgpu, against Rust closures.
+#[test]
+fn wgpu_vectorized_calls() {
+    if let Some(mut gpu) = shape_tests::gpu::wgpu_or_skip("wgpu_vectorized_calls") {
+        shape_tests::conformance::vectorized_calls(&mut gpu);
+    }
+}

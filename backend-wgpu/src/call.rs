@@ -1,0 +1,519 @@
+//! Vectorized calls of a user's WGSL function
+//! (`shape_solver::call::CallKernel`): the function is inlined into a
+//! generated kernel that, per call index, loads each argument's value
+//! from its buffer, calls the function and stores what it writes.
+//!
+//! Sizes and strides are read from a parameter buffer, so a pipeline
+//! depends only on the function, the argument types and directions and
+//! the number of call dims: calls at other sizes reuse it.
+
+use std::fmt::Write as _;
+
+use shape_solver::call::{
+    CallKernel, Direction, Extent, KernelLeaf, ParamType, ParamValue, Scalar,
+};
+
+use crate::error::WgpuError;
+
+/// Invocations per workgroup.
+pub(crate) const CALL_WORKGROUP: u64 = 64;
+
+/// Why a call kernel cannot run on wgpu.
+fn unsupported(reason: impl Into<String>) -> WgpuError {
+    WgpuError::UnsupportedCall {
+        reason: reason.into(),
+    }
+}
+
+/// Where each leaf's strides start in the parameter words:
+/// `[base point, points, call shape.., (call strides.., type strides..) per leaf]`.
+pub(crate) fn stride_offsets(kernel: &CallKernel) -> Vec<usize> {
+    let k = kernel.call_shape.len();
+    let mut at = 2 + k;
+    kernel
+        .leaves
+        .iter()
+        .map(|l| {
+            let start = at;
+            at += k + l.type_shape.len();
+            start
+        })
+        .collect()
+}
+
+/// The parameter words of a call, with the base point 0.
+pub(crate) fn param_words(kernel: &CallKernel) -> Result<Vec<u32>, WgpuError> {
+    let word = |what: &'static str, v: u64| {
+        u32::try_from(v).map_err(|_| WgpuError::IndexRange {
+            what,
+            value: v,
+            limit: u32::MAX as u64,
+        })
+    };
+    let points = u64::try_from(kernel.points()).unwrap_or(u64::MAX);
+    if points > 1 << 31 {
+        return Err(WgpuError::IndexRange {
+            what: "number of call indices",
+            value: points,
+            limit: 1 << 31,
+        });
+    }
+    let mut words = vec![0, word("number of call indices", points)?];
+    for &s in &kernel.call_shape {
+        words.push(word("call size", s)?);
+    }
+    for l in &kernel.leaves {
+        if l.len > 1 << 32 {
+            return Err(WgpuError::IndexRange {
+                what: "buffer length",
+                value: l.len,
+                limit: 1 << 32,
+            });
+        }
+        for &s in l.call_strides.iter().chain(&l.type_strides) {
+            words.push(word("stride", s)?);
+        }
+    }
+    Ok(words)
+}
+
+/// The generated kernel's WGSL: the user's source, the bindings and the
+/// entry point `shape_call_main`.
+pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
+    let user = kernel.source.as_deref().ok_or_else(|| {
+        unsupported(format!(
+            "`{}` was not declared in WGSL; only WGSL functions run on wgpu (give the CPU a closure for the others)",
+            kernel.function
+        ))
+    })?;
+    let offsets = stride_offsets(kernel);
+    let k = kernel.call_shape.len();
+    let mut s = String::with_capacity(user.len() + 2048);
+    s.push_str(user);
+    s.push_str("\n\n@group(0) @binding(0) var<storage, read> shape_call_p: array<u32>;\n");
+    for (i, l) in kernel.leaves.iter().enumerate() {
+        let access = if l.direction.writes() {
+            "read_write"
+        } else {
+            "read"
+        };
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, {access}> shape_call_l{i}: array<f32>;",
+            i + 1
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n@compute @workgroup_size({CALL_WORKGROUP})\nfn shape_call_main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{"
+    );
+    let _ = writeln!(
+        s,
+        "    let point = shape_call_p[0] + gid.x + gid.y * groups.x * {CALL_WORKGROUP}u;\n    if (point >= shape_call_p[1]) {{ return; }}\n    var rest = point;"
+    );
+    for c in (0..k).rev() {
+        let _ = writeln!(
+            s,
+            "    let c{c} = rest % shape_call_p[{}]; rest = rest / shape_call_p[{}];",
+            2 + c,
+            2 + c
+        );
+    }
+    for (i, at) in offsets.iter().enumerate() {
+        let terms: Vec<String> = (0..k)
+            .map(|c| format!("c{c} * shape_call_p[{}]", at + c))
+            .collect();
+        let base = if terms.is_empty() {
+            "0u".to_string()
+        } else {
+            terms.join(" + ")
+        };
+        let _ = writeln!(s, "    let b{i} = {base};");
+    }
+    let cx = Gen {
+        kernel,
+        offsets: &offsets,
+    };
+    let mut args = Vec::with_capacity(kernel.params.len());
+    for (p, param) in kernel.params.iter().enumerate() {
+        let value = cx.value(&param.value)?;
+        let ty = param.ty.spelled(shape_solver::call::Language::Wgsl);
+        if param.direction == Direction::In {
+            let _ = writeln!(s, "    let v{p}: {ty} = {value};");
+            args.push(format!("v{p}"));
+        } else {
+            let _ = writeln!(s, "    var v{p}: {ty} = {value};");
+            args.push(format!("&v{p}"));
+        }
+    }
+    let call = format!("{}({})", kernel.function, args.join(", "));
+    match kernel.result {
+        Some(r) => {
+            let _ = writeln!(s, "    let ret = {call};");
+            for line in cx.store(r, &kernel.leaves[r].ty, "ret", format!("b{r}"), 0)? {
+                let _ = writeln!(s, "    {line}");
+            }
+        }
+        None => {
+            let _ = writeln!(s, "    {call};");
+        }
+    }
+    for (p, param) in kernel.params.iter().enumerate() {
+        if param.direction != Direction::In {
+            for line in cx.store_value(&param.value, &format!("v{p}"))? {
+                let _ = writeln!(s, "    {line}");
+            }
+        }
+    }
+    s.push_str("}\n");
+    Ok(s)
+}
+
+struct Gen<'a> {
+    kernel: &'a CallKernel,
+    offsets: &'a [usize],
+}
+
+impl Gen<'_> {
+    fn leaf(&self, i: usize) -> &KernelLeaf {
+        &self.kernel.leaves[i]
+    }
+
+    /// The type stride of leaf `i`'s type dim `d`.
+    fn stride(&self, i: usize, d: usize) -> String {
+        format!(
+            "shape_call_p[{}]",
+            self.offsets[i] + self.kernel.call_shape.len() + d
+        )
+    }
+
+    fn value(&self, v: &ParamValue) -> Result<String, WgpuError> {
+        match v {
+            ParamValue::Leaf(i) => self.load(*i, &self.leaf(*i).ty, format!("b{i}"), 0),
+            ParamValue::Fields(fields) => {
+                let ty = self.struct_name(v)?;
+                let parts = fields
+                    .iter()
+                    .map(|(_, f)| self.value(f))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(format!("{ty}({})", parts.join(", ")))
+            }
+        }
+    }
+
+    /// The struct type a field-by-field value builds, from its parameter.
+    fn struct_name(&self, v: &ParamValue) -> Result<String, WgpuError> {
+        fn find<'a>(
+            ty: &'a ParamType,
+            value: &ParamValue,
+            target: &ParamValue,
+        ) -> Option<&'a ParamType> {
+            if std::ptr::eq(value, target) {
+                return Some(ty);
+            }
+            match (ty, value) {
+                (ParamType::Struct(s), ParamValue::Fields(fields)) => {
+                    fields.iter().find_map(|(name, f)| {
+                        let (_, fty) = s.fields.iter().find(|(n, _)| n == name)?;
+                        find(fty, f, target)
+                    })
+                }
+                _ => None,
+            }
+        }
+        self.kernel
+            .params
+            .iter()
+            .find_map(|p| find(&p.ty, &p.value, v))
+            .map(|t| t.spelled(shape_solver::call::Language::Wgsl))
+            .ok_or_else(|| unsupported("a struct argument whose type is unknown"))
+    }
+
+    fn load(&self, i: usize, ty: &ParamType, off: String, d: usize) -> Result<String, WgpuError> {
+        let wgsl = |t: &ParamType| t.spelled(shape_solver::call::Language::Wgsl);
+        Ok(match ty {
+            ParamType::Scalar(s) => {
+                let x = format!("shape_call_l{i}[{off}]");
+                match s {
+                    Scalar::Float => x,
+                    Scalar::Int => format!("i32({x})"),
+                    Scalar::Uint => format!("u32({x})"),
+                    Scalar::Bool => format!("({x} != 0.0)"),
+                    Scalar::Half => return Err(unsupported("f16 arguments (the buffers hold f32)")),
+                }
+            }
+            ParamType::Vector(e, Extent::Fixed(n)) | ParamType::Array(e, Extent::Fixed(n)) => {
+                let parts = (0..*n)
+                    .map(|j| self.load(i, e, format!("{off} + {j}u * {}", self.stride(i, d)), d + 1))
+                    .collect::<Result<Vec<_>, _>>()?;
+                format!("{}({})", wgsl(ty), parts.join(", "))
+            }
+            ParamType::Matrix(e, Extent::Fixed(c), Extent::Fixed(r)) => {
+                let column = ParamType::Vector(e.clone(), Extent::Fixed(*r));
+                let parts = (0..*c)
+                    .map(|j| self.load(i, &column, format!("{off} + {j}u * {}", self.stride(i, d)), d + 1))
+                    .collect::<Result<Vec<_>, _>>()?;
+                format!("{}({})", wgsl(ty), parts.join(", "))
+            }
+            _ => {
+                return Err(unsupported(format!(
+                    "argument `{}` of type {}: only scalars, vectors, matrices, fixed arrays and structs given field by field run on wgpu",
+                    self.leaf(i).path,
+                    wgsl(ty)
+                )))
+            }
+        })
+    }
+
+    fn store(
+        &self,
+        i: usize,
+        ty: &ParamType,
+        v: &str,
+        off: String,
+        d: usize,
+    ) -> Result<Vec<String>, WgpuError> {
+        Ok(match ty {
+            ParamType::Scalar(s) => {
+                let x = match s {
+                    Scalar::Float => v.to_string(),
+                    Scalar::Int | Scalar::Uint => format!("f32({v})"),
+                    Scalar::Bool => format!("select(0.0, 1.0, {v})"),
+                    Scalar::Half => return Err(unsupported("f16 outputs (the buffers hold f32)")),
+                };
+                vec![format!("shape_call_l{i}[{off}] = {x};")]
+            }
+            ParamType::Vector(e, Extent::Fixed(n)) | ParamType::Array(e, Extent::Fixed(n)) => {
+                let mut out = Vec::new();
+                for j in 0..*n {
+                    out.extend(self.store(
+                        i,
+                        e,
+                        &format!("{v}[{j}]"),
+                        format!("{off} + {j}u * {}", self.stride(i, d)),
+                        d + 1,
+                    )?);
+                }
+                out
+            }
+            ParamType::Matrix(e, Extent::Fixed(c), Extent::Fixed(r)) => {
+                let column = ParamType::Vector(e.clone(), Extent::Fixed(*r));
+                let mut out = Vec::new();
+                for j in 0..*c {
+                    out.extend(self.store(
+                        i,
+                        &column,
+                        &format!("{v}[{j}]"),
+                        format!("{off} + {j}u * {}", self.stride(i, d)),
+                        d + 1,
+                    )?);
+                }
+                out
+            }
+            _ => {
+                return Err(unsupported(format!(
+                    "output `{}` of type {}",
+                    self.leaf(i).path,
+                    ty.spelled(shape_solver::call::Language::Wgsl)
+                )))
+            }
+        })
+    }
+
+    fn store_value(&self, value: &ParamValue, v: &str) -> Result<Vec<String>, WgpuError> {
+        match value {
+            ParamValue::Leaf(i) => self.store(*i, &self.leaf(*i).ty, v, format!("b{i}"), 0),
+            ParamValue::Fields(fields) => {
+                let mut out = Vec::new();
+                for (name, f) in fields {
+                    out.extend(self.store_value(f, &format!("{v}.{name}"))?);
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// A compiled call kernel.
+pub(crate) struct CallPipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+impl crate::WgpuBackend {
+    /// Runs a vectorized call of a WGSL function: `buffers` holds every
+    /// leaf of `kernel` in order (inputs, and outputs the function
+    /// writes, allocated with [`KernelLeaf::len`] elements). A second call
+    /// with other sizes and the same types and number of call dims reuses
+    /// the pipeline ([`crate::CacheStats::call_compiles`] counts
+    /// compilations).
+    pub fn run_call(
+        &mut self,
+        kernel: &CallKernel,
+        buffers: &[&crate::WgpuBuffer],
+    ) -> Result<(), WgpuError> {
+        kernel.check_buffers(buffers.iter().map(|b| b.len()))?;
+        if buffers.iter().any(|b| b.owner != self.id) {
+            return Err(WgpuError::ForeignBuffer);
+        }
+        for (i, l) in kernel.leaves.iter().enumerate() {
+            if l.direction.writes()
+                && buffers
+                    .iter()
+                    .enumerate()
+                    .any(|(j, b)| j != i && b.id == buffers[i].id)
+            {
+                return Err(unsupported(format!(
+                    "output `{}` shares its buffer with another argument; give it a buffer of its own",
+                    l.path
+                )));
+            }
+        }
+        let limit = self.limits.max_storage_buffers_per_shader_stage as usize;
+        if kernel.leaves.len() + 1 > limit {
+            return Err(unsupported(format!(
+                "{} arguments and the parameter buffer need {} storage buffers, but adapter {} binds at most {limit}",
+                kernel.leaves.len(),
+                kernel.leaves.len() + 1,
+                self.adapter_name()
+            )));
+        }
+        let mut words = param_words(kernel)?;
+        let points = u64::from(words[1]);
+        if points == 0 {
+            return Ok(());
+        }
+        let source = source(kernel)?;
+        if self.call_pipelines.contains_key(&source) {
+            self.stats.call_hits += 1;
+        } else {
+            let compiled = self.compile_call(kernel, &source)?;
+            self.stats.call_compiles += 1;
+            self.call_pipelines.insert(source.clone(), compiled);
+        }
+        let max = u64::from(self.limits.max_compute_workgroups_per_dimension.max(1));
+        let groups = points.div_ceil(CALL_WORKGROUP);
+        let mut done = 0u64;
+        while done < groups {
+            let now = (groups - done).min(max * max);
+            let (x, y) = if now <= max {
+                (now, 1)
+            } else {
+                (max, now.div_ceil(max))
+            };
+            words[0] = (done * CALL_WORKGROUP) as u32;
+            let params = self.new_buffer(words.len(), true)?;
+            params
+                .slice(..(words.len() * 4) as u64)
+                .get_mapped_range_mut()
+                .map_err(|e| WgpuError::Gpu {
+                    adapter: self.adapter_name(),
+                    during: "writing a call's parameters".into(),
+                    message: e.to_string(),
+                })?
+                .copy_from_slice(bytemuck::cast_slice(&words));
+            params.unmap();
+            let compiled = &self.call_pipelines[&source];
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: params.as_entire_binding(),
+            }];
+            for (i, b) in buffers.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: b.buffer.as_entire_binding(),
+                });
+            }
+            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("call"),
+                layout: &compiled.layout,
+                entries: &entries,
+            });
+            let pipeline = compiled.pipeline.clone();
+            let pass = self.recording.pass(&self.device);
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(x as u32, y as u32, 1);
+            self.stats.dispatches += 1;
+            self.recording.dispatches += 1;
+            done += x * y;
+        }
+        self.flush()?;
+        self.check(|| format!("running a call of `{}`", kernel.function))
+    }
+
+    /// [`WgpuBackend::run_call`] on host data: `buffers` as
+    /// [`CallKernel::buffers`] makes them; returns them with the outputs
+    /// filled in.
+    pub fn run_call_on_host(
+        &mut self,
+        kernel: &CallKernel,
+        buffers: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, WgpuError> {
+        kernel.check_buffers(buffers.iter().map(|b| b.len() as u64))?;
+        let mut device = Vec::with_capacity(buffers.len());
+        for b in &buffers {
+            device.push(shape_core::Backend::upload(self, b)?);
+        }
+        self.run_call(kernel, &device.iter().collect::<Vec<_>>())?;
+        let mut out = buffers;
+        for (i, l) in kernel.leaves.iter().enumerate() {
+            if l.direction.writes() {
+                out[i] = shape_core::Backend::download(self, &device[i])?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn compile_call(
+        &mut self,
+        kernel: &CallKernel,
+        source: &str,
+    ) -> Result<CallPipeline, WgpuError> {
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("call"),
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let entry = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let mut entries = vec![entry(0, true)];
+        for (i, l) in kernel.leaves.iter().enumerate() {
+            entries.push(entry(i as u32 + 1, !l.direction.writes()));
+        }
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("call"),
+                entries: &entries,
+            });
+        let pipeline_layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("call"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("call"),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("shape_call_main"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+        self.check(|| format!("compiling the call kernel of `{}`", kernel.function))?;
+        Ok(CallPipeline { pipeline, layout })
+    }
+}

@@ -1,0 +1,233 @@
+//! What can go wrong when a vectorized call is bound or resolved.
+
+/// At most this many characters of user text are quoted in a message.
+const QUOTE: usize = 120;
+
+/// `text`, shortened to [`QUOTE`] characters with `...` when longer.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(QUOTE).collect();
+    if chars.next().is_some() {
+        format!("{head}...")
+    } else {
+        head
+    }
+}
+
+/// An error of a vectorized call: a signature or argument that cannot be
+/// read, an argument that cannot bind to its parameter, no overload or
+/// several, or sizes that break broadcasting at call time. Argument paths
+/// are `a`, `p.position` (a struct field) or `_result`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallError {
+    /// A signature, type or argument that cannot be read.
+    #[error("`{text}`, at character {at}: {message}")]
+    Syntax {
+        /// The text (shortened when long).
+        text: String,
+        /// The byte offset of the problem.
+        at: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// WGSL source that naga does not accept, or that has no function.
+    #[error("WGSL signature: {0}")]
+    Wgsl(String),
+    /// A WGSL type that has no type shape here.
+    #[error("WGSL signature: parameter `{param}` has type {ty}, which calls cannot take")]
+    UnsupportedType {
+        /// The parameter.
+        param: String,
+        /// Its type, as naga describes it.
+        ty: String,
+    },
+    /// More positional arguments than parameters.
+    #[error("{function}: too many arguments: expected at most {expected}, got {found}")]
+    TooManyArguments {
+        /// The overload.
+        function: String,
+        /// Its number of parameters.
+        expected: usize,
+        /// The arguments given.
+        found: usize,
+    },
+    /// A keyword argument (or struct field) no parameter has.
+    #[error("{function}: no parameter or field named `{name}`")]
+    UnknownParameter {
+        /// The overload.
+        function: String,
+        /// The name given.
+        name: String,
+    },
+    /// A parameter given twice.
+    #[error("{function}: parameter `{name}` is given more than once")]
+    DuplicateArgument {
+        /// The overload.
+        function: String,
+        /// The parameter.
+        name: String,
+    },
+    /// A parameter (or struct field) with no argument.
+    #[error("{function}: parameter `{name}` is not given")]
+    MissingArgument {
+        /// The overload.
+        function: String,
+        /// The parameter.
+        name: String,
+    },
+    /// Element types that differ: no implicit conversion between concrete
+    /// types.
+    #[error("argument `{arg}`: {found} cannot bind to parameter type {param_type}: {reason}")]
+    TypeMismatch {
+        /// The argument's path.
+        arg: String,
+        /// The parameter's type.
+        param_type: String,
+        /// What the argument is.
+        found: String,
+        /// Why not.
+        reason: String,
+    },
+    /// An argument with fewer dims than its parameter's type consumes.
+    #[error("argument `{arg}` has {found} dims, but parameter type {param_type} consumes {needed} (its type shape is {type_shape})")]
+    Dimensionality {
+        /// The argument's path.
+        arg: String,
+        /// The argument's dims (after any map).
+        found: usize,
+        /// The dims the type consumes.
+        needed: usize,
+        /// The parameter's type.
+        param_type: String,
+        /// Its type shape, as `(3)`.
+        type_shape: String,
+    },
+    /// An argument's size that its parameter's type does not allow.
+    #[error("argument `{arg}`: its axis {axis} has size {found}, but parameter type {param_type} needs {required} there")]
+    TypeShape {
+        /// The argument's path.
+        arg: String,
+        /// The axis of the argument (after any map).
+        axis: usize,
+        /// Its size.
+        found: u64,
+        /// The size the type needs, and why.
+        required: String,
+        /// The parameter's type.
+        param_type: String,
+    },
+    /// A `map` that does not fit its argument.
+    #[error("map for `{arg}`: {message}")]
+    InvalidMap {
+        /// The argument's path.
+        arg: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `vmap` that does not fit the call.
+    #[error("vmap `{spec}`: {message}")]
+    InvalidVmap {
+        /// The vmap as written.
+        spec: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No overload takes the arguments.
+    #[error("no overload of `{function}` takes these arguments:{}", candidates.iter().map(|(s, why)| format!("\n  {s}: {why}")).collect::<String>())]
+    NoMatchingOverload {
+        /// The function's name.
+        function: String,
+        /// Each candidate with why it failed.
+        candidates: Vec<(String, String)>,
+    },
+    /// More than one overload takes the arguments.
+    #[error("the call of `{function}` is ambiguous: {} overloads take these arguments:{}", candidates.len(), candidates.iter().map(|s| format!("\n  {s}")).collect::<String>())]
+    AmbiguousOverload {
+        /// The function's name.
+        function: String,
+        /// The overloads that match.
+        candidates: Vec<String>,
+    },
+    /// Sizes that break NumPy's broadcasting on a call axis.
+    #[error("call axis {axis}: argument `{arg}` has size {size} (its axis {arg_axis}), but `{other}` gave the call size {other_size}; sizes must be equal or 1")]
+    BroadcastMismatch {
+        /// The call axis.
+        axis: usize,
+        /// The argument that does not fit.
+        arg: String,
+        /// Its axis.
+        arg_axis: usize,
+        /// Its size.
+        size: u64,
+        /// The argument that set the call size.
+        other: String,
+        /// The call size.
+        other_size: u64,
+    },
+    /// An output that many call indices write (fixed shape, or smaller
+    /// than the call shape); allowed only on request.
+    #[error("output `{arg}` would be written by {size} calls along call axis {axis} (it does not vary along it): a race; allow races explicitly if any one value may remain")]
+    Race {
+        /// The output's path.
+        arg: String,
+        /// The call axis it does not vary along.
+        axis: usize,
+        /// The call size along it.
+        size: u64,
+    },
+    /// An output asked to have more dims than the call can define.
+    #[error("output `{arg}`: {dims} dims were asked for, but the call shape has {call_dims}: {} leading dims are undefinable", dims - call_dims)]
+    UndefinableDimensions {
+        /// The output's path.
+        arg: String,
+        /// The dims asked for.
+        dims: usize,
+        /// The call's dims.
+        call_dims: usize,
+    },
+    /// An output to allocate that cannot be: bound to an `in` parameter,
+    /// or of a type with `?` sizes.
+    #[error("argument `{arg}`: {message}")]
+    UnsizedOutput {
+        /// The argument's path.
+        arg: String,
+        /// Why.
+        message: String,
+    },
+    /// Data for a run that does not fit the call's arguments.
+    #[error("argument `{arg}`: {message}")]
+    Data {
+        /// The argument's path.
+        arg: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A call whose arguments differ in kind, element type or dims from
+    /// those the call was bound with.
+    #[error(
+        "argument `{arg}` differs from the one the call was bound with: {message}; bind again"
+    )]
+    Rebind {
+        /// The argument's path.
+        arg: String,
+        /// What differs.
+        message: String,
+    },
+}
+
+impl CallError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
+
+    pub(crate) fn syntax(text: &str, at: usize, message: String) -> CallError {
+        CallError::Syntax {
+            text: quoted(text),
+            at,
+            message,
+        }
+    }
+}

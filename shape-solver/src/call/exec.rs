@@ -1,0 +1,353 @@
+//! Running a resolved call: where every argument's elements are for each
+//! call index, and the reference executor that calls a Rust closure once
+//! per call index.
+//!
+//! Every argument (a leaf: a parameter, or one field of a struct given
+//! field by field) is a buffer of `f32` holding its full shape row-major,
+//! as given (before any map). For call index `c` and element `t` of its
+//! type, a leaf's element is at
+//! `sum_k c[k] * call_strides[k] + sum_j t[j] * type_strides[j]`; a call
+//! stride is 0 along call dims the argument broadcasts over. Integer and
+//! boolean parameters are stored as `f32` and converted when loaded
+//! (exact below 2^24).
+
+use std::sync::Arc;
+
+use super::bind::{AxisRole, BoundCall, Resolution, ResolvedArg};
+use super::error::CallError;
+use super::signature::Direction;
+use super::types::{Extent, Language, ParamType};
+
+/// One argument of a [`CallKernel`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelLeaf {
+    /// `a`, `p.position` or `_result`.
+    pub path: Arc<str>,
+    /// Its type, every size resolved.
+    pub ty: ParamType,
+    /// How its parameter passes data.
+    pub direction: Direction,
+    /// Elements to step per unit of each call dim (0 where it broadcasts).
+    pub call_strides: Vec<u64>,
+    /// Elements to step per unit of each of its type's dims.
+    pub type_strides: Vec<u64>,
+    /// Its resolved type shape.
+    pub type_shape: Vec<u64>,
+    /// The number of elements of its buffer.
+    pub len: u64,
+    /// Whether the call allocates it.
+    pub allocated: bool,
+}
+
+impl KernelLeaf {
+    /// The elements one call index reads or writes: the product of the
+    /// type shape.
+    pub fn elements(&self) -> u64 {
+        self.type_shape
+            .iter()
+            .fold(1u64, |a, &s| a.saturating_mul(s))
+    }
+}
+
+/// How a parameter's value is made from leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamValue {
+    /// One leaf.
+    Leaf(usize),
+    /// A struct, field by field, in declaration order.
+    Fields(Vec<(Arc<str>, ParamValue)>),
+}
+
+/// One parameter of a [`CallKernel`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelParam {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its type, sizes resolved.
+    pub ty: ParamType,
+    /// How it passes data.
+    pub direction: Direction,
+    /// The leaves it is made of.
+    pub value: ParamValue,
+}
+
+/// A resolved call ready to run: for backends that execute calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallKernel {
+    /// The function's name.
+    pub function: Arc<str>,
+    /// Its WGSL source, when it was reflected from WGSL.
+    pub source: Option<Arc<str>>,
+    /// The signature's language.
+    pub language: Language,
+    /// The parameters, in order.
+    pub params: Vec<KernelParam>,
+    /// The leaf that receives the return value.
+    pub result: Option<usize>,
+    /// Every argument: the parameters' leaves in order, then the result.
+    pub leaves: Vec<KernelLeaf>,
+    /// The call shape.
+    pub call_shape: Vec<u64>,
+    /// Whether outputs written by several call indices were allowed.
+    pub races_allowed: bool,
+}
+
+impl BoundCall {
+    /// The kernel of a call resolved by [`BoundCall::call`]: every leaf's
+    /// strides, and how the parameters are made of leaves.
+    ///
+    /// ```
+    /// use shape_solver::call::{Arg, CallArgs, Function};
+    /// let dot = Function::parse("float dot(float3 a, float3 b)").unwrap();
+    /// let args = CallArgs::new().arg(Arg::tensor(&[4, 3])).arg(Arg::tensor(&[3]));
+    /// let bound = dot.bind(&args).unwrap();
+    /// let kernel = bound.kernel(&bound.call(&args).unwrap()).unwrap();
+    /// let mut data = kernel.buffers(vec![vec![1.0; 12], vec![1.0, 2.0, 3.0]]).unwrap();
+    /// kernel
+    ///     .run_cpu(&mut data, &mut |v: &mut [Vec<f32>]| {
+    ///         v[2][0] = (0..3).map(|i| v[0][i] * v[1][i]).sum();
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(data[2], vec![6.0; 4]);
+    /// ```
+    pub fn kernel(&self, resolution: &Resolution) -> Result<CallKernel, CallError> {
+        let k = resolution.call_shape.len();
+        let resolved: Vec<&ResolvedArg> =
+            resolution.args.iter().chain(&resolution.result).collect();
+        if resolved.len() != self.leaves.len() {
+            return Err(CallError::Rebind {
+                arg: "_result".into(),
+                message: "the resolution is of another bound call".into(),
+            });
+        }
+        let mut leaves = Vec::with_capacity(resolved.len());
+        for (l, r) in self.leaves.iter().zip(&resolved) {
+            let ty = resolve_sizes(&l.ty, &r.type_shape);
+            let mut strides = vec![0u64; r.shape.len()];
+            let mut acc = 1u64;
+            for i in (0..r.shape.len()).rev() {
+                strides[i] = acc;
+                acc = acc.saturating_mul(r.shape[i]);
+            }
+            let mut call_strides = vec![0u64; k];
+            let mut type_strides = vec![0u64; r.type_shape.len()];
+            for (i, role) in r.axes.iter().enumerate() {
+                match *role {
+                    AxisRole::Call(c) if r.shape[i] != 1 => call_strides[c] = strides[i],
+                    AxisRole::Call(_) => {}
+                    AxisRole::Type(t) => type_strides[t] = strides[i],
+                }
+            }
+            leaves.push(KernelLeaf {
+                path: l.path.clone(),
+                ty,
+                direction: l.direction,
+                call_strides,
+                type_strides,
+                type_shape: r.type_shape.clone(),
+                len: acc,
+                allocated: r.allocated,
+            });
+        }
+        let sig = &self.signature;
+        let mut params = Vec::with_capacity(sig.params.len());
+        for (p, param) in sig.params.iter().enumerate() {
+            let mine: Vec<(usize, &[Arc<str>])> = self
+                .leaves
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.param == p)
+                .map(|(i, l)| (i, l.access.fields.as_slice()))
+                .collect();
+            let value = param_value(&mine);
+            let ty = match &value {
+                ParamValue::Leaf(i) => leaves[*i].ty.clone(),
+                ParamValue::Fields(_) => param.ty.clone(),
+            };
+            params.push(KernelParam {
+                name: param.name.clone(),
+                ty,
+                direction: param.direction,
+                value,
+            });
+        }
+        let result = sig.result.as_ref().map(|_| leaves.len() - 1);
+        Ok(CallKernel {
+            function: sig.name.clone(),
+            source: sig.source.clone(),
+            language: sig.language,
+            params,
+            result,
+            leaves,
+            call_shape: resolution.call_shape.clone(),
+            races_allowed: self.allow_races,
+        })
+    }
+}
+
+/// `ty` with its generic sizes taken from its resolved type shape.
+fn resolve_sizes(ty: &ParamType, type_shape: &[u64]) -> ParamType {
+    let extents = ty.type_shape();
+    let size = |g: &str| {
+        extents
+            .iter()
+            .position(|e| matches!(e, Extent::Generic(n) if **n == *g))
+            .and_then(|t| type_shape.get(t).copied())
+    };
+    ty.substituted(&|_| None, &size)
+}
+
+fn param_value(leaves: &[(usize, &[Arc<str>])]) -> ParamValue {
+    match leaves {
+        [(i, [])] => ParamValue::Leaf(*i),
+        _ => {
+            let mut fields: Vec<(Arc<str>, ParamValue)> = Vec::new();
+            let mut names: Vec<&Arc<str>> = Vec::new();
+            for (_, f) in leaves {
+                if let Some(n) = f.first() {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
+            for n in names {
+                let sub: Vec<(usize, &[Arc<str>])> = leaves
+                    .iter()
+                    .filter(|(_, f)| f.first() == Some(n))
+                    .map(|(i, f)| (*i, &f[1..]))
+                    .collect();
+                fields.push((n.clone(), param_value(&sub)));
+            }
+            ParamValue::Fields(fields)
+        }
+    }
+}
+
+impl CallKernel {
+    /// The buffers of a run: `inputs` for the leaves that are not
+    /// allocated, in order, and zero-filled buffers for those that are.
+    /// Each input must hold exactly its leaf's elements; memory is
+    /// allocated fallibly.
+    pub fn buffers(&self, inputs: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, CallError> {
+        let mut given = inputs.into_iter();
+        let mut out = Vec::with_capacity(self.leaves.len());
+        for l in &self.leaves {
+            if l.allocated {
+                let len = usize::try_from(l.len).map_err(|_| too_large(l))?;
+                let mut v = Vec::new();
+                v.try_reserve_exact(len).map_err(|_| too_large(l))?;
+                v.resize(len, 0.0);
+                out.push(v);
+            } else {
+                let v = given.next().ok_or_else(|| CallError::Data {
+                    arg: l.path.to_string(),
+                    message: "no data was given for it".into(),
+                })?;
+                out.push(v);
+            }
+        }
+        if given.next().is_some() {
+            return Err(CallError::Data {
+                arg: "_result".into(),
+                message: "more inputs were given than the call has arguments to read".into(),
+            });
+        }
+        self.check_buffers(out.iter().map(|v| v.len() as u64))?;
+        Ok(out)
+    }
+
+    /// Refuses buffers whose lengths are not the leaves'.
+    pub fn check_buffers(&self, lens: impl Iterator<Item = u64>) -> Result<(), CallError> {
+        let mut count = 0;
+        for (l, len) in self.leaves.iter().zip(lens) {
+            count += 1;
+            if len != l.len {
+                return Err(CallError::Data {
+                    arg: l.path.to_string(),
+                    message: format!(
+                        "its buffer holds {len} elements, but its shape needs {}",
+                        l.len
+                    ),
+                });
+            }
+        }
+        if count != self.leaves.len() {
+            return Err(CallError::Data {
+                arg: "_result".into(),
+                message: format!(
+                    "{count} buffers were given for {} arguments",
+                    self.leaves.len()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The number of call indices.
+    pub fn points(&self) -> u128 {
+        self.call_shape.iter().map(|&s| u128::from(s)).product()
+    }
+
+    /// Element `t` (row-major over the type shape) of `leaf` at call
+    /// index `call` (row-major over the call shape).
+    pub fn element(&self, leaf: usize, call: u64, t: u64) -> u64 {
+        let l = &self.leaves[leaf];
+        let mut offset = 0u64;
+        let mut rest = call;
+        for (c, &size) in self.call_shape.iter().enumerate().rev() {
+            offset += (rest % size) * l.call_strides[c];
+            rest /= size;
+        }
+        let mut rest = t;
+        for (j, &size) in l.type_shape.iter().enumerate().rev() {
+            offset += (rest % size) * l.type_strides[j];
+            rest /= size;
+        }
+        offset
+    }
+
+    /// The reference executor: for each call index in row-major order,
+    /// loads every leaf's elements, calls `f` with them (one `Vec` per
+    /// leaf, in leaf order; outputs hold what their buffers hold) and
+    /// stores back the leaves the function writes.
+    pub fn run_cpu(
+        &self,
+        buffers: &mut [Vec<f32>],
+        f: &mut dyn FnMut(&mut [Vec<f32>]),
+    ) -> Result<(), CallError> {
+        self.check_buffers(buffers.iter().map(|b| b.len() as u64))?;
+        let points = u64::try_from(self.points()).map_err(|_| CallError::Data {
+            arg: "_result".into(),
+            message: "the call has more than 2^64 call indices".into(),
+        })?;
+        let mut values: Vec<Vec<f32>> = self
+            .leaves
+            .iter()
+            .map(|l| vec![0.0; l.elements() as usize])
+            .collect();
+        for call in 0..points {
+            for (i, l) in self.leaves.iter().enumerate() {
+                for t in 0..l.elements() {
+                    values[i][t as usize] = buffers[i][self.element(i, call, t) as usize];
+                }
+            }
+            f(&mut values);
+            for (i, l) in self.leaves.iter().enumerate() {
+                if l.direction.writes() {
+                    for t in 0..l.elements() {
+                        let at = self.element(i, call, t) as usize;
+                        buffers[i][at] = values[i][t as usize];
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn too_large(l: &KernelLeaf) -> CallError {
+    CallError::Data {
+        arg: l.path.to_string(),
+        message: format!("{} elements cannot be allocated", l.len),
+    }
+}
