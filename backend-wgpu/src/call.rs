@@ -25,6 +25,24 @@ fn unsupported(reason: impl Into<String>) -> WgpuError {
     }
 }
 
+/// Parameter word `i` in WGSL: the words are packed four to a `vec4`,
+/// as uniform arrays need.
+fn word(i: usize) -> String {
+    format!("shape_call_p.w[{}][{}]", i / 4, i % 4)
+}
+
+/// The `vec4<u32>` of a call's parameter block.
+pub(crate) fn param_vectors(kernel: &CallKernel) -> usize {
+    let words = 2
+        + kernel.call_shape.len() * (1 + kernel.leaves.len())
+        + kernel
+            .leaves
+            .iter()
+            .map(|l| l.type_shape.len())
+            .sum::<usize>();
+    words.div_ceil(4).max(1)
+}
+
 /// Where each leaf's strides start in the parameter words:
 /// `[base point, points, call shape.., (call strides.., type strides..) per leaf]`.
 pub(crate) fn stride_offsets(kernel: &CallKernel) -> Vec<usize> {
@@ -74,6 +92,7 @@ pub(crate) fn param_words(kernel: &CallKernel) -> Result<Vec<u32>, WgpuError> {
             words.push(word("stride", s)?);
         }
     }
+    words.resize(param_vectors(kernel) * 4, 0);
     Ok(words)
 }
 
@@ -90,7 +109,11 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     let k = kernel.call_shape.len();
     let mut s = String::with_capacity(user.len() + 2048);
     s.push_str(user);
-    s.push_str("\n\n@group(0) @binding(0) var<storage, read> shape_call_p: array<u32>;\n");
+    let _ = writeln!(
+        s,
+        "\n\nstruct ShapeCallParams {{ w: array<vec4<u32>, {}> }}\n@group(0) @binding(0) var<uniform> shape_call_p: ShapeCallParams;",
+        param_vectors(kernel)
+    );
     for (i, l) in kernel.leaves.iter().enumerate() {
         let access = if l.direction.writes() {
             "read_write"
@@ -109,20 +132,20 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     );
     let _ = writeln!(
         s,
-        "    let point = shape_call_p[0] + gid.x + gid.y * groups.x * {CALL_WORKGROUP}u;\n    if (point >= shape_call_p[1]) {{ return; }}\n    var rest = point;"
+        "    let point = {} + gid.x + gid.y * groups.x * {CALL_WORKGROUP}u;\n    if (point >= {}) {{ return; }}\n    var rest = point;",
+        word(0),
+        word(1)
     );
     for c in (0..k).rev() {
         let _ = writeln!(
             s,
-            "    let c{c} = rest % shape_call_p[{}]; rest = rest / shape_call_p[{}];",
-            2 + c,
-            2 + c
+            "    let c{c} = rest % {}; rest = rest / {};",
+            word(2 + c),
+            word(2 + c)
         );
     }
     for (i, at) in offsets.iter().enumerate() {
-        let terms: Vec<String> = (0..k)
-            .map(|c| format!("c{c} * shape_call_p[{}]", at + c))
-            .collect();
+        let terms: Vec<String> = (0..k).map(|c| format!("c{c} * {}", word(at + c))).collect();
         let base = if terms.is_empty() {
             "0u".to_string()
         } else {
@@ -181,10 +204,7 @@ impl Gen<'_> {
 
     /// The type stride of leaf `i`'s type dim `d`.
     fn stride(&self, i: usize, d: usize) -> String {
-        format!(
-            "shape_call_p[{}]",
-            self.offsets[i] + self.kernel.call_shape.len() + d
-        )
+        word(self.offsets[i] + self.kernel.call_shape.len() + d)
     }
 
     fn value(&self, v: &ParamValue) -> Result<String, WgpuError> {
@@ -338,6 +358,9 @@ impl Gen<'_> {
 pub(crate) struct CallPipeline {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
+    /// Distinguishes call pipelines in bind group keys (the top bit
+    /// keeps them apart from the kernel pipelines' indices).
+    index: u64,
 }
 
 impl crate::WgpuBackend {
@@ -370,12 +393,21 @@ impl crate::WgpuBackend {
             }
         }
         let limit = self.limits.max_storage_buffers_per_shader_stage as usize;
-        if kernel.leaves.len() + 1 > limit {
+        if kernel.leaves.len() > limit {
             return Err(unsupported(format!(
-                "{} arguments and the parameter buffer need {} storage buffers, but adapter {} binds at most {limit}",
+                "its {} arguments need as many storage buffers, but adapter {} binds at most {limit}",
                 kernel.leaves.len(),
-                kernel.leaves.len() + 1,
                 self.adapter_name()
+            )));
+        }
+        let block = param_vectors(kernel) as u64 * 16;
+        let block_limit = self
+            .limits
+            .max_uniform_buffer_binding_size
+            .min(crate::ARENA_BYTES as u64);
+        if block > block_limit {
+            return Err(unsupported(format!(
+                "its parameter block of {block} bytes exceeds the adapter's {block_limit}-byte uniform binding"
             )));
         }
         let mut words = param_words(kernel)?;
@@ -393,6 +425,7 @@ impl crate::WgpuBackend {
         }
         let max = u64::from(self.limits.max_compute_workgroups_per_dimension.max(1));
         let groups = points.div_ceil(CALL_WORKGROUP);
+        let block = (words.len() * 4) as u64;
         let mut done = 0u64;
         while done < groups {
             let now = (groups - done).min(max * max);
@@ -402,43 +435,48 @@ impl crate::WgpuBackend {
                 (max, now.div_ceil(max))
             };
             words[0] = (done * CALL_WORKGROUP) as u32;
-            let params = self.new_buffer(words.len(), true)?;
-            params
-                .slice(..(words.len() * 4) as u64)
-                .get_mapped_range_mut()
-                .map_err(|e| WgpuError::Gpu {
-                    adapter: self.adapter_name(),
-                    during: "writing a call's parameters".into(),
-                    message: e.to_string(),
-                })?
-                .copy_from_slice(bytemuck::cast_slice(&words));
-            params.unmap();
+            let offset = self.stage_params(&words)?;
             let compiled = &self.call_pipelines[&source];
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: params.as_entire_binding(),
-            }];
-            for (i, b) in buffers.iter().enumerate() {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: i as u32 + 1,
-                    resource: b.buffer.as_entire_binding(),
+            let key: Vec<u64> = std::iter::once(compiled.index)
+                .chain(buffers.iter().map(|b| b.id))
+                .collect();
+            if !self.recording.bind_groups.contains_key(&key) {
+                let mut entries = vec![wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &self.arena.buffer,
+                        offset: 0,
+                        size: std::num::NonZeroU64::new(block),
+                    }),
+                }];
+                for (i, b) in buffers.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: i as u32 + 1,
+                        resource: b.buffer.as_entire_binding(),
+                    });
+                }
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("call"),
+                    layout: &compiled.layout,
+                    entries: &entries,
                 });
+                self.recording.bind_groups.insert(key.clone(), group);
+            } else {
+                self.stats.bind_group_reuses += 1;
             }
-            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("call"),
-                layout: &compiled.layout,
-                entries: &entries,
-            });
+            let group = self.recording.bind_groups[&key].clone();
             let pipeline = compiled.pipeline.clone();
             let pass = self.recording.pass(&self.device);
             pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &group, &[]);
+            pass.set_bind_group(0, &group, &[offset as u32]);
             pass.dispatch_workgroups(x as u32, y as u32, 1);
             self.stats.dispatches += 1;
             self.recording.dispatches += 1;
             done += x * y;
+            if self.recording.dispatches >= self.options.max_pending_dispatches {
+                self.flush()?;
+            }
         }
-        self.flush()?;
         self.check(|| format!("running a call of `{}`", kernel.function))
     }
 
@@ -486,7 +524,16 @@ impl crate::WgpuBackend {
             },
             count: None,
         };
-        let mut entries = vec![entry(0, true)];
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: std::num::NonZeroU64::new(param_vectors(kernel) as u64 * 16),
+            },
+            count: None,
+        }];
         for (i, l) in kernel.leaves.iter().enumerate() {
             entries.push(entry(i as u32 + 1, !l.direction.writes()));
         }
@@ -514,6 +561,10 @@ impl crate::WgpuBackend {
                 cache: None,
             });
         self.check(|| format!("compiling the call kernel of `{}`", kernel.function))?;
-        Ok(CallPipeline { pipeline, layout })
+        Ok(CallPipeline {
+            pipeline,
+            layout,
+            index: (1 << 63) | self.call_pipelines.len() as u64,
+        })
     }
 }

@@ -393,6 +393,25 @@ fn overloads_pick_exactly_one() {
 }
 
 #[test]
+fn element_sizes_are_checked_at_bind() {
+    // A tensor's element type fixes its last dims before any call: an
+    // overload whose type does not fit is out at bind, as slangpy rejects
+    // `vector<float3>` against `float[10]` up front.
+    let f = func("float f(float4 a)").overload(Signature::parse("float f(float3 a)").unwrap());
+    let args = CallArgs::new().arg(Arg::parse("tensor<float3>(7)", &f.scope()).unwrap());
+    let bound = f.bind(&args).unwrap();
+    assert_eq!(bound.signature().to_string(), "float f(float3 a)");
+    let only4 = func("float f(float4 a)");
+    let e = only4.bind(&args).unwrap_err();
+    assert_eq!(e.kind(), "type_shape");
+    assert!(
+        e.to_string()
+            .contains("its axis 1 has size 3, but parameter type float4 needs 4"),
+        "{e}"
+    );
+}
+
+#[test]
 fn generic_sizes_are_shared() {
     let sum = func("T add<T, let N : int>(vector<T,N> a, vector<T,N> b)");
     let r = call(&sum, &["tensor(10,4)", "float4"]).unwrap();

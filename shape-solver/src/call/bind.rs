@@ -373,11 +373,20 @@ impl Function {
                     Extent::Any => Dim::Var(solver.fresh_dim()),
                 });
             }
-            if let Some(full) = &l.known_full {
-                let mapped = l.mapped(full);
+            if l.allocate.is_none() {
+                let mapped = match &l.map {
+                    None => l.known.clone(),
+                    Some(m) => {
+                        let mut out = vec![Some(1); l.mapped_ndims];
+                        for (i, &p) in m.iter().enumerate() {
+                            out[p] = l.known[i];
+                        }
+                        out
+                    }
+                };
                 for (k, d) in ds.iter().enumerate() {
                     let axis = l.as_len().unwrap_or(0) + k;
-                    let found = mapped[axis];
+                    let Some(found) = mapped[axis] else { continue };
                     let required = |what: String| CallError::TypeShape {
                         arg: l.leaf.path.to_string(),
                         axis,
@@ -605,10 +614,25 @@ impl Function {
                 type_shape: shape_text(&ts),
             });
         }
-        let (known_full, allocate) = match shape {
-            Shape::Known(s) => (Some(s), None),
-            Shape::Full(_) => (None, None),
-            Shape::Allocate(d) => (None, Some(d)),
+        // The sizes known at bind: all of a value's, and the element dims
+        // of a tensor (its element type fixes them).
+        let (known, allocate) = match (shape, arg) {
+            (Shape::Known(s), _) => (s.into_iter().map(Some).collect(), None),
+            (Shape::Full(n), Arg::Tensor { elem, .. }) => {
+                let fixed: Vec<Option<u64>> = elem
+                    .type_shape()
+                    .iter()
+                    .map(|e| match e {
+                        Extent::Fixed(n) => Some(*n),
+                        _ => None,
+                    })
+                    .collect();
+                let mut known = vec![None; n.saturating_sub(fixed.len())];
+                known.extend(fixed);
+                (known, None)
+            }
+            (Shape::Full(n), _) => (vec![None; n], None),
+            (Shape::Allocate(d), _) => (Vec::new(), Some(d)),
         };
         Ok(Pending {
             ndims: ndims.unwrap_or(0),
@@ -616,7 +640,7 @@ impl Function {
             map,
             mapped_ndims,
             ts,
-            known_full,
+            known,
             allocate,
             as_calls: Vec::new(),
             arg_kind: ArgKind::of(arg),
@@ -840,7 +864,8 @@ struct Pending {
     explicit: bool,
     mapped_ndims: usize,
     ts: Vec<Extent>,
-    known_full: Option<Vec<u64>>,
+    /// The argument's sizes that are known at bind, per dim as given.
+    known: Vec<Option<u64>>,
     /// `Some(dims)` for an output to allocate.
     allocate: Option<Option<usize>>,
     as_calls: Vec<usize>,
@@ -853,10 +878,6 @@ impl Pending {
             Some(_) => None,
             None => Some(self.mapped_ndims - self.ts.len()),
         }
-    }
-
-    fn mapped(&self, full: &[u64]) -> Vec<u64> {
-        mapped(self.map.as_deref(), self.mapped_ndims, full)
     }
 
     fn assign_call_dims(
