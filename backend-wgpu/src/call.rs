@@ -38,13 +38,14 @@ pub(crate) fn param_vectors(kernel: &CallKernel) -> usize {
         + kernel
             .leaves
             .iter()
-            .map(|l| l.type_shape.len())
+            .map(|l| 2 * l.type_shape.len())
             .sum::<usize>();
     words.div_ceil(4).max(1)
 }
 
 /// Where each leaf's strides start in the parameter words:
-/// `[base point, points, call shape.., (call strides.., type strides..) per leaf]`.
+/// `[base point, points, call shape.., (call strides.., type strides..,
+/// type sizes..) per leaf]`.
 pub(crate) fn stride_offsets(kernel: &CallKernel) -> Vec<usize> {
     let k = kernel.call_shape.len();
     let mut at = 2 + k;
@@ -53,7 +54,7 @@ pub(crate) fn stride_offsets(kernel: &CallKernel) -> Vec<usize> {
         .iter()
         .map(|l| {
             let start = at;
-            at += k + l.type_shape.len();
+            at += k + 2 * l.type_shape.len();
             start
         })
         .collect()
@@ -91,6 +92,9 @@ pub(crate) fn param_words(kernel: &CallKernel) -> Result<Vec<u32>, WgpuError> {
         for &s in l.call_strides.iter().chain(&l.type_strides) {
             words.push(word("stride", s)?);
         }
+        for &s in &l.type_shape {
+            words.push(word("type size", s)?);
+        }
     }
     words.resize(param_vectors(kernel) * 4, 0);
     Ok(words)
@@ -99,32 +103,44 @@ pub(crate) fn param_words(kernel: &CallKernel) -> Result<Vec<u32>, WgpuError> {
 /// The generated kernel's WGSL: the user's source, the bindings and the
 /// entry point `shape_call_main`.
 pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
-    let user = kernel.source.as_deref().ok_or_else(|| {
-        unsupported(format!(
-            "`{}` was not declared in WGSL; only WGSL functions run on wgpu (give the CPU a closure for the others)",
-            kernel.function
-        ))
-    })?;
     let offsets = stride_offsets(kernel);
     let k = kernel.call_shape.len();
-    let mut s = String::with_capacity(user.len() + 2048);
-    s.push_str(user);
+    let cx = Gen {
+        kernel,
+        offsets: &offsets,
+    };
+    let mut s = String::with_capacity(4096);
+    match (&kernel.source, &kernel.body) {
+        (Some(user), _) => s.push_str(user),
+        (None, Some(_)) => {}
+        (None, None) => {
+            return Err(unsupported(format!(
+                "`{}` has neither WGSL source nor a WGSL body (`Signature::with_wgsl_body`); give the CPU a closure for it",
+                kernel.function
+            )))
+        }
+    }
     let _ = writeln!(
         s,
         "\n\nstruct ShapeCallParams {{ w: array<vec4<u32>, {}> }}\n@group(0) @binding(0) var<uniform> shape_call_p: ShapeCallParams;",
         param_vectors(kernel)
     );
     for (i, l) in kernel.leaves.iter().enumerate() {
+        // `var<storage>` alone is read-only: the word `read` is not
+        // written, so a user function may be called `read`.
         let access = if l.direction.writes() {
-            "read_write"
+            ", read_write"
         } else {
-            "read"
+            ""
         };
         let _ = writeln!(
             s,
-            "@group(0) @binding({}) var<storage, {access}> shape_call_l{i}: array<f32>;",
+            "@group(0) @binding({}) var<storage{access}> shape_call_l{i}: array<f32>;",
             i + 1
         );
+    }
+    if let (None, Some(body)) = (&kernel.source, &kernel.body) {
+        s.push_str(&cx.declaration(body)?);
     }
     let _ = writeln!(
         s,
@@ -153,12 +169,14 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
         };
         let _ = writeln!(s, "    let b{i} = {base};");
     }
-    let cx = Gen {
-        kernel,
-        offsets: &offsets,
-    };
     let mut args = Vec::with_capacity(kernel.params.len());
     for (p, param) in kernel.params.iter().enumerate() {
+        if let (Some(_), ParamValue::Leaf(i)) = (accessed(&param.ty), &param.value) {
+            if kernel.body.is_some() && kernel.source.is_none() {
+                let _ = writeln!(s, "    shape_call_a{i} = b{i};");
+                continue;
+            }
+        }
         let value = cx.value(&param.value)?;
         let ty = param.ty.spelled(shape_solver::call::Language::Wgsl);
         if param.direction == Direction::In {
@@ -192,6 +210,16 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     Ok(s)
 }
 
+/// The dims of a parameter read through accessors (a slice, a buffer, a
+/// runtime-sized array), with its element type; `None` for a value.
+fn accessed(ty: &ParamType) -> Option<(usize, &ParamType)> {
+    match ty {
+        ParamType::Slice(n, e) => Some((*n as usize, e)),
+        ParamType::StructuredBuffer(e) | ParamType::Array(e, Extent::Any) => Some((1, e)),
+        _ => None,
+    }
+}
+
 struct Gen<'a> {
     kernel: &'a CallKernel,
     offsets: &'a [usize],
@@ -205,6 +233,75 @@ impl Gen<'_> {
     /// The type stride of leaf `i`'s type dim `d`.
     fn stride(&self, i: usize, d: usize) -> String {
         word(self.offsets[i] + self.kernel.call_shape.len() + d)
+    }
+
+    /// For a Slang-style declaration with a WGSL body: the accessors of
+    /// its slice and buffer parameters, and the function itself with its
+    /// value parameters in WGSL types.
+    fn declaration(&self, body: &str) -> Result<String, WgpuError> {
+        let wgsl = |t: &ParamType| t.spelled(shape_solver::call::Language::Wgsl);
+        let k = self.kernel.call_shape.len();
+        let mut out = String::new();
+        let mut params = Vec::new();
+        for param in &self.kernel.params {
+            let Some((n, element)) = accessed(&param.ty) else {
+                params.push(match param.direction {
+                    Direction::In => format!("{}: {}", param.name, wgsl(&param.ty)),
+                    _ => format!("{}: ptr<function, {}>", param.name, wgsl(&param.ty)),
+                });
+                continue;
+            };
+            let ParamValue::Leaf(i) = param.value else {
+                return Err(unsupported(format!(
+                    "slice parameter `{}` given field by field",
+                    param.name
+                )));
+            };
+            if param.direction != Direction::In {
+                return Err(unsupported(format!(
+                    "slice or buffer parameter `{}` is written; accessors only read",
+                    param.name
+                )));
+            }
+            let indices: Vec<String> = (0..n).map(|d| format!("i{d}: u32")).collect();
+            let terms: Vec<String> = (0..n)
+                .map(|d| format!(" + i{d} * {}", self.stride(i, d)))
+                .collect();
+            let load = self.load(i, element, "off".to_string(), n)?;
+            let types = self.leaf(i).type_shape.len();
+            let sizes: Vec<String> = (0..n)
+                .map(|d| word(self.offsets[i] + k + types + d))
+                .collect();
+            let _ = writeln!(
+                out,
+                "var<private> shape_call_a{i}: u32;\n\
+                 fn {name}_load({idx}) -> {ty} {{ let off = shape_call_a{i}{terms}; return {load}; }}\n\
+                 fn {name}_size(d: u32) -> u32 {{ var sizes = array<u32, {n}>({sizes}); return sizes[min(d, {last}u)]; }}",
+                name = param.name,
+                idx = indices.join(", "),
+                ty = wgsl(element),
+                terms = terms.concat(),
+                sizes = sizes.join(", "),
+                last = n - 1,
+            );
+        }
+        let ret = self
+            .kernel
+            .result
+            .map_or(String::new(), |r| format!(" -> {}", wgsl(&self.leaf(r).ty)));
+        let body = body.trim();
+        let body = if body.starts_with('{') {
+            body.to_string()
+        } else {
+            format!("{{ {body} }}")
+        };
+        let _ = writeln!(
+            out,
+            "fn {}({}){ret} {body}",
+            self.kernel.function,
+            params.join(", ")
+        );
+        Ok(out)
     }
 
     fn value(&self, v: &ParamValue) -> Result<String, WgpuError> {
@@ -480,7 +577,7 @@ impl crate::WgpuBackend {
         self.check(|| format!("running a call of `{}`", kernel.function))
     }
 
-    /// [`WgpuBackend::run_call`] on host data: `buffers` as
+    /// [`crate::WgpuBackend::run_call`] on host data: `buffers` as
     /// [`CallKernel::buffers`] makes them; returns them with the outputs
     /// filled in.
     pub fn run_call_on_host(

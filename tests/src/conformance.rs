@@ -761,7 +761,8 @@ macro_rules! backend_conformance {
 /// executor: broadcasting, values, `map` (an outer product, and the
 /// documents' image example whose type dim lies outside the call shape),
 /// `out` parameters, structs given field by field, matrices, integer
-/// arguments and an empty call shape. A backend that runs calls
+/// arguments, an empty call shape, and slices and buffers read through
+/// generated accessors. A backend that runs calls
 /// implements [`crate::calls::CallRunner`] and calls this.
 pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
     use crate::calls::{assert_call_agrees, call_data, call_kernel};
@@ -837,6 +838,41 @@ pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
         let ret = n.trunc() + scale;
         v[4].copy_from_slice(&out);
         v[5][0] = ret;
+    });
+
+    // Slices and buffers, read through generated accessors: a Slang-style
+    // declaration with a WGSL body.
+    let read = Function::new(
+        shape_solver::call::Signature::parse("float4 read(int2 index, Slice<2,float4> array)")
+            .expect("read")
+            .with_wgsl_body("{ return array_load(u32(index.x), u32(index.y)); }"),
+    );
+    for slices in ["tensor(50,10,10,4)", "tensor(10,10,4)"] {
+        let args = CallArgs::new()
+            .arg(parse(&read, "buffer(50, int2)"))
+            .arg(parse(&read, slices));
+        let k = call_kernel(&read, &args);
+        assert_eq!(k.call_shape, vec![50]);
+        let mut data = call_data(&k, 6);
+        data[0] = (0..100).map(|i| ((i * 7) % 10) as f32).collect();
+        assert_call_agrees(runner, &k, data, &mut |v: &mut [Vec<f32>]| {
+            let (x, y) = (v[0][0] as usize, v[0][1] as usize);
+            let texel: Vec<f32> = v[1][(x * 10 + y) * 4..][..4].to_vec();
+            v[2].copy_from_slice(&texel);
+        });
+    }
+    let total = Function::new(
+        shape_solver::call::Signature::parse("float total(StructuredBuffer<float> data)")
+            .expect("total")
+            .with_wgsl_body(
+                "var s = 0.0; for (var i = 0u; i < data_size(0u); i++) { s += data_load(i); } return s;",
+            ),
+    );
+    let args = CallArgs::new().arg(Arg::tensor(&[6, 20]));
+    let k = call_kernel(&total, &args);
+    assert_eq!(k.call_shape, vec![6]);
+    assert_call_agrees(runner, &k, call_data(&k, 7), &mut |v: &mut [Vec<f32>]| {
+        v[1][0] = v[0].iter().fold(0.0, |s, x| s + x)
     });
 
     // A race the caller allows: any one value may remain, so it is not

@@ -78,6 +78,9 @@ pub struct CallKernel {
     pub function: Arc<str>,
     /// Its WGSL source, when it was reflected from WGSL.
     pub source: Option<Arc<str>>,
+    /// Its WGSL body, when a Slang-style declaration was given one
+    /// ([`super::Signature::with_wgsl_body`]).
+    pub body: Option<Arc<str>>,
     /// The signature's language.
     pub language: Language,
     /// The parameters, in order.
@@ -175,6 +178,7 @@ impl BoundCall {
         Ok(CallKernel {
             function: sig.name.clone(),
             source: sig.source.clone(),
+            body: sig.body.clone(),
             language: sig.language,
             params,
             result,

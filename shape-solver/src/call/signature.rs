@@ -55,6 +55,9 @@ pub struct Signature {
     /// The WGSL source it was reflected from, which a generated kernel
     /// inlines.
     pub(crate) source: Option<Arc<str>>,
+    /// A WGSL body for a Slang-style declaration (see
+    /// [`Signature::with_wgsl_body`]).
+    pub(crate) body: Option<Arc<str>>,
 }
 
 impl Signature {
@@ -72,7 +75,33 @@ impl Signature {
             language,
             scope,
             source: None,
+            body: None,
         }
+    }
+
+    /// This Slang-style signature with a body written in WGSL, so that it
+    /// runs on wgpu: the generated kernel declares the function with its
+    /// value parameters in WGSL types (`int2` is `vec2<i32>`) and gives
+    /// each slice, buffer or runtime array parameter `p` two accessors
+    /// instead: `p_load(i0: u32, ..) -> T` reads an element of the
+    /// current call's slice and `p_size(d: u32) -> u32` gives its size
+    /// along dim `d`.
+    ///
+    /// ```
+    /// use shape_solver::call::Signature;
+    /// let read = Signature::parse("float4 read(int2 index, Slice<2,float4> array)")
+    ///     .unwrap()
+    ///     .with_wgsl_body("{ return array_load(u32(index.x), u32(index.y)); }");
+    /// assert!(read.wgsl_body().is_some());
+    /// ```
+    pub fn with_wgsl_body(mut self, body: &str) -> Signature {
+        self.body = Some(Arc::from(body));
+        self
+    }
+
+    /// The WGSL body given by [`Signature::with_wgsl_body`].
+    pub fn wgsl_body(&self) -> Option<&str> {
+        self.body.as_deref()
     }
 
     /// Reads a signature: WGSL source (it has a `fn`) through naga, or a
