@@ -57,9 +57,26 @@ fn calls_wgpu_cannot_run_are_refused() {
     let data = k.buffers(call_data(&k, 1)).unwrap();
     let e = gpu.run_call_on_host(&k, data).unwrap_err();
     assert!(
-        e.to_string().contains("only WGSL functions run on wgpu"),
+        e.to_string()
+            .contains("has neither WGSL source nor a WGSL body"),
         "{e}"
     );
+    // Accessors only read; textures are resolved, not run.
+    for (sig, arg) in [
+        ("void fill(out float[] data)", "tensor(4,8)"),
+        ("float4 sample(Texture2D<float4> t)", "tensor(4,8,4)"),
+    ] {
+        let f = Function::new(
+            shape_solver::call::Signature::parse(sig)
+                .unwrap()
+                .with_wgsl_body("{ }"),
+        );
+        let args = CallArgs::new().arg(Arg::parse(arg, &f.scope()).unwrap());
+        let k = kernel(&f, &args);
+        let data = k.buffers(call_data(&k, 1)).unwrap();
+        let e = gpu.run_call_on_host(&k, data).unwrap_err();
+        assert_eq!(e.kind(), "unsupported_call", "{sig}: {e}");
+    }
     // Buffers of the wrong length.
     let f = Function::parse(DOT).unwrap();
     let k = kernel(&f, &args);

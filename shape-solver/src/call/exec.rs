@@ -292,20 +292,24 @@ impl CallKernel {
         self.call_shape.iter().map(|&s| u128::from(s)).product()
     }
 
-    /// Element `t` (row-major over the type shape) of `leaf` at call
-    /// index `call` (row-major over the call shape).
+    /// The position in its buffer of element `t` (row-major over the
+    /// type shape) of `leaf` at call index `call` (row-major over the call
+    /// shape). Panics if `leaf` is not a leaf of this kernel.
     pub fn element(&self, leaf: usize, call: u64, t: u64) -> u64 {
         let l = &self.leaves[leaf];
         let mut offset = 0u64;
         let mut rest = call;
+        // A size of 0 has no element; `checked_*` keeps this total anyway.
         for (c, &size) in self.call_shape.iter().enumerate().rev() {
-            offset += (rest % size) * l.call_strides[c];
-            rest /= size;
+            let i = rest.checked_rem(size).unwrap_or(0);
+            offset = offset.wrapping_add(i.wrapping_mul(l.call_strides[c]));
+            rest = rest.checked_div(size).unwrap_or(0);
         }
         let mut rest = t;
         for (j, &size) in l.type_shape.iter().enumerate().rev() {
-            offset += (rest % size) * l.type_strides[j];
-            rest /= size;
+            let i = rest.checked_rem(size).unwrap_or(0);
+            offset = offset.wrapping_add(i.wrapping_mul(l.type_strides[j]));
+            rest = rest.checked_div(size).unwrap_or(0);
         }
         offset
     }
