@@ -293,6 +293,19 @@ pub enum GraphError {
     /// A size id that this graph did not make.
     #[error("unknown size id {0}: it was not made by this graph")]
     UnknownSize(usize),
+    /// A solved size that breaks a bound stated on it.
+    #[error("the size `{name}` is {value}, which breaks the statement `size {name} {bound}`")]
+    SizeBound {
+        /// The size.
+        name: Arc<str>,
+        /// The bound.
+        bound: SizeBound,
+        /// The solved size.
+        value: u64,
+        /// The statement's position among the graph's size statements
+        /// (as [`crate::Origin::Size`] numbers them).
+        statement: usize,
+    },
     /// A size set to 0.
     #[error("the size `{name}` cannot be 0: sizes are at least 1 (size 0 is reserved for run-time sizes)")]
     ZeroSize {
@@ -356,6 +369,7 @@ impl GraphError {
             | GraphError::NotGiven { .. }
             | GraphError::UnknownSize(_)
             | GraphError::ZeroSize { .. }
+            | GraphError::SizeBound { .. }
             | GraphError::NoSuchName { .. }
             | GraphError::Constant { .. } => None,
         }
@@ -461,6 +475,53 @@ pub struct Graph {
     size_ids: HashMap<Arc<str>, usize>,
     /// Size statements made so far (they number their origins).
     size_statements: usize,
+    /// Bounds stated on sizes (`size d % 8 == 0`), checked on the solved
+    /// sizes by [`Graph::solve`].
+    size_bounds: Vector<(SizeId, SizeBound, usize)>,
+}
+
+/// A bound on a named size: `size d >= 1`, `size d <= 4096`,
+/// `size d == 64`, `size d % 8 == 0` in the text language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SizeBound {
+    /// At least this: a constraint the solver uses (it also closes a
+    /// size nothing else gives to this, not to 1).
+    AtLeast(u64),
+    /// At most this: checked once the size is solved.
+    AtMost(u64),
+    /// Exactly this: the same fact as `size d = n`.
+    Equal(u64),
+    /// A multiple of `modulus` plus `remainder`: checked once the size is
+    /// solved.
+    Remainder {
+        /// The divisor, at least 1.
+        modulus: NonZeroU64,
+        /// The remainder, below the divisor.
+        remainder: u64,
+    },
+}
+
+impl SizeBound {
+    /// Whether `size` meets the bound.
+    pub fn holds(self, size: u64) -> bool {
+        match self {
+            SizeBound::AtLeast(n) => size >= n,
+            SizeBound::AtMost(n) => size <= n,
+            SizeBound::Equal(n) => size == n,
+            SizeBound::Remainder { modulus, remainder } => size % modulus.get() == remainder,
+        }
+    }
+}
+
+impl fmt::Display for SizeBound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeBound::AtLeast(n) => write!(f, ">= {n}"),
+            SizeBound::AtMost(n) => write!(f, "<= {n}"),
+            SizeBound::Equal(n) => write!(f, "== {n}"),
+            SizeBound::Remainder { modulus, remainder } => write!(f, "% {modulus} == {remainder}"),
+        }
+    }
 }
 
 impl Default for Graph {
@@ -490,6 +551,7 @@ impl Graph {
             size_dims: HashMap::new(),
             size_ids: HashMap::new(),
             size_statements: 0,
+            size_bounds: Vector::new(),
         }
     }
 
@@ -1024,6 +1086,18 @@ impl Graph {
     pub fn solve(&self) -> Result<SolvedGraph, GraphError> {
         let solution = self.solver.finalize()?;
         self.check_given(&solution)?;
+        for &(s, bound, statement) in &self.size_bounds {
+            let (name, v) = self.size_var(s)?;
+            let value = solution.dim(&Dim::Var(v))?.size();
+            if !bound.holds(value) {
+                return Err(GraphError::SizeBound {
+                    name,
+                    bound,
+                    value,
+                    statement,
+                });
+            }
+        }
         Ok(SolvedGraph {
             graph: self.clone(),
             shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
@@ -1116,6 +1190,48 @@ impl Graph {
         };
         let why = self.size_origin(name, format!("= {n}"));
         self.equal_sizes(Dim::Var(v), Dim::Known(known), why)
+    }
+
+    /// `size s >= n`, `size s <= n`, `size s == n`, `size s % m == r`: a
+    /// bound on a size. `>=` and `==` are facts the solver uses; every
+    /// bound is checked on the solved size by [`Graph::solve`]
+    /// ([`GraphError::SizeBound`]).
+    ///
+    /// ```
+    /// use std::num::NonZeroU64;
+    /// use shape_solver::{Graph, SizeBound};
+    /// let mut g = Graph::new();
+    /// let d = g.size("d");
+    /// g.bound_size(d, SizeBound::Remainder { modulus: NonZeroU64::new(8).unwrap(), remainder: 0 }).unwrap();
+    /// let x = g.input("x", "2|d").unwrap();
+    /// g.require(x, "2|12").unwrap();
+    /// assert_eq!(g.solve().unwrap_err().kind(), "size_bound"); // 12 is not a multiple of 8
+    /// ```
+    pub fn bound_size(&mut self, s: SizeId, bound: SizeBound) -> Result<(), GraphError> {
+        let (name, v) = self.size_var(s)?;
+        let statement = self.size_statements;
+        match bound {
+            SizeBound::Equal(n) => self.set_size(s, n)?,
+            SizeBound::AtLeast(n) => {
+                let why = self.size_origin(name, format!(">= {n}"));
+                if let Some(min) = NonZeroU64::new(n) {
+                    self.solver.transaction(|solver| {
+                        solver.add(Constraint::DimAtLeast {
+                            dim: Dim::Var(v),
+                            min,
+                            why,
+                        })
+                    })?;
+                }
+            }
+            // Numbered like every size statement, so that origins and
+            // errors can point at it.
+            SizeBound::AtMost(_) | SizeBound::Remainder { .. } => {
+                self.size_origin(name, bound.to_string());
+            }
+        }
+        self.size_bounds.push_back((s, bound, statement));
+        Ok(())
     }
 
     /// Two sizes are equal, for a size statement; undone on failure.

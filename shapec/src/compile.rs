@@ -144,6 +144,13 @@ impl SourceMap {
                     text: String::new(),
                 });
             }
+        } else if let GraphError::SizeBound { statement, .. } = &error {
+            if let Some((_, span)) = self.sizes.get(*statement) {
+                primary = Some(Note {
+                    span: span.clone(),
+                    text: "the bound".into(),
+                });
+            }
         } else if let GraphError::NotGiven { tensor, .. } = &error {
             // Placed at the declaration of the tensor nothing gives a
             // shape to.
@@ -444,6 +451,13 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             c.results.push(t);
             define(c, name, t);
             Ok(())
+        }
+        Statement::SizeBound { name, bound, span } => {
+            let s = c.graph.size(&name.text);
+            c.map.sizes.push((name.text.clone(), span.clone()));
+            c.graph
+                .bound_size(s, *bound)
+                .map_err(|e| graph_error(c, e, span, None))
         }
         Statement::Size { name, source, span } => {
             let s = c.graph.size(&name.text);

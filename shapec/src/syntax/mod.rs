@@ -108,6 +108,16 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `size NAME >= n`, `<= n`, `== n` or `% m == r`: a bound on a
+    /// named size.
+    SizeBound {
+        /// The size's name.
+        name: Ident,
+        /// The bound.
+        bound: shape_solver::SizeBound,
+        /// The whole statement.
+        span: Span,
+    },
     /// `size NAME = SOURCE` or `size NAME == OTHER`: a named size.
     Size {
         /// The size's name.

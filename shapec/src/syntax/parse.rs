@@ -4,6 +4,7 @@ use super::{
     Arg, BinOp, DeclKind, Expr, ExprKind, Ident, Program, SizeSource, Span, SpecText, Statement,
     Values,
 };
+use shape_solver::SizeBound;
 
 /// A malformed program: what was expected where, and what was found.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -256,17 +257,15 @@ impl Parser<'_> {
             });
         }
         self.skip_ws();
-        let rest = self.rest();
-        if rest.starts_with(">=") || rest.starts_with("<=") || rest.starts_with('%') {
-            return Err(SyntaxError {
-                expected: "`=` or `==`".into(),
-                found: "a constraint on a size, reserved for sizes known only at run time, \
-                        which is not supported yet"
-                    .into(),
-                span: self.pos..self.end,
+        if let Some(bound) = self.size_bound()? {
+            self.expect_end("the end of the size statement")?;
+            return Ok(Statement::SizeBound {
+                name,
+                bound,
+                span: start..self.end,
             });
         }
-        let source = if rest.starts_with("==") {
+        let source = if self.rest().starts_with("==") {
             self.pos += 2;
             SizeSource::Size(self.ident("the name of another size")?)
         } else {
@@ -316,6 +315,62 @@ impl Parser<'_> {
             source,
             span: start..self.end,
         })
+    }
+
+    /// After a size's name: `>= n`, `<= n`, `== n` (a number) or
+    /// `% m == r`, a bound on the size; `None` when the text is none of
+    /// these (a definition such as `= 64` or `== other`).
+    fn size_bound(&mut self) -> Result<Option<SizeBound>, SyntaxError> {
+        let rest = self.rest();
+        let op = ["%", ">=", "<=", "=="]
+            .into_iter()
+            .find(|op| rest.starts_with(op))
+            .unwrap_or("");
+        let after = rest[op.len()..].trim_start();
+        if op.is_empty() || (op == "==" && !after.starts_with(|c: char| c.is_ascii_digit())) {
+            return Ok(None);
+        }
+        self.pos += op.len();
+        let first = self.size_number()?;
+        Ok(Some(match op {
+            ">=" => SizeBound::AtLeast(first),
+            "<=" => SizeBound::AtMost(first),
+            "==" => SizeBound::Equal(first),
+            _ => {
+                let Some(modulus) = std::num::NonZeroU64::new(first) else {
+                    return self.error("a divisor of at least 1 after `%`");
+                };
+                self.skip_ws();
+                if !self.rest().starts_with("==") {
+                    return self.error("`==` and the remainder (`size d % 8 == 0`)");
+                }
+                self.pos += 2;
+                let remainder = self.size_number()?;
+                if remainder >= modulus.get() {
+                    return self.error(format!("a remainder below the divisor {modulus}"));
+                }
+                SizeBound::Remainder { modulus, remainder }
+            }
+        }))
+    }
+
+    /// A whole number that fits in 64 bits.
+    fn size_number(&mut self) -> Result<u64, SyntaxError> {
+        self.skip_ws();
+        let rest = self.rest();
+        let len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if len == 0 {
+            return self.error("a whole number");
+        }
+        let n = rest[..len].parse::<u64>().map_err(|_| SyntaxError {
+            expected: "a size that fits in 64 bits".into(),
+            found: format!("`{}`", &rest[..len]),
+            span: self.pos..self.pos + len,
+        })?;
+        self.pos += len;
+        Ok(n)
     }
 
     fn of_keyword(&mut self) -> Result<(), SyntaxError> {

@@ -3,7 +3,7 @@
 //! `size n = ..r.. of x` (a row variable's element count), and later specs
 //! that write the name.
 
-use shape_solver::{Graph, GraphError, ShapeError};
+use shape_solver::{Graph, GraphError, ShapeError, SizeBound};
 use shape_tests::inference::infer;
 
 #[test]
@@ -130,8 +130,60 @@ fn reserved_size_statements_are_refused_with_what_they_are_for() {
         out.contains("reserved for a size known only at run time"),
         "{out}"
     );
-    let out = infer("size b >= 2");
-    assert!(out.contains("a constraint on a size, reserved"), "{out}");
+}
+
+#[test]
+fn bounds_on_sizes_are_facts_or_checks() {
+    // `>=` is a fact the solver holds against every other.
+    let out = infer("size h >= 3\ninput x: 4|h\nrequire x: 4|5");
+    assert!(out.contains("size h : 5"), "{out}");
+    let out = infer("size h >= 3\ninput x: 4|h\nrequire x: 4|2");
+    assert!(out.contains("error") && out.contains(">= 3"), "{out}");
+    // Met: no error; the size comes from elsewhere.
+    let out = infer("size d % 8 == 0\nsize d <= 4096\nsize d >= 1\ninput x: 2|d\nrequire x: 2|16");
+    assert!(out.contains("size d : 16"), "{out}");
+    // Broken: the error names the size, its value and the statement.
+    for (program, message) in [
+        (
+            "size d % 8 == 0\ninput x: 2|d\nrequire x: 2|12",
+            "the size `d` is 12, which breaks the statement `size d % 8 == 0`",
+        ),
+        (
+            "size d <= 10\ninput x: 2|d\nrequire x: 2|12",
+            "the size `d` is 12, which breaks the statement `size d <= 10`",
+        ),
+        ("size d >= 13\ninput x: 2|d\nrequire x: 2|12", "13"),
+        ("size d == 5\ninput x: 2|d\nrequire x: 2|12", "5"),
+    ] {
+        let out = infer(program);
+        assert!(out.contains(message), "{program}: {out}");
+    }
+    // Bad bounds are syntax errors.
+    for program in [
+        "size d % 0 == 0",
+        "size d % 4 == 4",
+        "size d % 4",
+        "size d >= x",
+        "size d <= 99999999999999999999",
+    ] {
+        let out = infer(program);
+        assert!(out.contains("error"), "{program}: {out}");
+    }
+    // Through the API: the error carries the statement's number.
+    let mut g = Graph::new();
+    let d = g.size("d");
+    g.bound_size(d, SizeBound::AtMost(4)).expect("a bound");
+    let x = g.input("x", "2|d").expect("an input");
+    g.require(x, "2|5").expect("a requirement");
+    match g.solve().unwrap_err() {
+        GraphError::SizeBound {
+            value: 5,
+            statement: 0,
+            bound: SizeBound::AtMost(4),
+            ..
+        } => {}
+        e => panic!("{e}"),
+    }
 }
 
 #[test]
