@@ -49,27 +49,36 @@ impl fmt::Display for Label {
     }
 }
 
-/// A dimension whose size is known: at least 1, optionally labeled.
+/// A dimension whose size is known, optionally labeled. The size may be
+/// 0 (an empty axis), as in numpy: 1 broadcasts to it, any other size
+/// does not.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KnownDim {
-    size: NonZeroU64,
+    size: u64,
     label: Option<Label>,
 }
 
 impl KnownDim {
     /// An unlabeled dimension of the given size.
     pub fn new(size: NonZeroU64) -> Self {
+        KnownDim::sized(size.get())
+    }
+
+    /// An unlabeled dimension of size `size` (0 included).
+    pub fn sized(size: u64) -> Self {
         KnownDim { size, label: None }
     }
 
-    /// An unlabeled dimension of size `size`, or `None` when `size` is 0.
+    /// An unlabeled dimension of size `size`, or `None` when `size` is 0;
+    /// for the places that need a size of at least 1 (a convolution's
+    /// stride, an element count). [`KnownDim::sized`] takes any size.
     pub fn of(size: u64) -> Option<Self> {
         NonZeroU64::new(size).map(KnownDim::new)
     }
 
     /// The size-1 dimension, which broadcasts against any size.
     pub fn one() -> Self {
-        KnownDim::new(NonZeroU64::MIN)
+        KnownDim::sized(1)
     }
 
     /// This dimension with the given label.
@@ -78,14 +87,19 @@ impl KnownDim {
         self
     }
 
-    /// The size, always at least 1.
+    /// The size (0 for an empty axis).
     pub fn size(&self) -> u64 {
-        self.size.get()
+        self.size
     }
 
-    /// The size as a non-zero integer.
-    pub fn non_zero_size(&self) -> NonZeroU64 {
-        self.size
+    /// The size as a non-zero integer; `None` for an empty axis.
+    pub fn non_zero_size(&self) -> Option<NonZeroU64> {
+        NonZeroU64::new(self.size)
+    }
+
+    /// Whether the axis is empty (size 0).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
     }
 
     /// The label, if any.
@@ -95,7 +109,7 @@ impl KnownDim {
 
     /// Whether this is a size-1 dimension (which broadcasts).
     pub fn is_one(&self) -> bool {
-        self.size.get() == 1
+        self.size == 1
     }
 
     /// Whether the two dimensions' labels can stand for the same axis:
@@ -132,9 +146,15 @@ pub enum Dim {
 }
 
 impl Dim {
-    /// A known, unlabeled dimension; `None` when `size` is 0.
+    /// A known, unlabeled dimension; `None` when `size` is 0 (for sizes
+    /// that must be at least 1; [`Dim::sized`] takes any size).
     pub fn known(size: u64) -> Option<Dim> {
         KnownDim::of(size).map(Dim::Known)
+    }
+
+    /// A known, unlabeled dimension of any size, 0 included.
+    pub fn sized(size: u64) -> Dim {
+        Dim::Known(KnownDim::sized(size))
     }
 
     /// The known dimension, when this is one.

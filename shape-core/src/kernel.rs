@@ -721,6 +721,10 @@ impl Launch {
     /// stride, each stride must exceed the largest offset the smaller ones
     /// reach.
     pub fn overlapping_writes(&self, kernel: &Kernel) -> Option<(usize, u64)> {
+        if self.sizes.contains(&0) {
+            // No point at all: nothing is written twice.
+            return None;
+        }
         let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
             .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
             .filter_map(|k| {

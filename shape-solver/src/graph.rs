@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
-use shape_core::{Dim, DimVar, KnownDim, Row, RowKind, Shape, SolvedShape};
+use shape_core::{Dim, DimVar, Row, RowKind, Shape, SolvedShape};
 
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
@@ -306,12 +306,6 @@ pub enum GraphError {
         /// (as [`crate::Origin::Size`] numbers them).
         statement: usize,
     },
-    /// A size set to 0.
-    #[error("the size `{name}` cannot be 0: sizes are at least 1 (size 0 is reserved for run-time sizes)")]
-    ZeroSize {
-        /// The size.
-        name: Arc<str>,
-    },
     /// A size statement that captures a name the tensor's spec does not
     /// write.
     #[error(
@@ -368,7 +362,6 @@ impl GraphError {
             | GraphError::NoSuchAxis { .. }
             | GraphError::NotGiven { .. }
             | GraphError::UnknownSize(_)
-            | GraphError::ZeroSize { .. }
             | GraphError::SizeBound { .. }
             | GraphError::NoSuchName { .. }
             | GraphError::Constant { .. } => None,
@@ -1182,14 +1175,11 @@ impl Graph {
         crate::Why::of(self.solver.add_origin(origin))
     }
 
-    /// `size s = n`: the size is `n` (at least 1).
+    /// `size s = n`: the size is `n` (0 is an empty axis).
     pub fn set_size(&mut self, s: SizeId, n: u64) -> Result<(), GraphError> {
         let (name, v) = self.size_var(s)?;
-        let Some(known) = KnownDim::of(n) else {
-            return Err(GraphError::ZeroSize { name });
-        };
         let why = self.size_origin(name, format!("= {n}"));
-        self.equal_sizes(Dim::Var(v), Dim::Known(known), why)
+        self.equal_sizes(Dim::Var(v), Dim::sized(n), why)
     }
 
     /// `size s >= n`, `size s <= n`, `size s == n`, `size s % m == r`: a

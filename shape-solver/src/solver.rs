@@ -447,11 +447,10 @@ impl Solver {
     fn row_count(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
         let count_var = match self.env.resolve_dim(&count, why)? {
             ResolvedDim::Known { value, .. } => {
-                self.requeue(Constraint::TotalElems {
-                    row,
-                    total: value.non_zero_size(),
-                    why,
-                });
+                match value.non_zero_size() {
+                    Some(total) => self.requeue(Constraint::TotalElems { row, total, why }),
+                    None => return self.row_count_zero(row, count, why),
+                }
                 return Ok(());
             }
             ResolvedDim::Var(c) => c,
@@ -470,7 +469,7 @@ impl Solver {
             }
         }
         if tail == RowTail::Closed && unknown.len() == 1 {
-            let Some(value) = product.and_then(KnownDim::of) else {
+            let Some(value) = product.map(KnownDim::sized) else {
                 let rr = self.env.resolve_row(&row)?;
                 let fact = self.row_fact(&rr);
                 return Err(ShapeError::TotalElems {
@@ -489,6 +488,43 @@ impl Solver {
         };
         self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
         Ok(())
+    }
+
+    /// A row holds no element: met once one of its sizes is known to be
+    /// 0, an error once all are known and none is. Inference never
+    /// decides that an unknown size is 0 (only specs, size statements and
+    /// data say so), so until then it waits.
+    fn row_count_zero(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
+        let rr = self.env.resolve_row(&row)?;
+        let mut unknown = Vec::new();
+        let mut product: u64 = 1;
+        for d in rr.dims.iter() {
+            match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, .. } if value.is_empty() => return Ok(()),
+                ResolvedDim::Known { value, .. } => product = product.saturating_mul(value.size()),
+                ResolvedDim::Var(v) => unknown.push(v),
+            }
+        }
+        match rr.tail {
+            RowTail::Closed if unknown.is_empty() => {
+                let fact = self.row_fact(&rr);
+                Err(ShapeError::TotalElems {
+                    context: self.origin_arc(why.origin),
+                    row: Box::new(fact),
+                    total: 0,
+                    known_product: product,
+                    reason: TotalElemsReason::NotEqual,
+                })
+            }
+            tail => {
+                let open = match tail {
+                    RowTail::Open(r) => Some(r),
+                    RowTail::Closed => None,
+                };
+                self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
+                Ok(())
+            }
+        }
     }
 
     /// A convolution's sizes (see [`Constraint::DimAffine`]): the unknown
@@ -523,6 +559,11 @@ impl Solver {
             value(self, kernel)?,
         );
         let fail = |solver: &Self| solver.affine_error(&c);
+        // A window over an empty axis (or an empty window) has no
+        // position: refused rather than computed with sizes - 1.
+        if [i, o, k].contains(&Some(0)) {
+            return Err(fail(self));
+        }
         // The value a size must take, or a conflict.
         let set = |solver: &mut Self, dim: &Dim, n: Option<u128>| -> Result<(), ShapeError> {
             let known = n
@@ -1289,7 +1330,7 @@ impl Solver {
                 }
             }
             (Err(_), []) => {
-                let size = u64::try_from(known).ok().and_then(KnownDim::of);
+                let size = u64::try_from(known).ok().map(KnownDim::sized);
                 let Some(size) = size else {
                     return Err(fail(self, SumReason::Overflow));
                 };

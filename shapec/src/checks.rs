@@ -48,7 +48,7 @@ pub fn constant_fits(
     let mut product: Option<u128> = Some(1);
     for (_, axis) in parsed.axes() {
         if let AxisKind::Size(n) | AxisKind::LabeledSize(_, n) = &axis.kind {
-            product = product.and_then(|p| p.checked_mul(n.get() as u128));
+            product = product.and_then(|p| p.checked_mul(*n as u128));
         }
     }
     // Products that fit in 64 bits are exact in the solver's own error.

@@ -27,8 +27,29 @@ pub fn write_nested(
     values: &[f32],
     write_value: impl Fn(&mut dyn Write, f32) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    nested_lists(w, dims, values, &write_value)
+}
+
+fn nested_lists(
+    w: &mut dyn Write,
+    dims: &[u64],
+    values: &[f32],
+    write_value: &dyn Fn(&mut dyn Write, f32) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     if dims.is_empty() {
         return write_value(w, values.first().copied().unwrap_or(0.0));
+    }
+    if let Some(zero) = dims.iter().position(|&d| d == 0) {
+        // An empty tensor: the lists above its first empty axis, each
+        // holding an empty list, as numpy's `tolist` gives (`(2, 0, 3)`
+        // is `[[], []]`).
+        let outer = &dims[..zero];
+        let count = outer.iter().fold(1u64, |a, &d| a.saturating_mul(d));
+        if outer.is_empty() {
+            return w.write_all(b"[]");
+        }
+        let placeholders = vec![0.0f32; usize::try_from(count).unwrap_or(0)];
+        return nested_lists(w, outer, &placeholders, &|w, _| w.write_all(b"[]"));
     }
     // The number of elements each level spans.
     let mut spans = vec![1u64; dims.len()];
@@ -188,6 +209,15 @@ mod tests {
         let mut out = Vec::new();
         write_nested(&mut out, dims, values, |w, v| write!(w, "{v:?}")).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn empty_tensors_are_empty_lists() {
+        assert_eq!(nested(&[0], &[]), "[]");
+        assert_eq!(nested(&[0, 3], &[]), "[]");
+        assert_eq!(nested(&[2, 0], &[]), "[[],[]]");
+        assert_eq!(nested(&[2, 0, 3], &[]), "[[],[]]");
+        assert_eq!(nested(&[1, 2, 0], &[]), "[[[],[]]]");
     }
 
     #[test]

@@ -695,6 +695,62 @@ pub fn write_conflicts<B: Backend>(backend: &mut B, _tolerance: Tolerance) {
     assert_eq!(backend.download(&out).expect("a download"), vec![7.0]);
 }
 
+/// Axes of size 0, as numpy has them: 1 broadcasts to 0, an empty
+/// result needs no kernel, a sum over an empty axis is 0 and a product
+/// 1, a concatenation may have an empty part, and a maximum over an empty
+/// axis is an error on every backend.
+pub fn empty_axes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    use shape_solver::ops::Reduction;
+    let mut g = Graph::new();
+    let x = g.input("x", "0, 3").expect("a spec");
+    let row = g.input("row", "1, 3").expect("a spec");
+    let wide = g.input("wide", "2, 3").expect("a spec");
+    let none = g.input("none", "2, 0").expect("a spec");
+    let y = g.add(x, row).expect("1 broadcasts to 0");
+    let sum = g.einsum("u,t=>t", &[x]).expect("a sum over nothing");
+    let prod = g
+        .einsum_reduced("u,t=>t", &[x], Reduction::Product)
+        .expect("a product over nothing");
+    // Concatenation joins along the last axis.
+    let joined = g.concat(&[none, wide]).expect("an empty part");
+    let p = Program::with_named_data(
+        g,
+        vec![y, sum, prod, joined],
+        [
+            ("x", vec![]),
+            ("row", vec![1., 2., 3.]),
+            ("wide", vec![4., 5., 6., 7., 8., 9.]),
+            ("none", vec![]),
+        ],
+    )
+    .expect("data for every input");
+    let solved = p.graph.solve().expect("solves");
+    assert_eq!(solved.shape(y).expect("y").to_string(), "|->0, 3");
+    assert_eq!(solved.shape(joined).expect("joined").to_string(), "|->2, 3");
+    let out = agree(backend, &p, tolerance);
+    assert!(out[&y].is_empty(), "{}", backend.name());
+    assert_eq!(out[&sum], [0.; 3], "{}", backend.name());
+    assert_eq!(out[&prod], [1.; 3], "{}", backend.name());
+    assert_eq!(out[&joined], [4., 5., 6., 7., 8., 9.], "{}", backend.name());
+
+    // A maximum of no values has no answer: refused, not made up.
+    let mut g = Graph::new();
+    let x = g.input("x", "0, 3").expect("a spec");
+    let max = g
+        .einsum_reduced("u,t=>t", &[x], Reduction::Max)
+        .expect("a max");
+    let p = Program::with_named_data(g, vec![max], [("x", vec![])]).expect("data");
+    let solved = p.graph.solve().expect("solves");
+    let e = backend
+        .run_solved(&solved, &p)
+        .expect_err("a maximum over an empty axis");
+    assert!(
+        e.contains("a maximum of no values"),
+        "{}: {e}",
+        backend.name()
+    );
+}
+
 /// Random programs of built-in operations against the reference.
 pub fn random_programs<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     for seed in 0..48 {
@@ -740,6 +796,7 @@ macro_rules! backend_conformance {
                 multi_step_lowering,
                 long_reductions,
                 write_conflicts,
+                empty_axes,
                 random_programs,
             );
         }

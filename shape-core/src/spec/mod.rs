@@ -48,10 +48,10 @@ pub struct SpecError {
 pub enum AxisKind {
     /// A named dimension variable, local to the spec.
     Label(String),
-    /// A fixed size.
-    Size(NonZeroU64),
+    /// A fixed size (0 is an empty axis).
+    Size(u64),
     /// A fixed size with a semantic label, written `label:size`.
-    LabeledSize(String, NonZeroU64),
+    LabeledSize(String, u64),
     /// `_`: a fresh, anonymous dimension variable.
     Anonymous,
     /// A digit in an einsum spec: a fixed index into the axis (OCANNL's

@@ -144,17 +144,17 @@ pub(crate) fn shape_spec(
     })
 }
 
-fn parse_size(text: &str, span: Span) -> Result<NonZeroU64, SpecError> {
+/// A size: any whole number below 2^64, 0 (an empty axis) included.
+fn parse_size(text: &str, span: Span) -> Result<u64, SpecError> {
     let digits = &text[span.clone()];
-    let n: u64 = digits.parse().map_err(|_| {
+    digits.parse().map_err(|_| {
         err(
             text,
-            span.clone(),
+            span,
             "a size that fits in 64 bits",
             &format!("`{digits}`"),
         )
-    })?;
-    NonZeroU64::new(n).ok_or_else(|| err(text, span, "a size of at least 1", "`0`"))
+    })
 }
 
 fn is_ident_start(c: char) -> bool {

@@ -176,13 +176,13 @@ impl Einsum {
                     AxisKind::Label(l) => {
                         lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()))
                     }
-                    AxisKind::Size(n) => Dim::Known(KnownDim::new(*n)),
+                    AxisKind::Size(n) => Dim::Known(KnownDim::sized(*n)),
                     AxisKind::LabeledSize(l, size) => {
                         let d = lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()));
                         let why = cx.why_row(site, format!("to have {size} elements on the axis `{l}:{size}`").into());
                         cx.add(Constraint::DimEq {
                             a: d.clone(),
-                            b: Dim::Known(KnownDim::new(*size)),
+                            b: Dim::Known(KnownDim::sized(*size)),
                             why: at(why),
                         });
                         d

@@ -109,8 +109,8 @@ fn dims_from_spec(
                 });
                 continue;
             }
-            AxisKind::Size(s) => KnownDim::new(*s),
-            AxisKind::LabeledSize(l, s) => KnownDim::new(*s).with_label(Some(Label::new(l))),
+            AxisKind::Size(s) => KnownDim::sized(*s),
+            AxisKind::LabeledSize(l, s) => KnownDim::sized(*s).with_label(Some(Label::new(l))),
         };
         let v = solver.fresh_dim();
         dims.push(Dim::Var(v));

@@ -91,7 +91,9 @@ fn size_statements_through_the_api() {
     assert_eq!(solved.size(k).unwrap(), 5);
     // What the graph does not have is refused, naming it.
     let d = g.size("d");
-    assert!(matches!(g.set_size(d, 0), Err(GraphError::ZeroSize { .. })));
+    // Size 0 is an empty axis, like any other size.
+    let z = g.size("z");
+    g.set_size(z, 0).expect("size 0");
     let err = g.capture_label(d, s, "z").unwrap_err();
     assert_eq!(err.kind(), "no_such_name");
     assert_eq!(
@@ -324,5 +326,68 @@ fn counts_that_only_defaults_could_decide_fail_the_same_in_every_order() {
             shape_solver::ErrorClass::Underdetermined,
             "order {order:?}: {err}"
         );
+    }
+}
+
+#[test]
+fn size_zero_is_an_empty_axis() {
+    // Numpy's rules: 1 broadcasts to 0, any other size does not.
+    let out = infer("input x: 0,3\ninput b: 1,3\ny = x + b");
+    assert!(out.contains("y : |->0, 3"), "{out}");
+    let out = infer("input x: 0,3\ninput b: 5,3\ny = x + b");
+    assert!(out.starts_with("error[dim_mismatch]"), "{out}");
+    assert!(out.contains("5 cannot broadcast from 0"), "{out}");
+    // A size statement may say 0; labelled sizes too.
+    let out = infer("size d = 0\ninput x: d,3\ninput y: rows:0");
+    assert!(
+        out.contains("|->0, 3") && out.contains("size d : 0"),
+        "{out}"
+    );
+    assert!(out.contains("rows:0"), "{out}");
+    // An element count over a row with an empty axis is 0.
+    let mut g = Graph::new();
+    let x = g.input("x", "..r.., 3").expect("a spec");
+    g.require(x, "2, 0, 3").expect("a spec");
+    let n = g.size("n");
+    g.capture_count(n, x, "r").expect("a row variable");
+    assert_eq!(g.solve().expect("solves").size(n).unwrap(), 0);
+    // A count of 0 over a row with no empty axis is a conflict, once the
+    // row is known, in either order.
+    let out = infer(
+        "size n = 0\ninput x: ..r.., 3\nsize n == m\nsize m = ..r.. of x\nrequire x: 2, 2, 3",
+    );
+    assert!(out.starts_with("error"), "{out}");
+    let out = infer("input x: ..r.., 3\nrequire x: 2, 2, 3\nsize m = ..r.. of x\nsize m = 0");
+    assert!(out.starts_with("error"), "{out}");
+    // Inference never decides that an unknown size is 0: a concatenation
+    // that would need an empty part has its parts at least 1.
+    let out = infer("input a: 3\nparam b\nc = concat(a, b)\nrequire c: 3");
+    assert!(out.starts_with("error"), "{out}");
+}
+
+#[test]
+fn a_window_over_an_empty_axis_is_an_affine_error() {
+    use crate::{k, Fixture};
+    use shape_core::Dim;
+    use shape_solver::Constraint;
+    for (input, over, kernel) in [
+        (Dim::sized(0), k(2), k(1)),
+        (k(4), Dim::sized(0), k(1)),
+        (k(4), k(2), Dim::sized(0)),
+    ] {
+        for padded in [false, true] {
+            let mut f = Fixture::new();
+            let conv = Constraint::DimAffine {
+                input: input.clone(),
+                over: over.clone(),
+                kernel: kernel.clone(),
+                stride: 1.try_into().unwrap(),
+                dilation: 1.try_into().unwrap(),
+                padded,
+                why: f.why,
+            };
+            let err = f.s.add(conv).unwrap_err();
+            assert_eq!(err.kind(), "affine", "{err}");
+        }
     }
 }
