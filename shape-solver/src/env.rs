@@ -972,7 +972,10 @@ mod tests {
         // Every solved dim, queued constraint and row holds these; their
         // size decides how much of a large network's state stays in cache.
         use std::mem::size_of;
-        assert_eq!(size_of::<Dim>(), 16);
+        // 24 since sizes may be 0 (a `u64`, with no niche for the tag): the
+        // solve bench measured the same times as with 16 (30.6 ms against
+        // 31.2 ms at 10,000 operations, one run each).
+        assert_eq!(size_of::<Dim>(), 24);
         assert_eq!(size_of::<Why>(), 8);
         assert!(size_of::<DimEntry>() <= 40);
         assert_eq!(size_of::<RowEntry>(), 24);

@@ -328,11 +328,16 @@ impl CallKernel {
             arg: "_result".into(),
             message: "the call has more than 2^64 call indices".into(),
         })?;
-        let mut values: Vec<Vec<f32>> = self
-            .leaves
-            .iter()
-            .map(|l| vec![0.0; l.elements() as usize])
-            .collect();
+        // One call's elements of every leaf (a slice's may be large):
+        // allocated fallibly.
+        let mut values: Vec<Vec<f32>> = Vec::with_capacity(self.leaves.len());
+        for l in &self.leaves {
+            let n = usize::try_from(l.elements()).map_err(|_| too_large(l))?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| too_large(l))?;
+            v.resize(n, 0.0);
+            values.push(v);
+        }
         for call in 0..points {
             for (i, l) in self.leaves.iter().enumerate() {
                 for t in 0..l.elements() {
