@@ -34,13 +34,10 @@ pub fn parse_shape(text: &str) -> Result<Vec<u64>, CliError> {
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| match s.parse::<u64>() {
-            Ok(0) => Err(CliError::Broadcast(format!(
-                "shape `{shown}`: size 0 is not supported (sizes are at least 1)"
-            ))),
             Ok(n) => Ok(n),
             Err(_) if s.starts_with('-') && s[1..].chars().all(|c| c.is_ascii_digit()) => {
                 Err(CliError::Broadcast(format!(
-                    "shape `{shown}`: the size `{s}` is negative (sizes are at least 1)"
+                    "shape `{shown}`: the size `{s}` is negative (sizes are whole numbers, 0 or more)"
                 )))
             }
             Err(_) if s.chars().all(|c| c.is_ascii_digit()) => Err(CliError::Broadcast(format!(
@@ -317,12 +314,16 @@ mod tests {
         assert!(b(&["2,1", "8,4,3"])
             .unwrap_err()
             .contains("at axis -2, sizes"));
-        assert!(b(&["2,0"]).unwrap_err().contains("size 0 is not supported"));
+        // The solver broadcasts empty axes as numpy does.
+        assert_eq!(b(&["2,0", "1,0"]), Ok(vec![2, 0]));
+        assert!(b(&["2,0", "2,3"])
+            .unwrap_err()
+            .contains("sizes 0 and 3 differ"));
         assert!(b(&["2,x"]).unwrap_err().contains("`x` is not a size"));
         assert!(b(&["(2,3"]).unwrap_err().contains("not closed"));
         assert_eq!(
             b(&["-1,2"]).unwrap_err(),
-            "shape `-1,2`: the size `-1` is negative (sizes are at least 1)"
+            "shape `-1,2`: the size `-1` is negative (sizes are whole numbers, 0 or more)"
         );
         assert!(b(&["99999999999999999999"])
             .unwrap_err()

@@ -503,7 +503,7 @@ fn broadcast_reads_hyphen_values_and_escapes_control_characters() {
     assert_eq!(out.status, 1);
     assert_eq!(
         out.stderr,
-        "error[broadcast]: shape `-1,2`: the size `-1` is negative (sizes are at least 1)\n\n"
+        "error[broadcast]: shape `-1,2`: the size `-1` is negative (sizes are whole numbers, 0 or more)\n\n"
     );
     let out = shapec_in(&dir, &["broadcast", "2\x1b]0;pwned\x07", "3"]);
     assert_eq!(out.status, 1);

@@ -10,7 +10,7 @@
 //!   whitespace (`batch, 784`, `h w`, `rgb:3`); a trailing comma is allowed.
 //!
 //! Axis entries: a label (a dimension variable local to the spec), `_` (an
-//! anonymous variable), digits (a fixed size, at least 1), `label:digits` (a
+//! anonymous variable), digits (a fixed size; 0 is an empty axis), `label:digits` (a
 //! fixed size with a label), and `..name..` (a row variable standing for any
 //! number of leading axes; it must come first in its row). `...` is the row
 //! variable named after the row it is in, shared by all operands of an einsum.
