@@ -243,6 +243,24 @@ impl Builder {
 /// A random program of `steps` operations drawn from `registry`'s
 /// entries that have a sampler.
 pub fn program_with(registry: &Arc<Registry>, seed: u64, steps: usize) -> Program {
+    build(registry, seed, steps, false)
+}
+
+/// A random program of `steps` built-in operations whose first input may
+/// have empty axes (size 0). Some of them fail to run, as numpy would (a
+/// maximum over an empty axis, a batch slice of an empty batch): every
+/// backend must then fail alike.
+pub fn program_with_empty_axes(seed: u64, steps: usize) -> Program {
+    build(&Registry::builtin(), seed, steps, true)
+}
+
+/// Random programs of 1 to `max_steps` built-in operations whose first
+/// input may have empty axes.
+pub fn programs_with_empty_axes(max_steps: usize) -> impl Strategy<Value = Program> {
+    (any::<u64>(), 1..=max_steps).prop_map(|(seed, steps)| program_with_empty_axes(seed, steps))
+}
+
+fn build(registry: &Arc<Registry>, seed: u64, steps: usize, empty: bool) -> Program {
     let samplers: Vec<Sampler> = registry
         .entries()
         .filter_map(|e| e.sampler().cloned())
@@ -260,8 +278,11 @@ pub fn program_with(registry: &Arc<Registry>, seed: u64, steps: usize) -> Progra
         slice_bound: None,
         made: 0,
     };
+    let least = u64::from(!empty);
     let dims = |rng: &mut Rng, max: u64| -> Vec<u64> {
-        (0..rng.below(max + 1)).map(|_| 1 + rng.below(4)).collect()
+        (0..rng.below(max + 1))
+            .map(|_| least + rng.below(5 - least))
+            .collect()
     };
     let (bb, bi, bo) = (
         dims(&mut b.rng, 2),
@@ -273,7 +294,8 @@ pub fn program_with(registry: &Arc<Registry>, seed: u64, steps: usize) -> Progra
         b.step(&samplers)
             .expect("sampled operations are well-shaped");
     }
-    let slice = b.slice_bound.map_or(0, |n| b.rng.below(n));
+    // A batch slice of an empty batch takes index 0, which fails to run.
+    let slice = b.slice_bound.map_or(0, |n| b.rng.below(n.max(1)));
     Program {
         graph: b.g,
         inputs: b.inputs,

@@ -10,7 +10,7 @@ use shape_core::coalesce::coalesce;
 use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
 use shape_tests::kernels::kernel_cases;
-use shape_tests::programs::{programs, Program};
+use shape_tests::programs::{programs, programs_with_empty_axes, Program};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -208,5 +208,35 @@ proptest! {
         ];
         let (spec, shapes, f) = &cases[which];
         both_paths_agree(spec, shapes, *f)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/cpu_paths.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Programs over empty axes: both CPU paths give the same values
+    /// bit for bit, or fail with the same error (a maximum over an empty
+    /// axis, a batch slice of an empty batch).
+    #[test]
+    fn empty_axes_run_alike_on_both_cpu_paths(p in programs_with_empty_axes(6)) {
+        let Ok(solved) = p.graph.solve() else { return Ok(()) };
+        let reference = CpuBackend::reference().run_solved(&solved, &p);
+        let coalesced = CpuBackend::coalesced().run_solved(&solved, &p);
+        match (reference, coalesced) {
+            (Ok(a), Ok(b)) => {
+                for t in &p.results {
+                    prop_assert_eq!(bits(&a[t]), bits(&b[t]));
+                }
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(
+                a.replace("(reference)", ""),
+                b.replace("(coalesced)", "")
+            ),
+            (a, b) => prop_assert!(false, "reference {:?}, coalesced {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
     }
 }

@@ -14,7 +14,7 @@ use shape_tests::differential::{
 };
 use shape_tests::gpu::{wgpu_or_skip, wgpu_with, SharedWgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
-use shape_tests::programs::{programs, Program};
+use shape_tests::programs::{programs, programs_with_empty_axes, Program};
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -31,6 +31,23 @@ proptest! {
     #[test]
     fn wgpu_agrees_with_the_cpu_reference_on_random_programs(p in programs(8)) {
         random_program_agrees(&DEFAULT, "wgpu_agrees_with_the_cpu_reference_on_random_programs", &p)?;
+    }
+
+    /// Programs over empty axes: wgpu agrees with the reference, or both
+    /// fail with the same error.
+    #[test]
+    fn wgpu_runs_empty_axes_as_the_reference_does(p in programs_with_empty_axes(6)) {
+        let Ok(solved) = p.graph.solve() else { return Ok(()) };
+        let Err(e) = CpuBackend::reference().run_solved(&solved, &p) else {
+            return random_program_agrees(&DEFAULT, "wgpu_runs_empty_axes_as_the_reference_does", &p);
+        };
+        let found = DEFAULT.with("wgpu_runs_empty_axes_as_the_reference_does", |gpu| gpu.run_solved(&solved, &p));
+        if let Some(found) = found {
+            // The same failure, in the same operation; only the backend's
+            // name differs.
+            let what = |m: &str| m.split_once(" failed in ").map(|(_, rest)| rest.to_string());
+            prop_assert_eq!(what(&e), found.err().as_deref().and_then(what));
+        }
     }
 
     /// With only the last result asked for, pointwise chains run fused.
