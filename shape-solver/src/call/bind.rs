@@ -364,7 +364,7 @@ impl Function {
             let mut ds = Vec::with_capacity(l.ts.len());
             for e in &l.ts {
                 ds.push(match e {
-                    Extent::Fixed(n) => Dim::known(*n).expect("type sizes are at least 1"),
+                    Extent::Fixed(n) => Dim::sized(*n),
                     Extent::Generic(g) => Dim::Var(
                         *generic
                             .entry(g.clone())
@@ -553,7 +553,9 @@ impl Function {
                 };
                 (spec.elem.as_ref().map(|e| e.leaf().clone()), shape)
             }
-            Arg::Fields(_) => unreachable!("fields are expanded into leaves"),
+            // Fields are expanded into leaves before this; a struct's
+            // fields given to anything else were refused there.
+            Arg::Fields(_) => return Err(mismatch("only a struct parameter takes fields".into())),
         };
         // Element types: equal, or a generic type bound once.
         if let Some(a) = &arg_leaf {
