@@ -1,6 +1,8 @@
 //! Vectorized calls: host time of one call of a bound function with fresh
 //! sizes (resolution and kernel strides; the goal is under 20 µs plus
-//! device time), and the time to bind a function of 10 overloads.
+//! device time), the time to bind a function of 10 overloads, and how
+//! binding and calling scale with the number of parameters (1,000,
+//! 10,000 and 20,000 keyword arguments in reverse order: linear).
 //!
 //! `cargo bench -p shape-solver --bench call`
 
@@ -55,6 +57,25 @@ fn bench(c: &mut Criterion) {
     group.bench_function("bind_10_overloads", |b| {
         b.iter(|| ten.bind(&one_fits).expect("one overload"))
     });
+    group.finish();
+
+    // Binding and calling scale with the number of parameters: n keyword
+    // arguments, given in reverse order.
+    let mut group = c.benchmark_group("call_scaling");
+    group.sample_size(20);
+    for n in [1_000usize, 10_000, 20_000] {
+        let params: Vec<String> = (0..n).map(|i| format!("float p{i}")).collect();
+        let f = Function::parse(&format!("float f({})", params.join(", "))).expect("f");
+        let args = (0..n).rev().fold(CallArgs::new(), |a, i| {
+            a.named(&format!("p{i}"), Arg::tensor(&[4]))
+        });
+        group.bench_function(format!("bind_and_call_{n}"), |b| {
+            b.iter(|| {
+                let bound = f.bind(&args).expect("binds");
+                bound.call(&args).expect("resolves")
+            })
+        });
+    }
     group.finish();
 }
 

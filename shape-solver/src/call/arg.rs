@@ -193,12 +193,13 @@ fn arg(c: &mut Cursor<'_>, scope: &TypeScope) -> Result<Arg, CallError> {
             c.depth += 1;
             c.next();
             let mut fields: Vec<(Arc<str>, Arg)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
             if !c.eat('}') {
                 loop {
                     let name = c.ident("a field name")?;
                     c.expect('=')?;
                     let a = arg(c, scope)?;
-                    if fields.iter().any(|(f, _)| **f == *name) {
+                    if !seen.insert(name.clone()) {
                         return Err(c.error(format!("field `{name}` is given twice")));
                     }
                     fields.push((Arc::from(name.as_str()), a));

@@ -77,6 +77,8 @@ struct Vmap {
     text: String,
     groups: Vec<Vec<Arc<str>>>,
     output: Vec<Arc<str>>,
+    /// Each call dim's position, by name.
+    index: HashMap<Arc<str>, usize>,
 }
 
 impl Vmap {
@@ -118,8 +120,9 @@ impl Vmap {
             rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
         }
         let output = group(out)?;
+        let mut index = HashMap::with_capacity(output.len());
         for (i, n) in output.iter().enumerate() {
-            if output[..i].contains(n) {
+            if index.insert(n.clone(), i).is_some() {
                 return Err(bad(&format!("call dim `{n}` is named twice")));
             }
         }
@@ -127,6 +130,7 @@ impl Vmap {
             text: text.to_owned(),
             groups,
             output,
+            index,
         })
     }
 }
@@ -269,6 +273,12 @@ impl Function {
             .map(|i| (i < args.positional.len()).then_some(Top::Positional(i)))
             .collect();
         let mut result_top = None;
+        let by_name: HashMap<&str, usize> = sig
+            .params
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (&*p.name, k))
+            .collect();
         for (name, _) in &args.named {
             if &**name == "_result" && sig.result.is_some() {
                 if result_top.is_some() {
@@ -280,10 +290,8 @@ impl Function {
                 result_top = Some(Top::Named(name.clone()));
                 continue;
             }
-            let k = sig
-                .params
-                .iter()
-                .position(|p| p.name == *name)
+            let k = *by_name
+                .get(&**name)
                 .ok_or_else(|| CallError::UnknownParameter {
                     function: function.clone(),
                     name: super::error::quoted(name),
@@ -296,6 +304,7 @@ impl Function {
             }
             tops[k] = Some(Top::Named(name.clone()));
         }
+        let given = Given::new(args);
         let mut leaves = Vec::new();
         for (k, p) in sig.params.iter().enumerate() {
             let top = tops[k].clone().ok_or_else(|| CallError::MissingArgument {
@@ -305,8 +314,9 @@ impl Function {
             let access = Access {
                 top,
                 fields: Vec::new(),
+                hints: Vec::new(),
             };
-            let arg = access.find(args).expect("an assigned argument");
+            let arg = access.find(&given).expect("an assigned argument");
             expand(
                 &function,
                 p.name.clone(),
@@ -323,8 +333,9 @@ impl Function {
             let access = Access {
                 top,
                 fields: Vec::new(),
+                hints: Vec::new(),
             };
-            let arg = access.find(args).unwrap_or(&DEFAULT_OUTPUT);
+            let arg = access.find(&given).unwrap_or(&DEFAULT_OUTPUT);
             expand(
                 &function,
                 Arc::from("_result"),
@@ -339,10 +350,12 @@ impl Function {
 
         // Element types, generic types, dims and maps.
         let mut types: Vec<(Arc<str>, Scalar)> = Vec::new();
+        let maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
         let mut pending = Vec::with_capacity(leaves.len());
         for leaf in leaves {
-            let arg = leaf.access.find(args).unwrap_or(&DEFAULT_OUTPUT);
-            pending.push(self.prepare(sig, leaf, arg, &mut types)?);
+            let arg = leaf.access.find(&given).unwrap_or(&DEFAULT_OUTPUT);
+            let map = maps.get(&*leaf.path).map(|&m| m.clone());
+            pending.push(self.prepare(sig, leaf, arg, map, &mut types)?);
         }
 
         // Call dims.
@@ -480,6 +493,7 @@ impl Function {
         sig: &Signature,
         leaf: Leaf,
         arg: &Arg,
+        map: Option<ArgMap>,
         types: &mut Vec<(Arc<str>, Scalar)>,
     ) -> Result<Pending, CallError> {
         let lang = sig.language;
@@ -582,11 +596,6 @@ impl Function {
             }
         }
         // Maps.
-        let map = self
-            .maps
-            .iter()
-            .find(|(n, _)| *n == leaf.path)
-            .map(|(_, m)| m.clone());
         let ndims = match &shape {
             Shape::Full(n) => Some(*n),
             Shape::Known(s) => Some(s.len()),
@@ -687,11 +696,15 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
                 )));
             }
             // Position p takes the dim named names[p]: invert that.
+            let position: HashMap<&str, usize> = arg_names
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (&**a, i))
+                .collect();
             let mut dims = vec![usize::MAX; arg_names.len()];
             for (p, name) in names.iter().enumerate() {
-                let i = arg_names
-                    .iter()
-                    .position(|a| a == name)
+                let i = *position
+                    .get(&**name)
                     .ok_or_else(|| bad(format!("the tensor has no dim named `{name}`")))?;
                 if dims[i] != usize::MAX {
                     return Err(bad(format!("dim `{name}` is named twice")));
@@ -707,12 +720,13 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
             dims.len()
         )));
     }
-    for (i, d) in dims.iter().enumerate() {
-        if dims[..i].contains(d) {
-            return Err(bad(format!("position {d} receives two dims")));
-        }
-        if *d > 64 {
+    let mut seen = [false; 65];
+    for &d in &dims {
+        if d > 64 {
             return Err(bad(format!("position {d} is beyond 64 dims")));
+        }
+        if std::mem::replace(&mut seen[d], true) {
+            return Err(bad(format!("position {d} receives two dims")));
         }
     }
     Ok(dims)
@@ -731,18 +745,41 @@ enum Top {
 pub(crate) struct Access {
     top: Top,
     pub(crate) fields: Vec<Arc<str>>,
+    /// Where each field was in its struct argument at bind time.
+    hints: Vec<usize>,
+}
+
+/// The arguments of one bind or call, with their names indexed, so that
+/// finding every leaf's argument costs what the arguments are.
+struct Given<'a> {
+    args: &'a CallArgs,
+    named: HashMap<&'a str, &'a Arg>,
+}
+
+impl<'a> Given<'a> {
+    fn new(args: &'a CallArgs) -> Given<'a> {
+        Given {
+            args,
+            named: args.named.iter().map(|(n, a)| (&**n, a)).collect(),
+        }
+    }
 }
 
 impl Access {
-    fn find<'a>(&self, args: &'a CallArgs) -> Option<&'a Arg> {
+    fn find<'a>(&self, given: &Given<'a>) -> Option<&'a Arg> {
         let mut a = match &self.top {
-            Top::Positional(i) => args.positional.get(*i)?,
-            Top::Named(n) => &args.named.iter().find(|(m, _)| m == n)?.1,
+            Top::Positional(i) => given.args.positional.get(*i)?,
+            Top::Named(n) => *given.named.get(&**n)?,
             Top::Default => return None,
         };
-        for f in &self.fields {
+        for (f, hint) in self.fields.iter().zip(&self.hints) {
             let Arg::Fields(fs) = a else { return None };
-            a = &fs.iter().find(|(m, _)| m == f)?.1;
+            // Fields come in the same order call after call: the index
+            // they had at bind time is tried first.
+            a = match fs.get(*hint) {
+                Some((m, x)) if m == f => x,
+                _ => &fs.iter().find(|(m, _)| m == f)?.1,
+            };
         }
         Some(a)
     }
@@ -773,8 +810,15 @@ fn expand(
 ) -> Result<(), CallError> {
     match (arg, ty) {
         (Arg::Fields(given), ParamType::Struct(s)) => {
+            let declared: std::collections::HashSet<&str> =
+                s.fields.iter().map(|(f, _)| &**f).collect();
+            let by_name: HashMap<&str, (usize, &Arg)> = given
+                .iter()
+                .enumerate()
+                .map(|(i, (f, a))| (&**f, (i, a)))
+                .collect();
             for (name, _) in given {
-                if !s.fields.iter().any(|(f, _)| f == name) {
+                if !declared.contains(&**name) {
                     return Err(CallError::UnknownParameter {
                         function: function.to_owned(),
                         name: format!("{path}.{}", super::error::quoted(name)),
@@ -783,7 +827,7 @@ fn expand(
             }
             for (name, fty) in &s.fields {
                 let sub = format!("{path}.{name}");
-                let Some((_, a)) = given.iter().find(|(f, _)| f == name) else {
+                let Some(&(hint, a)) = by_name.get(&**name) else {
                     return Err(CallError::MissingArgument {
                         function: function.to_owned(),
                         name: sub,
@@ -791,6 +835,7 @@ fn expand(
                 };
                 let mut acc = access.clone();
                 acc.fields.push(name.clone());
+                acc.hints.push(hint);
                 expand(
                     function,
                     Arc::from(sub.as_str()),
@@ -928,9 +973,9 @@ impl Pending {
                 group
                     .iter()
                     .map(|g| {
-                        v.output
-                            .iter()
-                            .position(|o| o == g)
+                        v.index
+                            .get(g)
+                            .copied()
                             .ok_or_else(|| CallError::InvalidVmap {
                                 spec: super::error::quoted(&v.text),
                                 message: format!("`{g}` is not one of the call dims"),
@@ -1082,6 +1127,7 @@ impl BoundCall {
     /// sized, races refused unless allowed.
     pub fn call(&self, args: &CallArgs) -> Result<Resolution, CallError> {
         let lang = self.signature.language;
+        let supplied = Given::new(args);
         let k = self.call_dims;
         let mut cs = vec![1u64; k];
         let mut owner: Vec<Option<usize>> = vec![None; k];
@@ -1089,7 +1135,7 @@ impl BoundCall {
         let mut shapes: Vec<Option<Vec<u64>>> = Vec::with_capacity(self.leaves.len());
         let mut given: Vec<Vec<u64>> = Vec::with_capacity(self.leaves.len());
         for (li, l) in self.leaves.iter().enumerate() {
-            let arg = l.access.find(args).unwrap_or(&DEFAULT_OUTPUT);
+            let arg = l.access.find(&supplied).unwrap_or(&DEFAULT_OUTPUT);
             let rebind = |message: String| CallError::Rebind {
                 arg: l.path.to_string(),
                 message,

@@ -414,11 +414,12 @@ fn struct_decls(c: &mut Cursor<'_>, scope: &mut TypeScope) -> Result<(), CallErr
         let name = c.ident("the struct's name")?;
         c.expect('{')?;
         let mut fields: Vec<(Arc<str>, ParamType)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         while !c.eat('}') {
             let ty = c.ty(scope)?;
             let field = c.ident("a field name")?;
             let ty = c.array_suffixes(ty)?;
-            if fields.iter().any(|(f, _)| **f == *field) {
+            if !seen.insert(field.clone()) {
                 return Err(c.error(format!("field `{field}` is declared twice")));
             }
             fields.push((Arc::from(field.as_str()), ty));
@@ -508,6 +509,7 @@ pub(crate) fn parse_slang(text: &str) -> Result<Signature, CallError> {
     }
     c.pos = params_at;
     c.expect('(')?;
+    let mut names = std::collections::HashSet::new();
     let mut params: Vec<Param> = Vec::new();
     if !c.eat(')') {
         loop {
@@ -527,7 +529,7 @@ pub(crate) fn parse_slang(text: &str) -> Result<Signature, CallError> {
             let ty = c.ty(&scope)?;
             let pname = c.ident("a parameter name")?;
             let ty = c.array_suffixes(ty)?;
-            if params.iter().any(|p| *p.name == *pname) {
+            if !names.insert(pname.clone()) {
                 return Err(c.error(format!("parameter `{pname}` is declared twice")));
             }
             params.push(Param {
