@@ -83,7 +83,18 @@ pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, C
         let name = compiled.graph.name(t).map_err(located(compiled))?;
         tensors.insert(name.to_string(), shape_json(shape));
     }
-    Ok(json!({ "tensors": tensors }))
+    let mut out = json!({ "tensors": tensors });
+    // The program's named sizes, only when it has some (the form without
+    // them is unchanged).
+    let mut sizes = Map::new();
+    for (s, name) in compiled.graph.sizes() {
+        let value = solved.size(s).map_err(located(compiled))?;
+        sizes.insert(name.to_string(), json!(value));
+    }
+    if !sizes.is_empty() {
+        out["sizes"] = Value::Object(sizes);
+    }
+    Ok(out)
 }
 
 /// The kernels a run of the program executes (`shapec run`, with the

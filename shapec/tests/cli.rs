@@ -191,6 +191,26 @@ fn infer_json_schema() {
 }
 
 #[test]
+fn infer_json_lists_named_sizes_when_there_are_some() {
+    let dir = std::env::temp_dir().join(format!("shapec-sizes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("s.shape"),
+        "size d % 8 == 0\ninput x: 2|d\nrequire x: 2|16\nsize e = 0\n",
+    )
+    .unwrap();
+    let out = shapec_in(&dir, &["infer", "s.shape", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["sizes"], json!({"d": 16, "e": 0}));
+    assert_eq!(
+        v["tensors"]["x"],
+        json!({"batch": [2], "input": [], "output": [16]})
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn infer_json_error_schema() {
     let out = shapec(&["infer", "errors/dim_mismatch.shape", "--json"]);
     assert_eq!(out.status, 1);
