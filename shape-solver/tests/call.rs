@@ -452,6 +452,9 @@ fn wgsl_signatures_reflected_with_naga() {
     assert_eq!(r.args[2].type_shape, vec![2, 3]);
     assert_eq!(r.args[3].arg_shape, vec![7]);
     assert_eq!(Signature::parse("fn broken(").unwrap_err().kind(), "wgsl");
+    // A Slang parameter may be called `fn`.
+    let s = Signature::parse("float f(float fn)").unwrap();
+    assert_eq!(s.to_string(), "float f(float fn)");
 }
 
 #[test]

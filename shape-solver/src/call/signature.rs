@@ -104,8 +104,8 @@ impl Signature {
         self.body.as_deref()
     }
 
-    /// Reads a signature: WGSL source (it has a `fn`) through naga, or a
-    /// Slang-style declaration.
+    /// Reads a signature: WGSL source (it declares `fn NAME(`) through
+    /// naga, or a Slang-style declaration.
     ///
     /// ```
     /// use shape_solver::call::Signature;
@@ -115,9 +115,13 @@ impl Signature {
     /// assert_eq!(w.to_string(), "fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32");
     /// ```
     pub fn parse(text: &str) -> Result<Signature, CallError> {
-        let is_wgsl = tokens(text)?
-            .iter()
-            .any(|(t, _)| *t == Tok::Ident("fn".into()));
+        // WGSL declares `fn NAME(`; a Slang parameter may be called `fn`.
+        let toks = tokens(text)?;
+        let is_wgsl = toks.windows(3).any(|w| {
+            w[0].0 == Tok::Ident("fn".into())
+                && matches!(w[1].0, Tok::Ident(_))
+                && w[2].0 == Tok::Punct('(')
+        });
         if is_wgsl {
             reflect_wgsl(text)
         } else {
