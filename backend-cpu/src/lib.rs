@@ -389,7 +389,7 @@ mod tests {
 mod loop_order_tests {
     use super::*;
     use shape_core::coalesce::coalesce;
-    use shape_core::kernel::{Accumulate, BinaryOp, Expr, Layout};
+    use shape_core::kernel::{Accumulate, Expr, Layout};
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
         (0..n)
@@ -438,24 +438,7 @@ mod loop_order_tests {
     fn register_tiles_take_contractions_of_any_size() {
         // out[i, j] = sum_k a[i, k] * b[k, j], sizes off the tiles' edges.
         for (m, n, k) in [(9, 17, 5), (4, 8, 2), (13, 8, 33), (5, 23, 7)] {
-            let kernel = Kernel::new(
-                vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
-                2,
-                Expr::Binary(
-                    BinaryOp::Mul,
-                    Box::new(Expr::Load(0)),
-                    Box::new(Expr::Load(1)),
-                ),
-                Accumulate::Add,
-            );
-            let launch = Launch::new(
-                vec![m, n, k],
-                Layout::new(0, vec![n, 1, 0], m * n),
-                vec![
-                    Layout::new(0, vec![k, 0, 1], m * k),
-                    Layout::new(0, vec![0, 1, n], k * n),
-                ],
-            );
+            let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
             let inputs = [values((m * k) as usize, 1), values((k * n) as usize, 2)];
             check(&kernel, &launch, &inputs, |k, l, out, ops| {
                 let np = k

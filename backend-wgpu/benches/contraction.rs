@@ -25,34 +25,10 @@ use common::{hand_written, open, paired};
 
 use backend_wgpu::{WgpuBackend, WgpuBuffer, WgpuOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::kernel::{matmul, Kernel, Launch};
 use shape_core::Backend;
 
 const SIZE: u64 = 512;
-
-/// `out[m, n] = Σ_k a[m, k] b[k, n]`, iterators (m, n, k).
-fn matmul(size: u64) -> (Kernel, Launch) {
-    let kernel = Kernel::new(
-        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
-        2,
-        Expr::Binary(
-            BinaryOp::Mul,
-            Box::new(Expr::Load(0)),
-            Box::new(Expr::Load(1)),
-        ),
-        Accumulate::Add,
-    );
-    let square = size * size;
-    let launch = Launch::new(
-        vec![size, size, size],
-        Layout::new(0, vec![size, 1, 0], square),
-        vec![
-            Layout::new(0, vec![size, 0, 1], square),
-            Layout::new(0, vec![0, 1, size], square),
-        ],
-    );
-    (kernel, launch)
-}
 
 const HAND_WRITTEN: &str = r#"
 struct Sizes { m: u32, n: u32, k: u32, pad: u32 }
@@ -165,7 +141,7 @@ fn contraction(c: &mut Criterion) {
         return;
     };
     eprintln!("adapter: {}", gpu.name());
-    let product = matmul(SIZE);
+    let product = matmul(SIZE, SIZE, SIZE);
     let values = |salt: u64| -> Vec<f32> {
         (0..SIZE * SIZE)
             .map(|i| ((i * 7 + salt) % 9) as f32 / 4.0 - 1.0)

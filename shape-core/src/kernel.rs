@@ -414,6 +414,38 @@ impl fmt::Display for Kernel {
     }
 }
 
+/// The row-major matrix product `out[i, j] = sum_k a[i, k] * b[k, j]` of
+/// an `m x k` and a `k x n` matrix, iterators `(i, j, k)`: the canonical
+/// contraction, which tests and benchmarks of every backend run.
+///
+/// ```
+/// let (kernel, launch) = shape_core::kernel::matmul(2, 3, 4);
+/// assert_eq!(kernel.to_string(), "for [i0, i1, r2]: out += mul(in0, in1)");
+/// assert_eq!(launch.sizes, vec![2, 3, 4]);
+/// assert!(launch.check(&kernel).is_ok());
+/// ```
+pub fn matmul(m: u64, n: u64, k: u64) -> (Kernel, Launch) {
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
+        2,
+        Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Load(1)),
+        ),
+        Accumulate::Add,
+    );
+    let launch = Launch::new(
+        vec![m, n, k],
+        Layout::new(0, vec![n, 1, 0], m * n),
+        vec![
+            Layout::new(0, vec![k, 0, 1], m * k),
+            Layout::new(0, vec![0, 1, n], k * n),
+        ],
+    );
+    (kernel, launch)
+}
+
 /// Where a tensor's elements are: `offset + sum(strides[k] * i_k)`, in
 /// elements, one stride per iterator of the kernel.
 ///

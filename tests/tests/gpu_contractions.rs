@@ -8,7 +8,7 @@ use backend_wgpu::tiled::TileConfig;
 use backend_wgpu::WgpuOptions;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
+use shape_core::kernel::{matmul, Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
 use shape_tests::gpu::SharedWgpu;
 
@@ -243,29 +243,6 @@ proptest! {
             }
         }
     }
-}
-
-/// A 2-D matrix product `[m, k] x [k, n]` in kernel order (m, n, k).
-fn matmul(m: u64, n: u64, k: u64) -> (Kernel, Launch) {
-    let kernel = Kernel::new(
-        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
-        2,
-        Expr::Binary(
-            BinaryOp::Mul,
-            Box::new(Expr::Load(0)),
-            Box::new(Expr::Load(1)),
-        ),
-        Accumulate::Add,
-    );
-    let launch = Launch::new(
-        vec![m, n, k],
-        Layout::new(0, vec![n, 1, 0], m * n),
-        vec![
-            Layout::new(0, vec![k, 0, 1], m * k),
-            Layout::new(0, vec![0, 1, n], k * n),
-        ],
-    );
-    (kernel, launch)
 }
 
 #[test]
