@@ -451,8 +451,53 @@ impl Gen<'_> {
     }
 }
 
+/// What the generated source depends on, hashed: the function, the
+/// parameters, the leaves' types, directions and numbers of type dims,
+/// and the number of call dims; not sizes or strides. Looking a pipeline
+/// up by this spares generating the source on every call.
+fn structure_hash(k: &CallKernel) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        &k.source,
+        &k.body,
+        &k.function,
+        &k.params,
+        k.call_shape.len(),
+    )
+        .hash(&mut h);
+    for l in &k.leaves {
+        (&l.ty, l.direction, l.type_shape.len()).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Whether two calls generate the same source (what
+/// [`structure_hash`] hashes, compared).
+fn same_structure(a: &CallKernel, b: &CallKernel) -> bool {
+    (
+        &a.source,
+        &a.body,
+        &a.function,
+        &a.params,
+        a.call_shape.len(),
+    ) == (
+        &b.source,
+        &b.body,
+        &b.function,
+        &b.params,
+        b.call_shape.len(),
+    ) && a.leaves.len() == b.leaves.len()
+        && a.leaves.iter().zip(&b.leaves).all(|(x, y)| {
+            (&x.ty, x.direction, x.type_shape.len()) == (&y.ty, y.direction, y.type_shape.len())
+        })
+}
+
 /// A compiled call kernel.
 pub(crate) struct CallPipeline {
+    /// The call it was compiled for: calls of the same structure
+    /// ([`same_structure`]) reuse it.
+    example: CallKernel,
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
     /// Distinguishes call pipelines in bind group keys (the top bit
@@ -512,14 +557,24 @@ impl crate::WgpuBackend {
         if points == 0 {
             return Ok(());
         }
-        let source = source(kernel)?;
-        if self.call_pipelines.contains_key(&source) {
-            self.stats.call_hits += 1;
-        } else {
-            let compiled = self.compile_call(kernel, &source)?;
-            self.stats.call_compiles += 1;
-            self.call_pipelines.insert(source.clone(), compiled);
-        }
+        let hash = structure_hash(kernel);
+        let found = self
+            .call_pipelines
+            .get(&hash)
+            .and_then(|ps| ps.iter().position(|p| same_structure(&p.example, kernel)));
+        let at = match found {
+            Some(at) => {
+                self.stats.call_hits += 1;
+                at
+            }
+            None => {
+                let compiled = self.compile_call(kernel, &source(kernel)?)?;
+                self.stats.call_compiles += 1;
+                let same_hash = self.call_pipelines.entry(hash).or_default();
+                same_hash.push(compiled);
+                same_hash.len() - 1
+            }
+        };
         let max = u64::from(self.limits.max_compute_workgroups_per_dimension.max(1));
         let groups = points.div_ceil(CALL_WORKGROUP);
         let block = (words.len() * 4) as u64;
@@ -533,7 +588,7 @@ impl crate::WgpuBackend {
             };
             words[0] = (done * CALL_WORKGROUP) as u32;
             let offset = self.stage_params(&words)?;
-            let compiled = &self.call_pipelines[&source];
+            let compiled = &self.call_pipelines[&hash][at];
             let key: Vec<u64> = std::iter::once(compiled.index)
                 .chain(buffers.iter().map(|b| b.id))
                 .collect();
@@ -659,9 +714,10 @@ impl crate::WgpuBackend {
             });
         self.check(|| format!("compiling the call kernel of `{}`", kernel.function))?;
         Ok(CallPipeline {
+            example: kernel.clone(),
             pipeline,
             layout,
-            index: (1 << 63) | self.call_pipelines.len() as u64,
+            index: (1 << 63) | self.stats.call_compiles,
         })
     }
 }

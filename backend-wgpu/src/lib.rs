@@ -283,8 +283,8 @@ pub struct WgpuBackend {
     id: u64,
     options: WgpuOptions,
     pipelines: HashMap<KernelKey, Pipeline>,
-    /// Call kernels, by generated source.
-    call_pipelines: HashMap<String, call::CallPipeline>,
+    /// Call kernels, by the hash of their structure (see `call.rs`).
+    call_pipelines: HashMap<u64, Vec<call::CallPipeline>>,
     stats: CacheStats,
     recording: Recording,
     arena: ParamArena,

@@ -429,24 +429,16 @@ impl Function {
         // What the solver knows becomes the call-time checks: a size, or
         // a slot that the first argument with that dim fills.
         let mut slot_of: HashMap<Dim, usize> = HashMap::new();
-        let mut slot_names: Vec<Option<Arc<str>>> = Vec::new();
         let mut bound = Vec::with_capacity(pending.len());
         for (l, ds) in pending.into_iter().zip(dims_of) {
             let mut checks = Vec::with_capacity(ds.len());
-            for (k, d) in ds.iter().enumerate() {
+            for d in &ds {
                 let d = solver.resolve_dim(d).expect("a dim of this solver");
                 checks.push(match &d {
                     Dim::Known(n) => TypeCheck::Fixed(n.size()),
                     Dim::Var(_) => {
                         let next = slot_of.len();
-                        let s = *slot_of.entry(d.clone()).or_insert(next);
-                        if s == slot_names.len() {
-                            slot_names.push(match &l.ts[k] {
-                                Extent::Generic(g) => Some(g.clone()),
-                                _ => None,
-                            });
-                        }
-                        TypeCheck::Slot(s)
+                        TypeCheck::Slot(*slot_of.entry(d.clone()).or_insert(next))
                     }
                 });
             }
@@ -480,7 +472,7 @@ impl Function {
             signature: sig.clone(),
             leaves: bound,
             call_dims,
-            slot_names,
+            slots: slot_of.len(),
             generic_sizes,
             types,
             allow_races: self.allow_races,
@@ -647,7 +639,6 @@ impl Function {
         };
         Ok(Pending {
             ndims: ndims.unwrap_or(0),
-            explicit: map.is_some(),
             map,
             mapped_ndims,
             ts,
@@ -891,6 +882,19 @@ enum ArgKind {
 }
 
 impl ArgKind {
+    /// Whether `arg` is of this kind, with the same element type; no
+    /// copy is made (this runs for every argument of every call).
+    fn fits(&self, arg: &Arg) -> bool {
+        match (self, arg) {
+            (ArgKind::Tensor(e), Arg::Tensor { elem, .. }) => e == elem,
+            (ArgKind::Value(t), Arg::Value(u)) => t == u,
+            (ArgKind::Number, Arg::Number(_)) => true,
+            (ArgKind::Ref(s), Arg::Ref(r)) => s == r,
+            (ArgKind::Output, Arg::Output(_) | Arg::Fields(_)) => true,
+            _ => false,
+        }
+    }
+
     fn of(arg: &Arg) -> ArgKind {
         match arg {
             Arg::Tensor { elem, .. } => ArgKind::Tensor(elem.clone()),
@@ -908,7 +912,6 @@ struct Pending {
     arg_kind: ArgKind,
     ndims: usize,
     map: Option<Vec<usize>>,
-    explicit: bool,
     mapped_ndims: usize,
     ts: Vec<Extent>,
     /// The argument's sizes that are known at bind, per dim as given.
@@ -983,7 +986,7 @@ impl Pending {
                     })
                     .collect::<Result<_, _>>()?
             }
-            _ if self.explicit => (0..n).collect(),
+            _ if self.map.is_some() => (0..n).collect(),
             _ => (k - n..k).collect(),
         };
         Ok(())
@@ -1105,7 +1108,8 @@ pub struct BoundCall {
     pub(crate) signature: Signature,
     pub(crate) leaves: Vec<BoundLeaf>,
     call_dims: usize,
-    slot_names: Vec<Option<Arc<str>>>,
+    /// How many sizes the call fills in (`?` and open generic sizes).
+    slots: usize,
     generic_sizes: Vec<(Arc<str>, TypeCheck)>,
     types: Vec<(Arc<str>, Scalar)>,
     pub(crate) allow_races: bool,
@@ -1131,7 +1135,7 @@ impl BoundCall {
         let k = self.call_dims;
         let mut cs = vec![1u64; k];
         let mut owner: Vec<Option<usize>> = vec![None; k];
-        let mut slots: Vec<Option<(u64, usize)>> = vec![None; self.slot_names.len()];
+        let mut slots: Vec<Option<(u64, usize)>> = vec![None; self.slots];
         let mut shapes: Vec<Option<Vec<u64>>> = Vec::with_capacity(self.leaves.len());
         let mut given: Vec<Vec<u64>> = Vec::with_capacity(self.leaves.len());
         for (li, l) in self.leaves.iter().enumerate() {
@@ -1140,7 +1144,7 @@ impl BoundCall {
                 arg: l.path.to_string(),
                 message,
             };
-            if ArgKind::of(arg) != l.kind {
+            if !l.kind.fits(arg) {
                 return Err(rebind(format!("it is now {}", arg.describe(lang))));
             }
             if l.allocate {
@@ -1176,9 +1180,10 @@ impl BoundCall {
                         Some((size, _)) if size == found => None,
                         Some((size, other)) => Some(format!(
                             "{size}{}, the size argument `{}` gives it",
-                            self.slot_names[s]
-                                .as_ref()
-                                .map_or(String::new(), |g| format!(" (generic size `{g}`)")),
+                            self.generic_sizes
+                                .iter()
+                                .find(|(_, c)| *c == TypeCheck::Slot(s))
+                                .map_or(String::new(), |(g, _)| format!(" (generic size `{g}`)")),
                             self.leaves[other].path
                         )),
                     },

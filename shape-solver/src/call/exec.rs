@@ -50,7 +50,7 @@ impl KernelLeaf {
 }
 
 /// How a parameter's value is made from leaves.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ParamValue {
     /// One leaf.
     Leaf(usize),
@@ -59,7 +59,7 @@ pub enum ParamValue {
 }
 
 /// One parameter of a [`CallKernel`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelParam {
     /// Its name.
     pub name: Arc<str>,
