@@ -442,45 +442,64 @@ impl Solver {
     }
 
     /// The product of `row`'s sizes is `count`: an element count once the
-    /// count is known, the product once a closed row's sizes are; until
-    /// then it waits on every unknown.
+    /// count is known (a row of no element once one of its sizes is known
+    /// to be 0: inference never decides that an unknown size is 0), the
+    /// product once a closed row's sizes are; until then it waits on
+    /// every unknown.
     fn row_count(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
         let count_var = match self.env.resolve_dim(&count, why)? {
-            ResolvedDim::Known { value, .. } => {
-                match value.non_zero_size() {
-                    Some(total) => self.requeue(Constraint::TotalElems { row, total, why }),
-                    None => return self.row_count_zero(row, count, why),
+            ResolvedDim::Known { value, .. } => match value.non_zero_size() {
+                Some(total) => {
+                    self.requeue(Constraint::TotalElems { row, total, why });
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            ResolvedDim::Var(c) => c,
+                None => None,
+            },
+            ResolvedDim::Var(c) => Some(c),
         };
         let rr = self.env.resolve_row(&row)?;
         let tail = rr.tail;
-        let dims: Vec<Dim> = rr.dims.to_vec();
-        let mut unknown = vec![count_var];
+        let mut unknown: Vec<DimVar> = count_var.into_iter().collect();
         let mut product: Option<u64> = Some(1);
-        for d in &dims {
+        let mut empty = false;
+        for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
                 ResolvedDim::Known { value, .. } => {
-                    product = product.and_then(|p| p.checked_mul(value.size()))
+                    empty |= value.is_empty();
+                    product = product.and_then(|p| p.checked_mul(value.size()));
                 }
                 ResolvedDim::Var(v) => unknown.push(v),
             }
         }
-        if tail == RowTail::Closed && unknown.len() == 1 {
-            let Some(value) = product.map(KnownDim::sized) else {
-                let rr = self.env.resolve_row(&row)?;
+        let closed = tail == RowTail::Closed;
+        match count_var {
+            // No element: met by an empty axis, refused once every size
+            // is known and none is 0.
+            None if empty => return Ok(()),
+            None if closed && unknown.is_empty() => {
                 let fact = self.row_fact(&rr);
                 return Err(ShapeError::TotalElems {
                     context: self.origin_arc(why.origin),
                     row: Box::new(fact),
-                    total: u64::MAX,
-                    known_product: u64::MAX,
-                    reason: TotalElemsReason::Overflow,
+                    total: 0,
+                    known_product: product.unwrap_or(u64::MAX),
+                    reason: TotalElemsReason::NotEqual,
                 });
-            };
-            return self.unify_dim(&Dim::Var(count_var), &Dim::Known(value), why);
+            }
+            Some(c) if closed && unknown.len() == 1 => {
+                let Some(value) = product.map(KnownDim::sized) else {
+                    let fact = self.row_fact(&rr);
+                    return Err(ShapeError::TotalElems {
+                        context: self.origin_arc(why.origin),
+                        row: Box::new(fact),
+                        total: u64::MAX,
+                        known_product: u64::MAX,
+                        reason: TotalElemsReason::Overflow,
+                    });
+                };
+                return self.unify_dim(&Dim::Var(c), &Dim::Known(value), why);
+            }
+            _ => {}
         }
         let open = match tail {
             RowTail::Open(r) => Some(r),
@@ -488,43 +507,6 @@ impl Solver {
         };
         self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
         Ok(())
-    }
-
-    /// A row holds no element: met once one of its sizes is known to be
-    /// 0, an error once all are known and none is. Inference never
-    /// decides that an unknown size is 0 (only specs, size statements and
-    /// data say so), so until then it waits.
-    fn row_count_zero(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
-        let rr = self.env.resolve_row(&row)?;
-        let mut unknown = Vec::new();
-        let mut product: u64 = 1;
-        for d in rr.dims.iter() {
-            match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } if value.is_empty() => return Ok(()),
-                ResolvedDim::Known { value, .. } => product = product.saturating_mul(value.size()),
-                ResolvedDim::Var(v) => unknown.push(v),
-            }
-        }
-        match rr.tail {
-            RowTail::Closed if unknown.is_empty() => {
-                let fact = self.row_fact(&rr);
-                Err(ShapeError::TotalElems {
-                    context: self.origin_arc(why.origin),
-                    row: Box::new(fact),
-                    total: 0,
-                    known_product: product,
-                    reason: TotalElemsReason::NotEqual,
-                })
-            }
-            tail => {
-                let open = match tail {
-                    RowTail::Open(r) => Some(r),
-                    RowTail::Closed => None,
-                };
-                self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
-                Ok(())
-            }
-        }
     }
 
     /// A convolution's sizes (see [`Constraint::DimAffine`]): the unknown
