@@ -4,6 +4,8 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
+use crate::size::{Size, SymSize};
+
 /// A dimension variable: an axis whose size the solver has yet to find.
 ///
 /// Ids are dense and allocated by the solver, so an environment can index
@@ -54,7 +56,7 @@ impl fmt::Display for Label {
 /// does not.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KnownDim {
-    size: u64,
+    size: Size,
     label: Option<Label>,
 }
 
@@ -66,6 +68,22 @@ impl KnownDim {
 
     /// An unlabeled dimension of size `size` (0 included).
     pub fn sized(size: u64) -> Self {
+        KnownDim {
+            size: Size::Static(size),
+            label: None,
+        }
+    }
+
+    /// An unlabeled dimension whose size is known only at run time.
+    pub fn symbolic(size: SymSize) -> Self {
+        KnownDim {
+            size: Size::Symbolic(size),
+            label: None,
+        }
+    }
+
+    /// A dimension of the given size, unlabeled.
+    pub fn of_size(size: Size) -> Self {
         KnownDim { size, label: None }
     }
 
@@ -87,19 +105,53 @@ impl KnownDim {
         self
     }
 
-    /// The size (0 for an empty axis).
+    /// The size of a static dimension (0 for an empty axis).
+    ///
+    /// A symbolic dimension has no size until its run-time sizes are
+    /// bound, and gives `u64::MAX`, a size no tensor can have: symbolic
+    /// dims never reach the shapes that lowering and backends read
+    /// (`SolvedGraph::bind` substitutes them first). Code that may meet
+    /// one reads [`KnownDim::static_size`] or [`KnownDim::extent`].
     pub fn size(&self) -> u64 {
-        self.size
+        self.static_size().unwrap_or(u64::MAX)
     }
 
-    /// The size as a non-zero integer; `None` for an empty axis.
+    /// The size, static or symbolic.
+    pub fn extent(&self) -> &Size {
+        &self.size
+    }
+
+    /// The static size; `None` for a size known only at run time.
+    pub fn static_size(&self) -> Option<u64> {
+        match &self.size {
+            Size::Static(n) => Some(*n),
+            Size::Symbolic(_) => None,
+        }
+    }
+
+    /// The symbolic size; `None` for a static one.
+    pub fn symbolic_size(&self) -> Option<&SymSize> {
+        match &self.size {
+            Size::Static(_) => None,
+            Size::Symbolic(s) => Some(s),
+        }
+    }
+
+    /// Whether the two sizes are the same: equal static sizes, or the same
+    /// symbolic expression (the solver's e-graph decides the rest).
+    pub fn same_size(&self, other: &KnownDim) -> bool {
+        self.size == other.size
+    }
+
+    /// The size as a non-zero integer; `None` for an empty axis (or a
+    /// symbolic one).
     pub fn non_zero_size(&self) -> Option<NonZeroU64> {
-        NonZeroU64::new(self.size)
+        NonZeroU64::new(self.static_size()?)
     }
 
-    /// Whether the axis is empty (size 0).
+    /// Whether the axis is empty (static size 0).
     pub fn is_empty(&self) -> bool {
-        self.size == 0
+        self.size == Size::Static(0)
     }
 
     /// The label, if any.
@@ -109,7 +161,7 @@ impl KnownDim {
 
     /// Whether this is a size-1 dimension (which broadcasts).
     pub fn is_one(&self) -> bool {
-        self.size == 1
+        self.size == Size::Static(1)
     }
 
     /// Whether the two dimensions' labels can stand for the same axis:

@@ -23,6 +23,7 @@ pub mod dynamic;
 pub mod kernel;
 pub mod row;
 pub mod shape;
+pub mod size;
 pub mod spec;
 
 pub use backend::Backend;
@@ -30,4 +31,5 @@ pub use dim::{Dim, DimVar, KnownDim, Label};
 pub use kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchTensor, Layout, Races};
 pub use row::{Row, RowConstraint, RowKind, RowTail, RowVar};
 pub use shape::{Shape, SolvedShape};
+pub use size::{Size, SymSize};
 pub use spec::{EinsumSpec, ShapeSpec, SpecError};

@@ -42,7 +42,8 @@ use crate::constraint::Constraint;
 use crate::env::{
     resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowEntry,
 };
-use crate::error::{ShapeError, SumReason};
+use crate::error::{DimFact, ShapeError, SumReason};
+use crate::guard::{RawGuard, Requirement, SizeGuard};
 use crate::origin::{Origin, Why};
 use crate::solver::Solver;
 use crate::store::LinkCache;
@@ -304,6 +305,7 @@ impl Solver {
             row_links: LinkCache::default(),
             defaulted_rows: std::mem::take(&mut s.defaulted_rows),
             default_origin: fin.origin,
+            guards: s.guards,
         })
     }
 
@@ -1122,6 +1124,8 @@ pub struct Solution {
     defaulted_rows: VarQueue,
     /// The origin of finalization's defaults.
     default_origin: crate::OriginId,
+    /// What run-time sizes must satisfy (see [`Solution::guards`]).
+    guards: Vector<(RawGuard, Why)>,
 }
 
 /// What finalization's defaults decided in a row (see
@@ -1189,6 +1193,44 @@ impl Solution {
             dims: &self.dim_links,
             rows: &self.row_links,
         }
+    }
+
+    /// The run-time guards inference left: checks on symbolic sizes that
+    /// binding them must pass (none without symbolic sizes). Two guards
+    /// that say the same are given once.
+    pub fn guards(&self) -> Vec<SizeGuard> {
+        let fact = |value: &KnownDim, why: Why| DimFact {
+            value: value.clone(),
+            origin: self.origin(why),
+            axis_from_end: why.axis_from_end(),
+        };
+        let mut out: Vec<SizeGuard> = Vec::with_capacity(self.guards.len());
+        let mut seen = std::collections::HashSet::new();
+        for (raw, why) in &self.guards {
+            let requirement = match raw {
+                RawGuard::Equal(a, wa, b, wb) => Requirement::Equal {
+                    left: fact(a, *wa),
+                    right: fact(b, *wb),
+                },
+                RawGuard::Broadcasts(a, wa, b, wb) => Requirement::Broadcasts {
+                    to: fact(a, *wa),
+                    from: fact(b, *wb),
+                },
+                RawGuard::AtLeast(a, wa, min) => Requirement::AtLeast {
+                    dim: fact(a, *wa),
+                    min: *min,
+                },
+            };
+            let guard = SizeGuard {
+                context: self.origin(*why),
+                axis: why.axis_from_end(),
+                requirement,
+            };
+            if seen.insert((guard.requires(), why.origin.0, guard.axis)) {
+                out.push(guard);
+            }
+        }
+        out
     }
 
     /// The solved size of a dim.

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
-use shape_core::{Dim, DimVar, Row, RowKind, Shape, SolvedShape};
+use shape_core::{Dim, DimVar, KnownDim, Row, RowKind, Shape, SolvedShape};
 
 use crate::constraint::Constraint;
 use crate::error::ShapeError;
@@ -54,10 +54,10 @@ pub enum TensorKind {
 }
 
 #[derive(Clone, Debug)]
-struct Tensor {
-    name: Arc<str>,
-    kind: TensorKind,
-    shape: Shape,
+pub(crate) struct Tensor {
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: TensorKind,
+    pub(crate) shape: Shape,
     /// The spec it was declared with, for size statements that capture a
     /// name of it.
     spec: Option<Arc<ShapeSpec>>,
@@ -320,6 +320,41 @@ pub enum GraphError {
         /// Whether a row variable was looked for (`..name..`).
         row_var: bool,
     },
+    /// A run-time size with no value where one is needed: reading a
+    /// shape, lowering or running before its sizes are bound.
+    #[error(
+        "the run-time size `{name}` has no value{}: bind it (`SolvedGraph::bind`, `shapec run --size {name}=N`) or give data for an input whose shape has it",
+        tensor.as_ref().map_or(String::new(), |t| format!(" (in the shape of {t})"))
+    )]
+    UnboundSize {
+        /// The size.
+        name: Arc<str>,
+        /// The tensor whose shape needed it, if one did.
+        tensor: Option<TensorRef>,
+    },
+    /// Binding a value to a size that is not a run-time size.
+    #[error("`{name}` is not a run-time size (declare it with `size {name}` alone); only run-time sizes are bound")]
+    NotRunTime {
+        /// The size.
+        name: Arc<str>,
+    },
+    /// Two inputs' data give a run-time size two values.
+    #[error("the run-time size `{name}` is {first} in the data of {first_at} but {second} in the data of {second_at}")]
+    SizeConflict {
+        /// The size.
+        name: Arc<str>,
+        /// The first value found.
+        first: u64,
+        /// Where: tensor and axis (memory order).
+        first_at: String,
+        /// The other value.
+        second: u64,
+        /// Where.
+        second_at: String,
+    },
+    /// Bound sizes that break a guard inference left.
+    #[error(transparent)]
+    Guard(#[from] crate::guard::GuardFailure),
     /// A batch slice asked for an index its batch axis does not have.
     #[error("{op} takes batch index {index}, but the batch axis it slices has size {size}")]
     SliceOutOfRange {
@@ -364,7 +399,11 @@ impl GraphError {
             | GraphError::UnknownSize(_)
             | GraphError::SizeBound { .. }
             | GraphError::NoSuchName { .. }
+            | GraphError::UnboundSize { .. }
+            | GraphError::NotRunTime { .. }
+            | GraphError::SizeConflict { .. }
             | GraphError::Constant { .. } => None,
+            GraphError::Guard(g) => g.guard.context.op(),
         }
     }
 }
@@ -470,7 +509,12 @@ pub struct Graph {
     size_statements: usize,
     /// Bounds stated on sizes (`size d % 8 == 0`), checked on the solved
     /// sizes by [`Graph::solve`].
-    size_bounds: Vector<(SizeId, SizeBound, usize)>,
+    pub(crate) size_bounds: Vector<(SizeId, SizeBound, usize)>,
+    /// The sizes known only at run time (`size b` alone), bound by
+    /// [`SolvedGraph::bind`].
+    pub(crate) run_time_sizes: Vector<SizeId>,
+    /// How many times this graph (or a clone of it) was solved.
+    pub(crate) solves: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A bound on a named size: `size d >= 1`, `size d <= 4096`,
@@ -545,6 +589,8 @@ impl Graph {
             size_ids: HashMap::new(),
             size_statements: 0,
             size_bounds: Vector::new(),
+            run_time_sizes: Vector::new(),
+            solves: Arc::default(),
         }
     }
 
@@ -553,7 +599,7 @@ impl Graph {
         &self.registry
     }
 
-    fn tensor(&self, t: TensorId) -> Result<&Tensor, GraphError> {
+    pub(crate) fn tensor(&self, t: TensorId) -> Result<&Tensor, GraphError> {
         self.tensors.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
     }
 
@@ -1081,7 +1127,10 @@ impl Graph {
         self.check_given(&solution)?;
         for &(s, bound, statement) in &self.size_bounds {
             let (name, v) = self.size_var(s)?;
-            let value = solution.dim(&Dim::Var(v))?.size();
+            // A run-time size's bounds are checked when it is bound.
+            let Some(value) = solution.dim(&Dim::Var(v))?.static_size() else {
+                continue;
+            };
             if !bound.holds(value) {
                 return Err(GraphError::SizeBound {
                     name,
@@ -1091,12 +1140,14 @@ impl Graph {
                 });
             }
         }
+        self.solves.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(SolvedGraph {
             graph: self.clone(),
             shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
                 .map(|_| OnceLock::new())
                 .collect(),
-            solution,
+            solution: Arc::new(solution),
+            bound: None,
         })
     }
 }
@@ -1157,7 +1208,7 @@ impl Graph {
             .map(|(i, (n, _))| (SizeId(i), &**n))
     }
 
-    fn size_var(&self, s: SizeId) -> Result<(Arc<str>, DimVar), GraphError> {
+    pub(crate) fn size_var(&self, s: SizeId) -> Result<(Arc<str>, DimVar), GraphError> {
         self.sizes
             .get(s.0)
             .cloned()
@@ -1165,7 +1216,7 @@ impl Graph {
     }
 
     /// The origin of one size statement about `s`.
-    fn size_origin(&mut self, name: Arc<str>, what: String) -> crate::Why {
+    pub(crate) fn size_origin(&mut self, name: Arc<str>, what: String) -> crate::Why {
         let origin = Origin::Size {
             name,
             statement: self.size_statements,
@@ -1225,7 +1276,7 @@ impl Graph {
     }
 
     /// Two sizes are equal, for a size statement; undone on failure.
-    fn equal_sizes(&mut self, a: Dim, b: Dim, why: crate::Why) -> Result<(), GraphError> {
+    pub(crate) fn equal_sizes(&mut self, a: Dim, b: Dim, why: crate::Why) -> Result<(), GraphError> {
         self.solver
             .transaction(|solver| solver.add(Constraint::DimEq { a, b, why }))?;
         Ok(())
@@ -1465,16 +1516,18 @@ fn numbered_name(prefix: u8, n: usize) -> Arc<str> {
 /// that is never looked at.
 #[derive(Clone, Debug)]
 pub struct SolvedGraph {
-    graph: Graph,
+    pub(crate) graph: Graph,
     /// The shapes read out so far, in blocks of [`SHAPE_BLOCK`] tensors
     /// allocated on first use: solving a large graph to read a few shapes
     /// does not allocate (and fault in) a cell for every tensor.
-    shapes: Vec<OnceLock<ShapeBlock>>,
-    solution: Solution,
+    pub(crate) shapes: Vec<OnceLock<ShapeBlock>>,
+    pub(crate) solution: Arc<Solution>,
+    /// The values of the run-time sizes, once bound.
+    pub(crate) bound: Option<Arc<crate::binding::BoundSizes>>,
 }
 
-const SHAPE_BLOCK: usize = 64;
-type ShapeBlock = Box<[OnceLock<SolvedShape>; SHAPE_BLOCK]>;
+pub(crate) const SHAPE_BLOCK: usize = 64;
+pub(crate) type ShapeBlock = Box<[OnceLock<SolvedShape>; SHAPE_BLOCK]>;
 
 impl SolvedGraph {
     /// The tensor's solved shape.
@@ -1489,12 +1542,7 @@ impl SolvedGraph {
         if let Some(s) = cell.get() {
             return Ok(s);
         }
-        let rows = &self.graph.tensor(t)?.shape;
-        let shape = SolvedShape {
-            batch: self.solution.row(&rows.batch)?,
-            input: self.solution.row(&rows.input)?,
-            output: self.solution.row(&rows.output)?,
-        };
+        let shape = self.bind_shape(t, self.symbolic_shape(t)?)?;
         Ok(cell.get_or_init(|| shape))
     }
 
@@ -1530,10 +1578,22 @@ impl SolvedGraph {
         Ok(self.solution.provenance(dim)?)
     }
 
-    /// The solved value of a size the graph names.
+    /// The solved value of a size the graph names (a run-time size's
+    /// bound value; [`GraphError::UnboundSize`] before it is bound).
     pub fn size(&self, s: SizeId) -> Result<u64, GraphError> {
+        let (name, v) = self.graph.size_var(s)?;
+        let dim = self.solution.dim(&Dim::Var(v))?;
+        match dim.extent() {
+            shape_core::Size::Static(n) => Ok(*n),
+            shape_core::Size::Symbolic(sym) => self.eval_size(sym).map_err(|_| GraphError::UnboundSize { name, tensor: None }),
+        }
+    }
+
+    /// The solved size a graph's size has: a number, or the run-time size
+    /// itself (before and after binding).
+    pub fn size_dim(&self, s: SizeId) -> Result<KnownDim, GraphError> {
         let (_, v) = self.graph.size_var(s)?;
-        Ok(self.solution.dim(&Dim::Var(v))?.size())
+        Ok(self.solution.dim(&Dim::Var(v))?)
     }
 
     /// Every tensor with its name and solved shape, in creation order.

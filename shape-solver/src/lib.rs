@@ -22,6 +22,7 @@
 #![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 #![warn(missing_docs)]
 
+mod binding;
 pub mod call;
 mod constraint;
 mod env;
@@ -29,6 +30,7 @@ mod error;
 mod finalize;
 mod flank;
 mod graph;
+pub mod guard;
 mod lowering;
 mod operation;
 pub mod ops;

@@ -573,6 +573,11 @@ impl SolvedGraph {
     /// instead of copying). Buffers are freed after their last use and
     /// reused by later results of the same size.
     ///
+    /// A graph with run-time sizes still to bind is bound from the data
+    /// first ([`SolvedGraph::bind_inputs`]): its guards are checked before
+    /// anything runs. To run one solved graph at many sizes, call `run` on
+    /// it each time, or [`SolvedGraph::bind`] it once per size.
+    ///
     /// ```
     /// use backend_cpu::CpuBackend;
     /// use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
@@ -597,6 +602,11 @@ impl SolvedGraph {
         outputs: &[TensorId],
         options: &RunOptions,
     ) -> Result<RunOutputs, RunError<B::Error>> {
+        if self.needs_binding() {
+            // Run-time sizes take their values from the data.
+            let bound = self.bind_inputs(&inputs, &[])?;
+            return bound.run(backend, inputs, outputs, options);
+        }
         let plan = self.plan(outputs, options)?;
         self.run_plan(backend, &plan, inputs)
     }

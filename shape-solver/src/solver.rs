@@ -19,6 +19,12 @@
 //!   and retried when one of them is solved.
 //! * `TotalElems`: solved when at most one unknown size remains and the row
 //!   is closed; known sizes must divide the total.
+//! * Symbolic sizes (run-time sizes, `KnownDim::symbolic`) are never bound
+//!   or closed: where one meets a static size or another symbol and the
+//!   e-graph cannot prove the equality or broadcast needed, a run-time
+//!   guard is recorded (`crate::guard`) and solving goes on as if it held;
+//!   `v >= b` for a symbol `b` waits on `v` (its value then meets `b`), and
+//!   finalization closes `v` to `b` rather than to 1.
 //! * `DropFirst`: `whole` without its first axis is `rest`. A closed
 //!   `whole` decides `rest`; a closed `rest` decides an open `whole`
 //!   (`[fresh, rest..]`); while both are open it waits (finalization can
@@ -31,6 +37,7 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
 
 use crate::constraint::Constraint;
+use crate::guard::RawGuard;
 use crate::env::{
     resolve_dim, resolve_row, DimEntry, Env, EnvSnapshot, ResolvedDim, ResolvedRow, RowEntry,
     StoredIneq, StoredRow,
@@ -100,6 +107,9 @@ pub struct Solver {
     /// Whether any `DimAtLeast` ever waited on an unknown size: until one
     /// does, finalization's defaults need not look for them.
     has_minimums: bool,
+    /// What inference left for binding to check (symbolic sizes), with the
+    /// constraint that needed each.
+    pub(crate) guards: Vector<(RawGuard, Why)>,
 }
 
 /// How many steps a [`Solver`] may take: `base + per_given × n`, where `n`
@@ -302,6 +312,7 @@ impl Solver {
             api_row_vars: self.api_row_vars,
             given: self.given,
             steps: self.steps,
+            guards: self.guards.len(),
             // Work an enclosing call queued waits until this one is done.
             outer_queue: (!self.queue.is_empty()).then(|| std::mem::take(&mut self.queue)),
         }
@@ -316,6 +327,7 @@ impl Solver {
             self.api_row_vars = c.api_row_vars;
             self.given = c.given;
             self.steps = c.steps;
+            self.guards.truncate(c.guards);
             self.queue.clear();
         }
         if let Some(q) = c.outer_queue {
@@ -424,6 +436,14 @@ impl Solver {
     /// see `Solver::least_size`).
     fn dim_at_least(&mut self, dim: Dim, min: NonZeroU64, why: Why) -> Result<(), ShapeError> {
         match self.env.resolve_dim(&dim, why)? {
+            ResolvedDim::Known { value, source, .. } if value.symbolic_size().is_some() => {
+                // A symbol is at least 1.
+                if min.get() > 1 {
+                    self.guards
+                        .push_back((RawGuard::AtLeast(value, source, min.get()), why));
+                }
+                Ok(())
+            }
             ResolvedDim::Known { value, source, .. } if value.size() < min.get() => {
                 Err(ShapeError::AxisTooShort {
                     context: self.origin_arc(why.origin),
@@ -633,6 +653,10 @@ impl Solver {
             return None;
         }
         let mut best: Option<(NonZeroU64, Why)> = None;
+        // A run-time size below wins over a number (which it then must
+        // reach: a guard); of several, the first by name, whatever the
+        // order of the facts (the others meet it in guards).
+        let mut symbol: Option<(KnownDim, String, Why)> = None;
         let mut seen = std::collections::BTreeSet::from([v]);
         let mut todo = vec![v];
         while let Some(u) = todo.pop() {
@@ -640,10 +664,23 @@ impl Solver {
                 continue;
             };
             for c in b.watchers.iter() {
-                if let Constraint::DimAtLeast { min, why, .. } = c {
-                    if best.is_none_or(|(m, _)| *min > m) {
-                        best = Some((*min, *why));
+                match c {
+                    Constraint::DimAtLeast { min, why, .. } => {
+                        if best.is_none_or(|(m, _)| *min > m) {
+                            best = Some((*min, *why));
+                        }
                     }
+                    Constraint::DimIneq {
+                        subr: Dim::Known(k),
+                        why,
+                        ..
+                    } if k.symbolic_size().is_some() => {
+                        let text = k.to_string();
+                        if symbol.as_ref().is_none_or(|(_, t, _)| text < *t) {
+                            symbol = Some((k.clone(), text, *why));
+                        }
+                    }
+                    _ => {}
                 }
             }
             for &(s, _) in &b.subr {
@@ -651,6 +688,9 @@ impl Solver {
                     todo.push(s);
                 }
             }
+        }
+        if let Some((k, _, why)) = symbol {
+            return Some((k, why));
         }
         best.map(|(m, why)| (KnownDim::new(m), why))
     }
@@ -733,7 +773,15 @@ impl Solver {
         else {
             return Ok(());
         };
-        if x.size() != y.size() {
+        if !x.same_size(&y) && (x.symbolic_size().is_some() || y.symbolic_size().is_some()) {
+            if !symbolic_equal(&x, &y) {
+                let guard = match relation {
+                    Relation::Equal => RawGuard::Equal(x.clone(), sx, y.clone(), sy),
+                    Relation::Broadcasts => RawGuard::Broadcasts(x.clone(), sx, y.clone(), sy),
+                };
+                self.guards.push_back((guard, why));
+            }
+        } else if !x.same_size(&y) {
             return Err(ShapeError::DimMismatch {
                 context: self.origin_arc(why.origin),
                 axis: why.axis_from_end(),
@@ -820,6 +868,21 @@ impl Solver {
             (rc @ ResolvedDim::Known { .. }, rs @ ResolvedDim::Known { .. }) => {
                 self.agree(rc, rs, why, Relation::Broadcasts)
             }
+            (ResolvedDim::Var(v), ResolvedDim::Known { value, .. })
+                if value.symbolic_size().is_some() =>
+            {
+                // v >= b for a run-time b: v is b, or anything when b is 1.
+                // Waits on v, whose value then meets b (a guard if it is
+                // not b); finalization closes v to b (`least_size`).
+                self.has_minimums = true;
+                let c = Constraint::DimIneq {
+                    cur: Dim::Var(v),
+                    subr: Dim::Known(value),
+                    why,
+                };
+                self.defer(c, &[v], None);
+                Ok(())
+            }
             (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. }) => {
                 // v >= m with m > 1 leaves only v = m.
                 if !value.is_one() {
@@ -862,7 +925,7 @@ impl Solver {
                     });
                 }
             }
-            Some((l, _)) if l.size() == n.size() && l.labels_agree(&n) => {
+            Some((l, _)) if l.same_size(&n) && l.labels_agree(&n) => {
                 if l.label().is_none() && n.label().is_some() {
                     self.env.update_dim_bounds(w, |b| b.lub = Some((n, source)));
                 }
@@ -1548,6 +1611,7 @@ struct Checkpoint {
     api_row_vars: u32,
     given: u64,
     steps: u64,
+    guards: usize,
     /// The work an enclosing call had queued, set aside until this
     /// transaction ends.
     outer_queue: Option<WorkQueue>,
@@ -1603,4 +1667,18 @@ fn integer_root(n: u128, k: u32) -> Option<u128> {
     }
     let guess = (n as f64).powf(1.0 / k as f64).round() as u128;
     (guess.saturating_sub(1)..=guess + 1).find(|r| r.checked_pow(k) == Some(n))
+}
+
+/// Whether two sizes, at least one of them symbolic, are equal for every
+/// value of their symbols, as far as the e-graph's rules can show.
+fn symbolic_equal(x: &KnownDim, y: &KnownDim) -> bool {
+    let expr = |d: &KnownDim| match d.extent() {
+        shape_core::Size::Symbolic(s) => s.expr().clone(),
+        shape_core::Size::Static(n) => {
+            let mut e = crate::symbolic::SymExpr::default();
+            e.add(crate::symbolic::Sym::Num(i64::try_from(*n).unwrap_or(i64::MAX)));
+            e
+        }
+    };
+    crate::symbolic::Simplifier::new().equivalent(&expr(x), &expr(y))
 }

@@ -17,35 +17,11 @@
 //! ```
 
 use egg::{
-    Analysis, CostFunction, DidMerge, EGraph, Extractor, Id, Language, Pattern, RecExpr, Rewrite,
+    Analysis, CostFunction, DidMerge, EGraph, Extractor, Id, Language, Pattern, Rewrite,
     Runner,
 };
 
-mod language {
-    // The macro writes the variants; their meaning is documented on `Sym`.
-    #![allow(missing_docs)]
-    use egg::{define_language, Id, Symbol};
-
-    define_language! {
-        /// The language of symbolic sizes and indices: integer constants
-        /// (`Num`), `+`, `*`, floor division `/`, its remainder `%`, and
-        /// symbols standing for positive integers (`Var`: sizes, loop
-        /// iterators).
-        pub enum Sym {
-            Num(i64),
-            "+" = Add([Id; 2]),
-            "*" = Mul([Id; 2]),
-            "/" = Div([Id; 2]),
-            "%" = Mod([Id; 2]),
-            Var(Symbol),
-        }
-    }
-}
-
-pub use language::Sym;
-
-/// A symbolic expression.
-pub type SymExpr = RecExpr<Sym>;
+pub use shape_core::size::{Sym, SymExpr};
 
 /// The symbol for a name.
 pub fn var(name: &str) -> Sym {
