@@ -51,11 +51,12 @@ impl Graph {
     /// ([`Graph::bound_size`]) are checked when it is bound.
     pub fn run_time_size(&mut self, name: &str) -> Result<SizeId, GraphError> {
         let s = self.size(name);
+        let (name, v) = self.size_var(s)?;
+        // Numbered like every size statement, repeated or not.
+        let why = self.size_origin(name.clone(), "(known at run time)".to_string());
         if self.run_time_sizes.contains(&s) {
             return Ok(s);
         }
-        let (name, v) = self.size_var(s)?;
-        let why = self.size_origin(name.clone(), "(known at run time)".to_string());
         let symbol = KnownDim::symbolic(SymSize::symbol(&name));
         self.equal_sizes(Dim::Var(v), Dim::Known(symbol), why)?;
         self.run_time_sizes.push_back(s);
@@ -230,37 +231,55 @@ impl SolvedGraph {
     /// [`SolvedGraph::bind`] with the values the inputs' data give: an
     /// input axis whose solved size is a run-time size binds it to the
     /// data's length there (the same size in two inputs must get the same
-    /// value), and `sizes` gives the rest (or overrides nothing: a value
-    /// in `sizes` that the data contradicts is a conflict too).
+    /// value), and `sizes` gives the rest (a value in `sizes` that the
+    /// data contradicts is a conflict too).
     pub fn bind_inputs(
         &self,
         inputs: &Inputs,
         sizes: &[(SizeId, u64)],
     ) -> Result<SolvedGraph, GraphError> {
+        let mut ids: Vec<TensorId> = inputs.tensors().collect();
+        ids.sort();
+        let dims: Vec<(TensorId, &[u64])> = ids
+            .into_iter()
+            .filter_map(|t| inputs.get(t).map(|d| (t, d.dims())))
+            .collect();
+        self.bind_dims(&dims, sizes)
+    }
+
+    /// [`SolvedGraph::bind_inputs`] from the dims of the data alone
+    /// (memory order: batch, output, input), for a front end that reads
+    /// them before the values.
+    pub fn bind_dims(
+        &self,
+        data: &[(TensorId, &[u64])],
+        sizes: &[(SizeId, u64)],
+    ) -> Result<SolvedGraph, GraphError> {
         let mut found: HashMap<Arc<str>, (u64, String)> = HashMap::new();
         for &(s, n) in sizes {
             let (name, _) = self.graph.size_var(s)?;
-            found.insert(name.clone(), (n, format!("`--size {name}={n}`")));
+            found.insert(name.clone(), (n, format!("the size given (`{name}={n}`)")));
         }
-        let mut ids: Vec<TensorId> = inputs.tensors().collect();
-        ids.sort();
-        for t in ids {
-            let (Some(data), Ok(shape)) = (inputs.get(t), self.symbolic_shape(t)) else {
+        for &(t, data_dims) in data {
+            let Ok(shape) = self.symbolic_shape(t) else {
                 continue;
             };
             let dims: Vec<&KnownDim> = RowKind::MEMORY_ORDER
                 .iter()
                 .flat_map(|&k| shape.row(k).iter())
                 .collect();
-            if dims.len() != data.dims().len() {
+            if dims.len() != data_dims.len() {
                 // Refused with the data's shape by the run itself.
                 continue;
             }
-            for (axis, (d, &n)) in dims.iter().zip(data.dims()).enumerate() {
+            for (axis, (d, &n)) in dims.iter().zip(data_dims).enumerate() {
                 let Some(name) = d.symbolic_size().and_then(SymSize::as_symbol) else {
                     continue;
                 };
-                let at = || format!("{} (axis {axis})", self.graph.tensor_ref(t).map(|r| r.to_string()).unwrap_or_default());
+                let at = || {
+                    let tensor = self.graph.tensor_ref(t).map(|r| r.to_string());
+                    format!("the data of {} (axis {axis})", tensor.unwrap_or_default())
+                };
                 match found.get(name) {
                     Some((m, first_at)) if *m != n => {
                         return Err(GraphError::SizeConflict {
@@ -282,6 +301,12 @@ impl SolvedGraph {
         for (s, name) in self.graph.run_time_sizes() {
             if let Some((n, _)) = found.get(name) {
                 all.push((s, *n));
+            }
+        }
+        // A size given that is not a run-time size is refused by `bind`.
+        for &(s, n) in sizes {
+            if !self.graph.run_time_sizes.contains(&s) {
+                all.push((s, n));
             }
         }
         self.bind(&all)

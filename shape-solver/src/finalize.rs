@@ -248,7 +248,10 @@ impl Solver {
                     let value = match &b.lub {
                         Some((k, w)) => (k.clone(), *w, *w),
                         None => match s.least_size(v) {
-                            Some((k, why)) => (k, why, fin),
+                            Some((k, why)) => {
+                                let source = least_source(&k, why, fin);
+                                (k, why, source)
+                            }
                             None => (KnownDim::one(), fin, fin),
                         },
                     };
@@ -780,9 +783,8 @@ impl Solver {
     /// that fixed index's reason.
     fn close_dim_least(&mut self, v: DimVar, fin: Why) {
         let (value, why) = self.least_size(v).unwrap_or_else(|| (KnownDim::one(), fin));
-        // The size is a policy (the fewest a fixed index allows), so its
-        // source is the default: a parameter closed this way is not given.
-        self.bind_dim(v, Dim::Known(value), why, fin);
+        let source = least_source(&value, why, fin);
+        self.bind_dim(v, Dim::Known(value), why, source);
     }
 
     /// Rule 4.
@@ -866,7 +868,8 @@ impl Solver {
             };
             for (v, (value, why)) in least {
                 if self.env.dim_bounds(v).is_some() {
-                    self.bind_dim(v, Dim::Known(value), why, fin);
+                    let source = least_source(&value, why, fin);
+                    self.bind_dim(v, Dim::Known(value), why, source);
                 }
             }
             self.run()?;
@@ -986,6 +989,18 @@ impl Solver {
             // else is still an error, never a panic.
             _ => ShapeError::Unsolved { what: "dim", id: 0 },
         }
+    }
+}
+
+/// Where a size closed by `least_size` comes from: a number is a policy
+/// (the fewest a fixed index allows), so its source is the default, and a
+/// parameter closed this way is not given; a run-time size passed on is
+/// given where it was declared.
+fn least_source(value: &KnownDim, why: Why, fin: Why) -> Why {
+    if value.symbolic_size().is_some() {
+        why
+    } else {
+        fin
     }
 }
 

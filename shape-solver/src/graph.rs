@@ -339,13 +339,14 @@ pub enum GraphError {
         name: Arc<str>,
     },
     /// Two inputs' data give a run-time size two values.
-    #[error("the run-time size `{name}` is {first} in the data of {first_at} but {second} in the data of {second_at}")]
+    #[error("the run-time size `{name}` is {first} by {first_at} but {second} by {second_at}")]
     SizeConflict {
         /// The size.
         name: Arc<str>,
         /// The first value found.
         first: u64,
-        /// Where: tensor and axis (memory order).
+        /// Where: `--size NAME=N`, or the data of a tensor at an axis
+        /// (memory order).
         first_at: String,
         /// The other value.
         second: u64,

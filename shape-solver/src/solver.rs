@@ -647,7 +647,9 @@ impl Solver {
 
     /// The size finalization's defaults give an unknown dim: 1, unless a
     /// fixed index needs more of it or of a dim below it (which it must
-    /// then equal, since only 1 broadcasts), with the reason for that.
+    /// then equal, since only 1 broadcasts), with the reason for that; or
+    /// a run-time size it or a dim below it must broadcast from, with
+    /// where that size came from.
     pub(crate) fn least_size(&self, v: DimVar) -> Option<(KnownDim, Why)> {
         if !self.has_minimums {
             return None;
@@ -670,14 +672,15 @@ impl Solver {
                             best = Some((*min, *why));
                         }
                     }
-                    Constraint::DimIneq {
-                        subr: Dim::Known(k),
-                        why,
-                        ..
-                    } if k.symbolic_size().is_some() => {
-                        let text = k.to_string();
-                        if symbol.as_ref().is_none_or(|(_, t, _)| text < *t) {
-                            symbol = Some((k.clone(), text, *why));
+                    Constraint::DimIneq { subr, why, .. } => {
+                        let resolved = resolve_dim(&mut self.env.read_only(), subr, *why);
+                        if let Ok(ResolvedDim::Known { value, source, .. }) = resolved {
+                            let text = value.to_string();
+                            if value.symbolic_size().is_some()
+                                && symbol.as_ref().is_none_or(|(_, t, _)| text < *t)
+                            {
+                                symbol = Some((value, text, source));
+                            }
                         }
                     }
                     _ => {}
@@ -875,9 +878,12 @@ impl Solver {
                 // Waits on v, whose value then meets b (a guard if it is
                 // not b); finalization closes v to b (`least_size`).
                 self.has_minimums = true;
+                // `subr` as given: resolved later, it still names where
+                // the run-time size came from.
+                let _ = value;
                 let c = Constraint::DimIneq {
                     cur: Dim::Var(v),
-                    subr: Dim::Known(value),
+                    subr: subr.clone(),
                     why,
                 };
                 self.defer(c, &[v], None);

@@ -178,6 +178,23 @@ pub struct RunArgs {
     /// Print JSON (docs/json.md) on standard output, errors included.
     #[arg(long)]
     pub json: bool,
+    /// The value of a run-time size (`size b` alone in the program),
+    /// repeatable; sizes the data of `--input` files give need none.
+    #[arg(long = "size", value_name = "NAME=N", value_parser = parse_size_value)]
+    pub sizes: Vec<(String, u64)>,
+}
+
+fn parse_size_value(s: &str) -> Result<(String, u64), String> {
+    match s.split_once('=') {
+        Some((name, n)) if !name.is_empty() => match n.parse::<u64>() {
+            Ok(n) => Ok((name.to_string(), n)),
+            Err(_) => Err(format!(
+                "expected NAME=N with N a whole number below 2^64, found `{}`",
+                escaped(s)
+            )),
+        },
+        _ => Err(format!("expected NAME=N, found `{}`", escaped(s))),
+    }
 }
 
 /// The exit status of `diff` when elements exceed `--tolerance`.
@@ -459,6 +476,7 @@ fn execute(
         }
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
+            let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
             compiled.warnings.iter().for_each(|w| warn(w, err));
             let outputs = &compiled.results;
             let out_dir = match dir {
@@ -516,6 +534,7 @@ fn execute(
         }
         Command::Diff { run, tolerance, .. } => {
             let Loaded { compiled, solved } = load(text)?;
+            let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
             compiled.warnings.iter().for_each(|w| warn(w, err));
             let plan = checks::plan(&compiled, &solved, &run.options())?;
             // The reference always runs on the CPU.
@@ -618,6 +637,11 @@ impl RunReport<'_> {
 
     fn text(&self, dir: Option<&Path>, written: bool, out: &mut dyn Write) -> Result<(), CliError> {
         let mut s = format!("backend: {}\n", self.backend);
+        let bound = self.solved.bound_sizes();
+        if !bound.is_empty() {
+            let sizes: Vec<String> = bound.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            s.push_str(&format!("sizes: {}\n", sizes.join(" ")));
+        }
         for (t, source) in self.sources {
             let from = match source {
                 Source::File(path) => path.display().to_string(),
@@ -670,7 +694,13 @@ impl RunReport<'_> {
                 "source": source,
             }));
         }
-        let head = json!({"backend": self.backend, "data": data});
+        let mut head = json!({"backend": self.backend, "data": data});
+        let bound = self.solved.bound_sizes();
+        if !bound.is_empty() {
+            let sizes: serde_json::Map<String, serde_json::Value> =
+                bound.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
+            head["sizes"] = serde_json::Value::Object(sizes);
+        }
         let head = head.to_string();
         // Everything but the closing brace; the results follow.
         let io = (|| -> std::io::Result<()> {

@@ -452,6 +452,13 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             define(c, name, t);
             Ok(())
         }
+        Statement::RunTimeSize { name, span } => {
+            c.map.sizes.push((name.text.clone(), span.clone()));
+            c.graph
+                .run_time_size(&name.text)
+                .map(|_| ())
+                .map_err(|e| graph_error(c, e, span, None))
+        }
         Statement::SizeBound { name, bound, span } => {
             let s = c.graph.size(&name.text);
             c.map.sizes.push((name.text.clone(), span.clone()));

@@ -43,13 +43,17 @@ fn located(compiled: &Compiled) -> impl Fn(shape_solver::GraphError) -> CliError
 pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, CliError> {
     let mut lines = Vec::new();
     for t in compiled.graph.tensor_ids() {
-        let shape = solved.shape(t).map_err(located(compiled))?;
+        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
         lines.push((describe_tensor(compiled, t), shape.to_string()));
     }
     // The program's named sizes, after the tensors (none in most programs).
     for (s, name) in compiled.graph.sizes() {
-        let value = solved.size(s).map_err(located(compiled))?;
-        lines.push((format!("size {name}"), value.to_string()));
+        let value = solved.size_dim(s).map_err(located(compiled))?;
+        lines.push((format!("size {name}"), value.extent().to_string()));
+    }
+    // What run-time sizes must satisfy, checked when they are bound.
+    for guard in solved.guards() {
+        lines.push(("guard".to_string(), guard.to_string()));
     }
     let width = lines
         .iter()
@@ -66,33 +70,57 @@ pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, 
     Ok(out)
 }
 
-/// The JSON form of a shape: `{"batch": [..], "input": [..], "output": [..]}`.
+/// The JSON form of a shape: `{"batch": [..], "input": [..], "output": [..]}`,
+/// each size a number, or a run-time size as its text (`"b"`, `"b*s"`).
 pub fn shape_json(shape: &SolvedShape) -> Value {
+    let row = |kind| -> Vec<Value> { shape.row(kind).iter().map(|d| size_json(d.extent())).collect() };
     json!({
-        "batch": shape.sizes(RowKind::Batch),
-        "input": shape.sizes(RowKind::Input),
-        "output": shape.sizes(RowKind::Output),
+        "batch": row(RowKind::Batch),
+        "input": row(RowKind::Input),
+        "output": row(RowKind::Output),
     })
+}
+
+/// A size in JSON: a number, or a run-time size's text.
+pub fn size_json(size: &shape_core::Size) -> Value {
+    match size {
+        shape_core::Size::Static(n) => json!(n),
+        shape_core::Size::Symbolic(s) => json!(s.to_string()),
+    }
+}
+
+/// The guards of a solved graph in JSON:
+/// `[{"requires": "b in {1, 4}", "in": "..."}]`.
+pub fn guards_json(solved: &SolvedGraph) -> Vec<Value> {
+    solved
+        .guards()
+        .iter()
+        .map(|g| json!({"requires": g.requires(), "in": g.context.to_string()}))
+        .collect()
 }
 
 /// `{"tensors": {NAME: {"batch": [..], "input": [..], "output": [..]}}}`.
 pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, CliError> {
     let mut tensors = Map::new();
     for t in compiled.graph.tensor_ids() {
-        let shape = solved.shape(t).map_err(located(compiled))?;
+        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
         let name = compiled.graph.name(t).map_err(located(compiled))?;
-        tensors.insert(name.to_string(), shape_json(shape));
+        tensors.insert(name.to_string(), shape_json(&shape));
     }
     let mut out = json!({ "tensors": tensors });
     // The program's named sizes, only when it has some (the form without
     // them is unchanged).
     let mut sizes = Map::new();
     for (s, name) in compiled.graph.sizes() {
-        let value = solved.size(s).map_err(located(compiled))?;
-        sizes.insert(name.to_string(), json!(value));
+        let value = solved.size_dim(s).map_err(located(compiled))?;
+        sizes.insert(name.to_string(), size_json(value.extent()));
     }
     if !sizes.is_empty() {
         out["sizes"] = Value::Object(sizes);
+    }
+    let guards = guards_json(solved);
+    if !guards.is_empty() {
+        out["guards"] = Value::Array(guards);
     }
     Ok(out)
 }
@@ -201,7 +229,7 @@ pub fn explain(
 ) -> Result<String, CliError> {
     let mut out = String::new();
     for t in explained(compiled, name)? {
-        let shape = solved.shape(t).map_err(located(compiled))?;
+        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
         let _ = writeln!(out, "{name}: {shape}");
         let mut any = false;
         for kind in RowKind::ALL {
@@ -252,7 +280,7 @@ pub fn explain_json(
     };
     let mut out = Vec::new();
     for t in explained(compiled, name)? {
-        let shape = solved.shape(t).map_err(located(compiled))?;
+        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
         let mut axes = Vec::new();
         for kind in RowKind::ALL {
             for axis in 0..shape.row(kind).len() {
@@ -266,7 +294,7 @@ pub fn explain_json(
                 axes.push(json!({
                     "row": kind.to_string(),
                     "axis": axis,
-                    "size": p.value.size(),
+                    "size": size_json(p.value.extent()),
                     "source": {
                         "what": p.source.to_string(),
                         "axis_from_end": p.source_axis,
@@ -278,7 +306,7 @@ pub fn explain_json(
         }
         out.push(json!({
             "name": name,
-            "shape": shape_json(shape),
+            "shape": shape_json(&shape),
             "axes": axes,
         }));
     }
@@ -396,7 +424,7 @@ pub fn dot(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, CliError
     }
     for t in g.tensor_ids() {
         let name = g.name(t).map_err(located(compiled))?;
-        let shape = solved.shape(t).map_err(located(compiled))?;
+        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
         let edge_label = dot_escape(&format!("{name}: {shape}"));
         let from = match g.kind(t).map_err(located(compiled))? {
             TensorKind::Result(op) => {

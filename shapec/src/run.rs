@@ -189,6 +189,50 @@ pub fn gather(
     Ok(Data { values, sources })
 }
 
+/// Binds the program's run-time sizes (`size b` alone): from `--size
+/// NAME=N`, and from the dims of the `.npy` files given with `--input`
+/// (read from their headers). A program without run-time sizes is
+/// returned as it is, and refuses `--size`.
+pub fn bind_sizes(
+    compiled: &Compiled,
+    solved: SolvedGraph,
+    files: &[(String, PathBuf)],
+    sizes: &[(String, u64)],
+) -> Result<SolvedGraph, CliError> {
+    if !solved.needs_binding() && sizes.is_empty() {
+        return Ok(solved);
+    }
+    let g = &compiled.graph;
+    let mut given = Vec::with_capacity(sizes.len());
+    for (name, n) in sizes {
+        let Some(s) = g.size_named(name) else {
+            return Err(CliError::Data(format!(
+                "--size {name}={n}: the program has no size `{name}` (a run-time size is declared with `size {name}` alone)"
+            )));
+        };
+        given.push((s, *n));
+    }
+    // Dims of the files given; a file that cannot be read is reported
+    // when its data is read.
+    let mut dims: Vec<(TensorId, Vec<u64>)> = Vec::new();
+    for (name, path) in files {
+        let Some(t) = compiled.tensor(name) else {
+            continue;
+        };
+        let Ok(file) = std::fs::File::open(path) else {
+            continue;
+        };
+        let mut reader = std::io::BufReader::new(std::io::Read::take(file, 1 << 20));
+        if let Ok(header) = npy::read_header(&mut reader) {
+            dims.push((t, header.shape.clone()));
+        }
+    }
+    let dims: Vec<(TensorId, &[u64])> = dims.iter().map(|(t, d)| (*t, d.as_slice())).collect();
+    solved
+        .bind_dims(&dims, &given)
+        .map_err(|e| CliError::Program(compiled.map.locate(e, None)))
+}
+
 /// A shape written as a Python tuple: `()`, `(3,)`, `(2, 3)`.
 pub fn tuple(dims: &[u64]) -> String {
     match dims {

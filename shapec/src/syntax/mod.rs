@@ -108,6 +108,15 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `size NAME` alone: a size known only at run time, kept as a symbol
+    /// by inference and bound by `shapec run` (from the data, or
+    /// `--size NAME=N`).
+    RunTimeSize {
+        /// The size's name.
+        name: Ident,
+        /// The whole statement.
+        span: Span,
+    },
     /// `size NAME >= n`, `<= n`, `== n` or `% m == r`: a bound on a
     /// named size.
     SizeBound {

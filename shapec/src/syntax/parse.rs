@@ -241,18 +241,13 @@ impl Parser<'_> {
     }
 
     /// After `size`: `NAME = 64`, `NAME = other`, `NAME == other`,
-    /// `NAME = j of y`, `NAME = ..r.. of x`. A bare `size NAME` and
-    /// constraints on sizes are reserved for run-time sizes.
+    /// `NAME = j of y`, `NAME = ..r.. of x`, a bound (`NAME >= 1`), or
+    /// `NAME` alone: a run-time size.
     fn size_statement(&mut self, start: usize) -> Result<Statement, SyntaxError> {
         let name = self.new_size_name()?;
         if self.at_end() {
-            return Err(SyntaxError {
-                expected: "`=` and what gives the size (`size d = 64`)".into(),
-                found: format!(
-                    "`size {}` alone, reserved for a size known only at run time, which is not \
-                     supported yet",
-                    name.text
-                ),
+            return Ok(Statement::RunTimeSize {
+                name,
                 span: start..self.end,
             });
         }
