@@ -57,6 +57,61 @@ pub fn run_on_gpu_or_cpu(
     }
 }
 
+/// A backend kept across runs: wgpu where an adapter exists, the CPU
+/// otherwise (so that a pipeline cache lives from one run to the next).
+pub enum GpuOrCpu {
+    /// The wgpu backend.
+    Gpu(Box<WgpuBackend>),
+    /// The CPU backend, with why no GPU could be used.
+    Cpu(CpuBackend, String),
+}
+
+impl GpuOrCpu {
+    /// The best wgpu adapter, or the CPU backend with the reason.
+    pub fn new() -> GpuOrCpu {
+        match WgpuBackend::new() {
+            Ok(gpu) => GpuOrCpu::Gpu(Box::new(gpu)),
+            Err(e) => GpuOrCpu::Cpu(CpuBackend::coalesced(), e.to_string()),
+        }
+    }
+
+    /// The backend's name.
+    pub fn name(&self) -> String {
+        match self {
+            GpuOrCpu::Gpu(g) => g.name(),
+            GpuOrCpu::Cpu(c, _) => c.name(),
+        }
+    }
+
+    /// Runs `outputs` of `solved` on this backend.
+    pub fn run(
+        &mut self,
+        solved: &SolvedGraph,
+        inputs: Inputs,
+        outputs: &[TensorId],
+    ) -> Result<RunOutputs, Box<dyn std::error::Error>> {
+        let options = RunOptions::default();
+        Ok(match self {
+            GpuOrCpu::Gpu(g) => solved.run(g.as_mut(), inputs, outputs, &options)?,
+            GpuOrCpu::Cpu(c, _) => solved.run(c, inputs, outputs, &options)?,
+        })
+    }
+
+    /// The pipelines compiled so far (wgpu only: the CPU compiles none).
+    pub fn pipelines_compiled(&self) -> Option<u64> {
+        match self {
+            GpuOrCpu::Gpu(g) => Some(g.cache_stats().misses),
+            GpuOrCpu::Cpu(..) => None,
+        }
+    }
+}
+
+impl Default for GpuOrCpu {
+    fn default() -> Self {
+        GpuOrCpu::new()
+    }
+}
+
 /// The values of output `t`.
 pub fn output(out: &RunOutputs, t: TensorId) -> Result<&[f32], GraphError> {
     out.get(t)

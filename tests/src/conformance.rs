@@ -15,7 +15,7 @@ use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
 use shape_solver::{
-    BufferRef, ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
+    BufferRef, ConstraintCx, Graph, GraphError, HostTensor, Lowered, LoweringCx, Operation, ProjectionBuilder,
     RowSite, Step, TensorId,
 };
 
@@ -797,6 +797,7 @@ macro_rules! backend_conformance {
                 long_reductions,
                 write_conflicts,
                 empty_axes,
+                run_time_sizes,
                 random_programs,
             );
         }
@@ -811,6 +812,70 @@ macro_rules! backend_conformance {
             }
         )*
     };
+}
+
+/// Run-time sizes: one graph whose batch size `b` is known only at run
+/// time, run at `b` = 1, 2 and 5 from the data alone, gives what the graph
+/// solved with `b` written as a number gives; data that breaks a guard
+/// (`b` against a batch of 4) is refused before anything runs, with the
+/// same error on every backend.
+pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let build = |n: Option<u64>| {
+        let mut g = Graph::new();
+        match n {
+            None => {
+                g.run_time_size("b").expect("a run-time size");
+            }
+            Some(n) => {
+                let s = g.size("b");
+                g.set_size(s, n).expect("a size");
+            }
+        }
+        let x = g.input("x", "b|3").expect("a spec");
+        let w = g.input("w", "3->2").expect("a spec");
+        let bias = g.input("bias", "2").expect("a spec");
+        let h = g.compose(w, x).expect("compose");
+        let y = g.add(h, bias).expect("add");
+        let total = g.einsum("u|t=>t", &[y]).expect("a sum over the batch");
+        (g, vec![h, y, total])
+    };
+    for n in [1u64, 2, 5] {
+        let data = |_: ()| {
+            [
+                ("x", ramp(3 * n as usize)),
+                ("w", ramp(6)),
+                ("bias", vec![0.5, -1.0]),
+            ]
+        };
+        let (g, results) = build(None);
+        let symbolic =
+            Program::with_sized_data(g, results.clone(), &[("b", n)], data(())).expect("data");
+        let (g, _) = build(Some(n));
+        let fixed = Program::with_named_data(g, results.clone(), data(())).expect("data");
+        let a = agree(backend, &symbolic, tolerance);
+        let b = agree(backend, &fixed, tolerance);
+        for t in &results {
+            assert_eq!(a[t], b[t], "{}: b = {n}", backend.name());
+        }
+    }
+
+    // `b` meets a batch of 4: it must be 1 or 4.
+    let mut g = Graph::new();
+    g.run_time_size("b").expect("a run-time size");
+    let x = g.input("x", "b|3").expect("a spec");
+    let y = g.input("y", "4|3").expect("a spec");
+    let z = g.add(x, y).expect("add");
+    let solved = g.solve().expect("solves");
+    assert_eq!(solved.guards().len(), 1);
+    let p = Program::with_sized_data(g, vec![z], &[("b", 4)], [("x", ramp(12)), ("y", ramp(12))])
+        .expect("data");
+    agree(backend, &p, tolerance);
+    let mut bad = p.clone();
+    bad.inputs.insert(x, HostTensor::new(vec![3, 3], ramp(9)).expect("data"));
+    let reference = CpuBackend::reference().run_solved(&solved, &bad).unwrap_err();
+    let here = backend.run_solved(&solved, &bad).unwrap_err();
+    assert_eq!(here, reference, "{}", backend.name());
+    assert!(here.contains("cannot broadcast to 4"), "{here}");
 }
 
 /// Vectorized calls of WGSL functions (slangpy's call shapes), each

@@ -53,7 +53,42 @@ impl Program {
         results: Vec<TensorId>,
         data: impl IntoIterator<Item = (N, Vec<f32>)>,
     ) -> Result<Program, String> {
-        let solved = graph.solve().map_err(|e| e.to_string())?;
+        Program::with_sized_data(graph, results, &[], data)
+    }
+
+    /// [`Program::with_named_data`] for a graph with run-time sizes: the
+    /// data's dims are those of the shapes at `sizes` (each run-time size
+    /// by name). The graph stays symbolic: every run binds the sizes from
+    /// the data again.
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// use shape_tests::programs::Program;
+    /// let mut g = Graph::new();
+    /// g.run_time_size("b")?;
+    /// let x = g.input("x", "b|2")?;
+    /// let y = g.unary("neg", x)?;
+    /// let p = Program::with_sized_data(g, vec![y], &[("b", 3)], [("x", vec![1.0; 6])])?;
+    /// assert_eq!(p.inputs.get(x).unwrap().dims(), &[3, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_sized_data<N: AsRef<str>>(
+        graph: Graph,
+        results: Vec<TensorId>,
+        sizes: &[(&str, u64)],
+        data: impl IntoIterator<Item = (N, Vec<f32>)>,
+    ) -> Result<Program, String> {
+        let mut solved = graph.solve().map_err(|e| e.to_string())?;
+        if solved.needs_binding() {
+            let mut bound = Vec::with_capacity(sizes.len());
+            for (name, n) in sizes {
+                let s = graph
+                    .size_named(name)
+                    .ok_or_else(|| format!("the graph has no size `{name}`"))?;
+                bound.push((s, *n));
+            }
+            solved = solved.bind(&bound).map_err(|e| e.to_string())?;
+        }
         let mut inputs = Inputs::new();
         for (name, values) in data {
             let name = name.as_ref();
