@@ -1,5 +1,5 @@
 //! Sizes known only at run time: named symbols (`b`) and expressions of
-//! them (`b*s`, `b + 3`), as the solver keeps them until sizes are bound.
+//! them (`b*s`, `b+3`), as the solver keeps them until sizes are bound.
 //!
 //! An expression is an [`egg`] `RecExpr` over [`Sym`], so the solver can
 //! decide equalities with an e-graph (`shape_solver::symbolic`). Every
@@ -11,7 +11,7 @@
 //! let bs = b.times(&SymSize::symbol("s"));
 //! assert_eq!(bs.to_string(), "b*s");
 //! assert_eq!(bs.eval(&|name: &str| Some(if name == "b" { 4 } else { 7 })), Ok(28));
-//! assert_eq!(b.plus_static(3).to_string(), "b + 3");
+//! assert_eq!(b.plus_static(3).to_string(), "b+3");
 //! ```
 
 use std::fmt;
@@ -196,14 +196,14 @@ fn write_node(f: &mut fmt::Formatter<'_>, nodes: &[Sym], id: Id, outer: u8) -> f
         Sym::Var(s) => f.write_str(s.as_str())?,
         Sym::Add([a, b]) => {
             write_node(f, nodes, *a, 1)?;
-            f.write_str(" + ")?;
+            f.write_str("+")?;
             write_node(f, nodes, *b, 2)?;
         }
         Sym::Mul([a, b]) | Sym::Div([a, b]) | Sym::Mod([a, b]) => {
             let op = match node {
                 Sym::Mul(_) => "*",
                 Sym::Div(_) => "/",
-                _ => " % ",
+                _ => "%",
             };
             write_node(f, nodes, *a, 2)?;
             f.write_str(op)?;

@@ -316,7 +316,7 @@ impl SumReason {
 fn sizes_text(parts: &[Option<KnownDim>]) -> String {
     let parts: Vec<String> = parts
         .iter()
-        .map(|p| p.as_ref().map_or("?".to_string(), |k| k.size().to_string()))
+        .map(|p| p.as_ref().map_or("?".to_string(), |k| k.extent().to_string()))
         .collect();
     parts.join(" + ")
 }
@@ -435,7 +435,7 @@ pub enum ShapeError {
         row: Box<RowFact>,
     },
     /// The parts of a concatenated axis do not add up to its size.
-    #[error("size mismatch in {context}: the concatenated axis is {} = {}: {}", total.as_ref().map_or("?".to_string(), |t| t.size().to_string()), sizes_text(parts), reason.explain())]
+    #[error("size mismatch in {context}: the concatenated axis is {} = {}: {}", total.as_ref().map_or("?".to_string(), |t| t.extent().to_string()), sizes_text(parts), reason.explain())]
     SumMismatch {
         /// The constraint.
         context: Arc<Origin>,
@@ -445,6 +445,18 @@ pub enum ShapeError {
         parts: Vec<Option<KnownDim>>,
         /// What does not fit.
         reason: SumReason,
+    },
+    /// A size that would have to be solved from a run-time size by
+    /// arithmetic the e-graph cannot invert (a difference, a quotient
+    /// that does not divide, a convolution's window).
+    #[error("in {context}: {what} would depend on a run-time size ({size}) in a way inference cannot express; write that size as a number, or give the unknown one")]
+    SymbolicUnsupported {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// What would have been solved.
+        what: &'static str,
+        /// The run-time size involved.
+        size: String,
     },
     /// Convolution sizes that do not fit (see [`crate::Constraint::DimAffine`]).
     #[error(
@@ -608,6 +620,7 @@ impl ShapeError {
             | ShapeError::AxisTooShort { .. }
             | ShapeError::InfiniteAxes { .. }
             | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
+            ShapeError::SymbolicUnsupported { .. } => ErrorClass::Underdetermined,
             ShapeError::Underdetermined { .. }
             | ShapeError::CountUnderdetermined { .. }
             | ShapeError::Unsolved { .. } => ErrorClass::Underdetermined,
@@ -643,6 +656,7 @@ impl ShapeError {
             | ShapeError::AxisTooShort { context, .. }
             | ShapeError::Affine { context, .. }
             | ShapeError::SumMismatch { context, .. }
+            | ShapeError::SymbolicUnsupported { context, .. }
             | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,
         }

@@ -34,7 +34,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use imbl::Vector;
-use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
+use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size};
 
 use crate::constraint::Constraint;
 use crate::guard::RawGuard;
@@ -468,6 +468,9 @@ impl Solver {
     /// every unknown.
     fn row_count(&mut self, row: Row, count: Dim, why: Why) -> Result<(), ShapeError> {
         let count_var = match self.env.resolve_dim(&count, why)? {
+            ResolvedDim::Known { value, source, .. } if value.symbolic_size().is_some() => {
+                return self.symbolic_count(row, count, (value, source), why);
+            }
             ResolvedDim::Known { value, .. } => match value.non_zero_size() {
                 Some(total) => {
                     self.requeue(Constraint::TotalElems { row, total, why });
@@ -482,11 +485,15 @@ impl Solver {
         let mut unknown: Vec<DimVar> = count_var.into_iter().collect();
         let mut product: Option<u64> = Some(1);
         let mut empty = false;
+        let mut symbols: Vec<Size> = Vec::new();
         for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
                 ResolvedDim::Known { value, .. } => {
                     empty |= value.is_empty();
-                    product = product.and_then(|p| p.checked_mul(value.size()));
+                    match value.extent() {
+                        Size::Static(n) => product = product.and_then(|p| p.checked_mul(*n)),
+                        Size::Symbolic(_) => symbols.push(value.extent().clone()),
+                    }
                 }
                 ResolvedDim::Var(v) => unknown.push(v),
             }
@@ -505,6 +512,28 @@ impl Solver {
                     known_product: product.unwrap_or(u64::MAX),
                     reason: TotalElemsReason::NotEqual,
                 });
+            }
+            Some(c) if closed && unknown.len() == 1 && !symbols.is_empty() => {
+                // A count over run-time sizes is their product (`b*s`).
+                let mut factors: Vec<&Size> = symbols.iter().collect();
+                let known = product.map(Size::Static);
+                factors.extend(known.as_ref());
+                let value = if known.is_some() {
+                    crate::symbolic::product(&factors)
+                } else {
+                    None
+                };
+                let Some(value) = value else {
+                    let fact = self.row_fact(&rr);
+                    return Err(ShapeError::TotalElems {
+                        context: self.origin_arc(why.origin),
+                        row: Box::new(fact),
+                        total: u64::MAX,
+                        known_product: u64::MAX,
+                        reason: TotalElemsReason::Overflow,
+                    });
+                };
+                return self.unify_dim(&Dim::Var(c), &Dim::Known(KnownDim::of_size(value)), why);
             }
             Some(c) if closed && unknown.len() == 1 => {
                 let Some(value) = product.map(KnownDim::sized) else {
@@ -529,6 +558,57 @@ impl Solver {
         Ok(())
     }
 
+    /// A row count whose count is a run-time size (or an expression of
+    /// them): checked against a row all known (a guard when the e-graph
+    /// cannot show it), or the one unknown size of a closed row is the
+    /// count divided by the others, where that divides exactly.
+    fn symbolic_count(
+        &mut self,
+        row: Row,
+        count: Dim,
+        (total, total_source): (KnownDim, Why),
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        let rr = self.env.resolve_row(&row)?;
+        let mut known: Vec<(KnownDim, Why)> = Vec::new();
+        let mut unknown: Vec<DimVar> = Vec::new();
+        for d in rr.dims.iter() {
+            match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, source, .. } => known.push((value, source)),
+                ResolvedDim::Var(v) => unknown.push(v),
+            }
+        }
+        let closed = rr.tail == RowTail::Closed;
+        let sizes: Vec<&Size> = known.iter().map(|(k, _)| k.extent()).collect();
+        let product = crate::symbolic::product(&sizes);
+        match (closed, unknown.as_slice(), product) {
+            (true, [], Some(p)) => {
+                let p = KnownDim::of_size(p);
+                if !symbolic_equal(&p, &total) {
+                    let guard = RawGuard::Equal(total, total_source, p, why);
+                    self.guards.push_back((guard, why));
+                }
+                Ok(())
+            }
+            (true, [v], Some(p)) => match crate::symbolic::exact_quotient(total.extent(), &p) {
+                Some(q) => self.unify_dim(&Dim::Var(*v), &Dim::Known(KnownDim::of_size(q)), why),
+                None => Err(ShapeError::SymbolicUnsupported {
+                    context: self.origin_arc(why.origin),
+                    what: "an unknown size of a row whose element count is given",
+                    size: total.to_string(),
+                }),
+            },
+            _ => {
+                let open = match rr.tail {
+                    RowTail::Open(r) => Some(r),
+                    RowTail::Closed => None,
+                };
+                self.defer(Constraint::RowCount { row, count, why }, &unknown, open);
+                Ok(())
+            }
+        }
+    }
+
     /// A convolution's sizes (see [`Constraint::DimAffine`]): the unknown
     /// one from the others, the known ones checked, or deferred.
     fn dim_affine(&mut self, c: Constraint) -> Result<(), ShapeError> {
@@ -548,6 +628,13 @@ impl Solver {
         let mut unknown = Vec::new();
         let mut value = |solver: &mut Self, dim: &Dim| -> Result<Option<u128>, ShapeError> {
             Ok(match solver.env.resolve_dim(dim, *why)? {
+                ResolvedDim::Known { value, .. } if value.symbolic_size().is_some() => {
+                    return Err(ShapeError::SymbolicUnsupported {
+                        context: solver.origin_arc(why.origin),
+                        what: "a convolution's sizes",
+                        size: value.to_string(),
+                    });
+                }
                 ResolvedDim::Known { value, .. } => Some(u128::from(value.size())),
                 ResolvedDim::Var(v) => {
                     unknown.push(v);
@@ -1280,13 +1367,19 @@ impl Solver {
         let rr = self.env.resolve_row(&row)?;
         let mut known: u128 = 1;
         let mut vars: Vec<DimVar> = Vec::new();
+        let mut symbols: Vec<Size> = Vec::new();
         for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } => {
-                    known = known.saturating_mul(value.size() as u128)
-                }
+                ResolvedDim::Known { value, .. } => match value.extent() {
+                    Size::Static(n) => known = known.saturating_mul(*n as u128),
+                    Size::Symbolic(_) => symbols.push(value.extent().clone()),
+                },
                 ResolvedDim::Var(v) => vars.push(v),
             }
+        }
+        if !symbols.is_empty() {
+            let tail = rr.tail;
+            return self.symbolic_total(row, tail, total, known, &symbols, &vars, why);
         }
         let t = total.get() as u128;
         let fail = |s: &Self, reason: TotalElemsReason| ShapeError::TotalElems {
@@ -1335,6 +1428,56 @@ impl Solver {
         Ok(())
     }
 
+    /// An element count over a row with run-time sizes: with every size
+    /// known, the product must equal the count (a guard unless the e-graph
+    /// shows it); with unknowns it waits, and is checked once they are
+    /// known (the count divided by a run-time size is not a size inference
+    /// can name).
+    #[allow(clippy::too_many_arguments)]
+    fn symbolic_total(
+        &mut self,
+        row: Row,
+        tail: RowTail,
+        total: std::num::NonZeroU64,
+        known: u128,
+        symbols: &[Size],
+        vars: &[DimVar],
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        let mut factors: Vec<&Size> = symbols.iter().collect();
+        let known = u64::try_from(known).ok().map(Size::Static);
+        factors.extend(known.as_ref());
+        let product = crate::symbolic::product(&factors);
+        match (tail, vars, product) {
+            (RowTail::Closed, [], Some(p)) => {
+                let p = KnownDim::of_size(p);
+                let t = KnownDim::new(total);
+                if !symbolic_equal(&p, &t) {
+                    self.guards.push_back((RawGuard::Equal(p, why, t, why), why));
+                }
+                Ok(())
+            }
+            (RowTail::Closed, [], None) => Err(ShapeError::SymbolicUnsupported {
+                context: self.origin_arc(why.origin),
+                what: "an element count over a run-time size that overflows",
+                size: symbols.iter().map(Size::to_string).collect::<Vec<_>>().join(", "),
+            }),
+            // Waits for the unknowns: the check is made once they are known.
+            (tail, _, _) => {
+                let mut distinct = vars.to_vec();
+                distinct.sort();
+                distinct.dedup();
+                let open = match tail {
+                    RowTail::Open(r) => Some(r),
+                    RowTail::Closed => None,
+                };
+                let c = Constraint::TotalElems { row, total, why };
+                self.defer(c, &distinct, open);
+                Ok(())
+            }
+        }
+    }
+
     /// `total` is the sum of `parts`: decided once all but one of the
     /// sizes are known (one unknown part repeated `k` times takes a `k`-th
     /// of what is left); waits on the unknowns otherwise.
@@ -1342,10 +1485,12 @@ impl Solver {
         let mut known: u128 = 0;
         let mut facts = Vec::with_capacity(parts.len());
         let mut unknown: Vec<DimVar> = Vec::new();
+        let mut symbolic = false;
         for d in &parts {
             match self.env.resolve_dim(d, why)? {
                 ResolvedDim::Known { value, .. } => {
-                    known += value.size() as u128;
+                    symbolic |= value.symbolic_size().is_some();
+                    known += u128::from(value.static_size().unwrap_or(0));
                     facts.push(Some(value));
                 }
                 ResolvedDim::Var(v) => {
@@ -1367,6 +1512,9 @@ impl Solver {
         let mut distinct = unknown.clone();
         distinct.sort();
         distinct.dedup();
+        if symbolic || whole.as_ref().is_ok_and(|t| t.symbolic_size().is_some()) {
+            return self.symbolic_sum(total, parts, whole, facts, distinct, why);
+        }
         if let (Err(t), true) = (&whole, parts.len() >= 2) {
             if distinct.contains(t) {
                 // The whole is one of its own parts, and the others are at
@@ -1421,6 +1569,60 @@ impl Solver {
                 waits.push(*t);
                 let c = Constraint::DimSum { total, parts, why };
                 self.defer(c, &waits, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// A sum with run-time sizes among its parts or as its whole: the
+    /// whole of known parts is their sum (`b+3`); a known whole is
+    /// checked against them (a guard when the e-graph cannot show it); an
+    /// unknown part would be a difference, which inference cannot name.
+    fn symbolic_sum(
+        &mut self,
+        total: Dim,
+        parts: Vec<Dim>,
+        whole: Result<KnownDim, DimVar>,
+        facts: Vec<Option<KnownDim>>,
+        unknown: Vec<DimVar>,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        if !unknown.is_empty() {
+            if whole.is_err() {
+                let mut waits = unknown;
+                waits.extend(whole.err());
+                let c = Constraint::DimSum { total, parts, why };
+                self.defer(c, &waits, None);
+                return Ok(());
+            }
+            return Err(ShapeError::SymbolicUnsupported {
+                context: self.origin_arc(why.origin),
+                what: "an unknown part of a concatenation",
+                size: whole.map(|w| w.to_string()).unwrap_or_default(),
+            });
+        }
+        let sizes: Vec<&Size> = facts.iter().flatten().map(KnownDim::extent).collect();
+        let Some(sum) = crate::symbolic::sum(&sizes) else {
+            return Err(ShapeError::SumMismatch {
+                context: self.origin_arc(why.origin),
+                total: whole.ok(),
+                parts: facts,
+                reason: SumReason::Overflow,
+            });
+        };
+        let sum = KnownDim::of_size(sum);
+        match whole {
+            Err(_) => {
+                self.requeue(Constraint::DimEq {
+                    a: total,
+                    b: Dim::Known(sum),
+                    why,
+                });
+            }
+            Ok(t) => {
+                if !symbolic_equal(&t, &sum) {
+                    self.guards.push_back((RawGuard::Equal(t, why, sum, why), why));
+                }
             }
         }
         Ok(())
@@ -1678,13 +1880,5 @@ fn integer_root(n: u128, k: u32) -> Option<u128> {
 /// Whether two sizes, at least one of them symbolic, are equal for every
 /// value of their symbols, as far as the e-graph's rules can show.
 fn symbolic_equal(x: &KnownDim, y: &KnownDim) -> bool {
-    let expr = |d: &KnownDim| match d.extent() {
-        shape_core::Size::Symbolic(s) => s.expr().clone(),
-        shape_core::Size::Static(n) => {
-            let mut e = crate::symbolic::SymExpr::default();
-            e.add(crate::symbolic::Sym::Num(i64::try_from(*n).unwrap_or(i64::MAX)));
-            e
-        }
-    };
-    crate::symbolic::Simplifier::new().equivalent(&expr(x), &expr(y))
+    crate::symbolic::sizes_equal(x.extent(), y.extent())
 }

@@ -22,6 +22,7 @@ use egg::{
 };
 
 pub use shape_core::size::{Sym, SymExpr};
+use shape_core::{Size, SymSize};
 
 /// The symbol for a name.
 pub fn var(name: &str) -> Sym {
@@ -213,4 +214,86 @@ pub fn eval(e: &SymExpr, value: &impl Fn(&str) -> i64) -> Option<i64> {
         vals.push(x);
     }
     vals.last().copied()
+}
+
+/// A size as an expression: a number, or the run-time size's own.
+pub(crate) fn size_expr(size: &Size) -> SymExpr {
+    match size {
+        Size::Symbolic(s) => s.expr().clone(),
+        Size::Static(n) => {
+            let mut e = SymExpr::default();
+            e.add(Sym::Num(i64::try_from(*n).unwrap_or(i64::MAX)));
+            e
+        }
+    }
+}
+
+/// The size an expression stands for: a number is a static size.
+fn expr_size(e: SymExpr) -> Option<Size> {
+    match e.as_ref() {
+        [Sym::Num(n)] => u64::try_from(*n).ok().map(Size::Static),
+        _ => Some(Size::Symbolic(SymSize::from_expr(e))),
+    }
+}
+
+/// `op` over `sizes` (at least one), simplified by the e-graph: `b*s` for
+/// a product of two run-time sizes, `b + 3` for a sum; `None` on
+/// overflow of the numbers.
+fn fold_sizes(sizes: &[&Size], op: fn([Id; 2]) -> Sym) -> Option<Size> {
+    let mut e = SymExpr::default();
+    let mut acc: Option<Id> = None;
+    for size in sizes {
+        let offset = e.as_ref().len();
+        let mut last = Id::from(0);
+        for node in size_expr(size).as_ref() {
+            let node = node
+                .clone()
+                .map_children(|c| Id::from(usize::from(c) + offset));
+            last = e.add(node);
+        }
+        acc = Some(match acc {
+            None => last,
+            Some(a) => e.add(op([a, last])),
+        });
+    }
+    acc?;
+    expr_size(Simplifier::new().simplify(&e))
+}
+
+/// The product of `sizes`, simplified (`b*s`).
+pub(crate) fn product(sizes: &[&Size]) -> Option<Size> {
+    if sizes.is_empty() {
+        return Some(Size::Static(1));
+    }
+    fold_sizes(sizes, Sym::Mul)
+}
+
+/// The sum of `sizes`, simplified (`b+3`).
+pub(crate) fn sum(sizes: &[&Size]) -> Option<Size> {
+    if sizes.is_empty() {
+        return Some(Size::Static(0));
+    }
+    fold_sizes(sizes, Sym::Add)
+}
+
+/// `total / by` when the e-graph shows that it divides exactly: its
+/// simplest form has no division or remainder left (`b*s / s` is `b`;
+/// `12 / b` is not a size inference can name).
+pub(crate) fn exact_quotient(total: &Size, by: &Size) -> Option<Size> {
+    let q = fold_sizes(&[total, by], Sym::Div)?;
+    match &q {
+        Size::Static(_) => Some(q),
+        Size::Symbolic(s) => s
+            .expr()
+            .as_ref()
+            .iter()
+            .all(|n| !matches!(n, Sym::Div(_) | Sym::Mod(_)))
+            .then_some(q),
+    }
+}
+
+/// Whether two sizes are equal for every value of their symbols, as far
+/// as the e-graph's rules can show.
+pub(crate) fn sizes_equal(a: &Size, b: &Size) -> bool {
+    a == b || Simplifier::new().equivalent(&size_expr(a), &size_expr(b))
 }

@@ -114,3 +114,74 @@ fn bounds_on_a_run_time_size_are_checked_when_bound() {
     assert_eq!(s.bind(&[(d, 8)]).unwrap_err().kind(), "size_bound");
     assert!(matches!(s.bind(&[(d, 0)]).unwrap_err(), GraphError::SizeBound { .. }));
 }
+
+#[test]
+fn a_concatenation_of_run_time_sizes_is_their_sum() {
+    let mut g = Graph::new();
+    let s = g.run_time_size("s").unwrap();
+    let a = g.input("a", "2|s").unwrap();
+    let b = g.input("b", "2|3").unwrap();
+    let c = g.concat(&[a, b]).unwrap();
+    let solved = g.solve().unwrap();
+    assert_eq!(solved.symbolic_shape(c).unwrap().to_string(), "2,|->s+3");
+    assert_eq!(solved.bind(&[(s, 4)]).unwrap().shape(c).unwrap().to_string(), "2|->7");
+}
+
+#[test]
+fn a_concatenation_into_a_run_time_size_is_checked_when_bound() {
+    let mut g = Graph::new();
+    let s = g.run_time_size("s").unwrap();
+    let a = g.input("a", "2|4").unwrap();
+    let b = g.input("b", "2|3").unwrap();
+    let c = g.concat(&[a, b]).unwrap();
+    g.require(c, "2|s").unwrap();
+    let solved = g.solve().unwrap();
+    assert_eq!(solved.guards().len(), 1);
+    assert!(solved.bind(&[(s, 7)]).is_ok());
+    assert_eq!(solved.bind(&[(s, 8)]).unwrap_err().kind(), "guard");
+}
+
+#[test]
+fn an_element_count_of_run_time_sizes_is_their_product() {
+    let mut g = Graph::new();
+    let b = g.run_time_size("b").unwrap();
+    let t = g.run_time_size("t").unwrap();
+    let x = g.input("x", "..r..|4").unwrap();
+    g.require(x, "b, t|4").unwrap();
+    let n = g.size("n");
+    g.capture_count(n, x, "r").unwrap();
+    let solved = g.solve().unwrap();
+    assert_eq!(solved.size_dim(n).unwrap().to_string(), "b*t");
+    assert_eq!(solved.bind(&[(b, 3), (t, 5)]).unwrap().size(n).unwrap(), 15);
+}
+
+#[test]
+fn e_graph_equalities_need_no_guard() {
+    // The count of `t, b` is `t*b`, which the e-graph shows equal to the
+    // declared `b*t`: no guard.
+    let mut g = Graph::new();
+    g.run_time_size("b").unwrap();
+    g.run_time_size("t").unwrap();
+    let x = g.input("x", "..r..|4").unwrap();
+    g.require(x, "t, b|4").unwrap();
+    let n = g.size("n");
+    g.capture_count(n, x, "r").unwrap();
+    let y = g.input("y", "..q..|4").unwrap();
+    g.require(y, "b, t|4").unwrap();
+    g.capture_count(n, y, "q").unwrap();
+    let solved = g.solve().unwrap();
+    assert!(solved.guards().is_empty(), "{:?}", solved.guards());
+}
+
+#[test]
+fn a_convolution_over_a_run_time_size_is_refused_clearly() {
+    let mut g = Graph::new();
+    g.run_time_size("w").unwrap();
+    let x = g.input("x", "w").unwrap();
+    let k = g.input("k", "3").unwrap();
+    let e = g
+        .einsum("o<+k;k=>o", &[x, k])
+        .and_then(|_| g.solve().map(|_| ()))
+        .unwrap_err();
+    assert_eq!(e.kind(), "symbolic_unsupported", "{e}");
+}
