@@ -26,8 +26,10 @@ use shapec::syntax::parse;
 
 /// Every tensor of `program` (the text language of `shapec`, see
 /// `docs/program-language.md`) with its inferred shape, one per line in
-/// creation order (intermediate results included, named `y.1`, `y.2`, ...);
-/// or, when the program does not parse, compile or solve, its error.
+/// creation order (intermediate results included, named `y.1`, `y.2`, ...),
+/// run-time sizes as symbols, then the named sizes and the guards on
+/// run-time sizes; or, when the program does not parse, compile or solve,
+/// its error.
 ///
 /// The program may be indented as a whole (a raw string inside a test):
 /// the common indentation is removed first, and line numbers in errors
@@ -48,7 +50,7 @@ pub fn infer(program: &str) -> String {
                 .tensor_ids()
                 .map(|t| {
                     let name = graph.name(t).unwrap_or("?").to_string();
-                    let shape = match solved.shape(t) {
+                    let shape = match solved.symbolic_shape(t) {
                         Ok(s) => s.to_string(),
                         Err(e) => format!("error: {e}"),
                     };
@@ -57,12 +59,19 @@ pub fn infer(program: &str) -> String {
                 .collect();
             // The program's named sizes, after its tensors.
             rows.extend(graph.sizes().map(|(s, name)| {
-                let value = match solved.size(s) {
-                    Ok(v) => v.to_string(),
+                let value = match solved.size_dim(s) {
+                    Ok(v) => v.extent().to_string(),
                     Err(e) => format!("error: {e}"),
                 };
                 (format!("size {name}"), value)
             }));
+            // What run-time sizes must satisfy, after the sizes.
+            rows.extend(
+                solved
+                    .guards()
+                    .iter()
+                    .map(|g| ("guard".to_string(), g.requires())),
+            );
             let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
             rows.iter()
                 .map(|(n, s)| format!("{n:<width$} : {s}\n"))

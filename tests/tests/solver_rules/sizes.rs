@@ -126,12 +126,15 @@ fn size_statements_through_the_api() {
 }
 
 #[test]
-fn reserved_size_statements_are_refused_with_what_they_are_for() {
-    let out = infer("size b");
-    assert!(
-        out.contains("reserved for a size known only at run time"),
-        "{out}"
-    );
+fn a_size_alone_is_known_at_run_time() {
+    // Before issue 15 `size b` alone was reserved; it now declares a
+    // run-time size, kept as a symbol.
+    let out = infer("size b\ninput x: b|8\ny = exp(x)");
+    assert!(out.contains("b|->8"), "{out}");
+    assert!(out.contains("size b") && out.contains(": b"), "{out}");
+    // Meeting a number leaves a guard, listed after the sizes.
+    let out = infer("size b\ninput x: b|8\ninput z: 4|8\ny = x + z");
+    assert!(out.contains("4|->8") && out.contains("guard") && out.contains("b in {1, 4}"), "{out}");
 }
 
 #[test]
