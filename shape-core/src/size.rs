@@ -26,7 +26,8 @@ mod language {
 
     define_language! {
         /// The language of symbolic sizes and indices: integer constants
-        /// (`Num`), `+`, `*`, floor division `/`, its remainder `%`, and
+        /// (`Num`), `+`, `*`, floor division `/`, its remainder `%`, the
+        /// larger of two (`max`: two run-time sizes broadcast together), and
         /// symbols standing for positive integers (`Var`: sizes, loop
         /// iterators).
         pub enum Sym {
@@ -35,6 +36,7 @@ mod language {
             "*" = Mul([Id; 2]),
             "/" = Div([Id; 2]),
             "%" = Mod([Id; 2]),
+            "max" = Max([Id; 2]),
             Var(Symbol),
         }
     }
@@ -131,6 +133,12 @@ impl SymSize {
         self.combine(&constant(n), Sym::Add)
     }
 
+    /// The larger of `self` and `other`: the size two run-time sizes
+    /// broadcast to (when one is 1 or both are equal).
+    pub fn max(&self, other: &SymSize) -> SymSize {
+        self.combine(other.expr(), Sym::Max)
+    }
+
     /// `self / other`, floor division.
     pub fn divided_by(&self, other: &SymExpr) -> SymSize {
         self.combine(other, Sym::Div)
@@ -150,6 +158,7 @@ impl SymSize {
                 Sym::Mul([a, b]) => v(a).checked_mul(v(b)).ok_or_else(overflow)?,
                 Sym::Div([a, b]) => v(a).checked_div(v(b)).ok_or_else(overflow)?,
                 Sym::Mod([a, b]) => v(a).checked_rem(v(b)).ok_or_else(overflow)?,
+                Sym::Max([a, b]) => v(a).max(v(b)),
             };
             vals.push(x);
         }
@@ -181,7 +190,7 @@ fn precedence(node: &Sym) -> u8 {
     match node {
         Sym::Add(_) => 1,
         Sym::Mul(_) | Sym::Div(_) | Sym::Mod(_) => 2,
-        Sym::Num(_) | Sym::Var(_) => 3,
+        Sym::Num(_) | Sym::Var(_) | Sym::Max(_) => 3,
     }
 }
 
@@ -193,6 +202,13 @@ fn write_node(f: &mut fmt::Formatter<'_>, nodes: &[Sym], id: Id, outer: u8) -> f
     }
     match node {
         Sym::Num(n) => write!(f, "{n}")?,
+        Sym::Max([a, b]) => {
+            f.write_str("max(")?;
+            write_node(f, nodes, *a, 0)?;
+            f.write_str(",")?;
+            write_node(f, nodes, *b, 0)?;
+            f.write_str(")")?;
+        }
         Sym::Var(s) => f.write_str(s.as_str())?,
         Sym::Add([a, b]) => {
             write_node(f, nodes, *a, 1)?;

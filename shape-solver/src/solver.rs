@@ -743,9 +743,10 @@ impl Solver {
         }
         let mut best: Option<(NonZeroU64, Why)> = None;
         // A run-time size below wins over a number (which it then must
-        // reach: a guard); of several, the first by name, whatever the
-        // order of the facts (the others meet it in guards).
-        let mut symbol: Option<(KnownDim, String, Why)> = None;
+        // reach: a guard); several broadcast to the largest of them, in
+        // an order by name, whatever the order of the facts (each then
+        // meets it in a guard: 1 or that largest, numpy's rule exactly).
+        let mut symbols: Vec<(KnownDim, String, Why)> = Vec::new();
         let mut seen = std::collections::BTreeSet::from([v]);
         let mut todo = vec![v];
         while let Some(u) = todo.pop() {
@@ -762,11 +763,9 @@ impl Solver {
                     Constraint::DimIneq { subr, why, .. } => {
                         let resolved = resolve_dim(&mut self.env.read_only(), subr, *why);
                         if let Ok(ResolvedDim::Known { value, source, .. }) = resolved {
-                            let text = value.to_string();
-                            if value.symbolic_size().is_some()
-                                && symbol.as_ref().is_none_or(|(_, t, _)| text < *t)
-                            {
-                                symbol = Some((value, text, source));
+                            if value.symbolic_size().is_some() {
+                                let text = value.to_string();
+                                symbols.push((value, text, source));
                             }
                         }
                     }
@@ -779,8 +778,15 @@ impl Solver {
                 }
             }
         }
-        if let Some((k, _, why)) = symbol {
-            return Some((k, why));
+        symbols.sort_by(|a, b| a.1.cmp(&b.1));
+        symbols.dedup_by(|a, b| a.1 == b.1);
+        let mut it = symbols.into_iter();
+        if let Some((first, _, why)) = it.next() {
+            let mut size = first.symbolic_size().cloned()?;
+            for (k, _, _) in it {
+                size = size.max(k.symbolic_size()?);
+            }
+            return Some((KnownDim::symbolic(size), why));
         }
         best.map(|(m, why)| (KnownDim::new(m), why))
     }

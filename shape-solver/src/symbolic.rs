@@ -55,6 +55,7 @@ impl Analysis<Sym> for ConstantFold {
                 let (x, y) = (c(a)?, c(b)?);
                 (y > 0).then(|| x.rem_euclid(y))
             }
+            Sym::Max([a, b]) => Some(c(a)?.max(c(b)?)),
             Sym::Var(_) => None,
         }
     }
@@ -95,6 +96,10 @@ pub const RULES: &[(&str, &str, &str)] = &[
     ("div-div", "(/ (/ ?a ?b) ?c)", "(/ ?a (* ?b ?c))"),
     ("add-mul-div", "(/ (+ ?a (* ?b ?c)) ?c)", "(+ (/ ?a ?c) ?b)"),
     ("add-mul-mod", "(% (+ ?a (* ?b ?c)) ?c)", "(% ?a ?c)"),
+    ("max-comm", "(max ?a ?b)", "(max ?b ?a)"),
+    ("max-assoc", "(max (max ?a ?b) ?c)", "(max ?a (max ?b ?c))"),
+    ("max-self", "(max ?a ?a)", "?a"),
+    ("max-one", "(max ?a 1)", "?a"),
 ];
 
 fn rewrites() -> Vec<Rewrite<Sym, ConstantFold>> {
@@ -116,7 +121,7 @@ impl CostFunction<Sym> for IndexCost {
     type Cost = usize;
     fn cost<C: FnMut(Id) -> usize>(&mut self, enode: &Sym, mut costs: C) -> usize {
         let own = match enode {
-            Sym::Num(_) | Sym::Var(_) | Sym::Add(_) => 1,
+            Sym::Num(_) | Sym::Var(_) | Sym::Add(_) | Sym::Max(_) => 1,
             Sym::Mul(_) => 2,
             Sym::Div(_) | Sym::Mod(_) => 16,
         };
@@ -210,6 +215,7 @@ pub fn eval(e: &SymExpr, value: &impl Fn(&str) -> i64) -> Option<i64> {
                 }
                 v(a).rem_euclid(d)
             }
+            Sym::Max([a, b]) => v(a).max(v(b)),
         };
         vals.push(x);
     }
