@@ -6,8 +6,25 @@ use shape_solver::{Graph, GraphError, TensorId};
 
 /// A network of at least `n` operations; returns it with its last tensor.
 pub fn synthetic_network(n: usize) -> Result<(Graph, TensorId), GraphError> {
+    network_over(n, false)
+}
+
+/// [`synthetic_network`] whose batch and sequence sizes are the run-time
+/// sizes `b` and `s` instead of 32 and 16.
+#[allow(dead_code)] // used by one of the two benchmarks that include this
+pub fn symbolic_network(n: usize) -> Result<(Graph, TensorId), GraphError> {
+    network_over(n, true)
+}
+
+fn network_over(n: usize, symbolic: bool) -> Result<(Graph, TensorId), GraphError> {
     let mut g = Graph::new();
-    let mut h = g.input("x", "32,16|64")?;
+    let mut h = if symbolic {
+        g.run_time_size("b")?;
+        g.run_time_size("s")?;
+        g.input("x", "b,s|64")?
+    } else {
+        g.input("x", "32,16|64")?
+    };
     let mut layer = 0;
     while g.num_ops() < n {
         // An MLP layer: the hidden size is given on the bias of every
