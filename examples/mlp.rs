@@ -75,7 +75,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &RunOptions::default(),
         )?;
         let out = backend.run(&at, data, &[y])?;
-        println!("\nForward pass at b = {n} on {}: y ({})", backend.name(), at.shape(y)?);
+        println!(
+            "\nForward pass at b = {n} on {}: y ({})",
+            backend.name(),
+            at.shape(y)?
+        );
         for row in output(&out, y)?.chunks(3).take(2) {
             println!("  {row:?}");
         }
@@ -89,7 +93,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("\nSolves: {}", g.solves());
     if let [first, .., last] = compiled[..] {
-        println!("Pipelines compiled: {first} for the first size, {} for the other two", last - first);
+        println!(
+            "Pipelines compiled: {first} for the first size, {} for the other two",
+            last - first
+        );
     }
     Ok(())
 }

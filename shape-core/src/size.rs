@@ -153,7 +153,9 @@ impl SymSize {
             let v = |id: &Id| vals[usize::from(*id)];
             let x = match node {
                 Sym::Num(n) => u64::try_from(*n).map_err(|_| overflow())?,
-                Sym::Var(s) => value(s.as_str()).ok_or_else(|| EvalError::Unbound(s.to_string()))?,
+                Sym::Var(s) => {
+                    value(s.as_str()).ok_or_else(|| EvalError::Unbound(s.to_string()))?
+                }
                 Sym::Add([a, b]) => v(a).checked_add(v(b)).ok_or_else(overflow)?,
                 Sym::Mul([a, b]) => v(a).checked_mul(v(b)).ok_or_else(overflow)?,
                 Sym::Div([a, b]) => v(a).checked_div(v(b)).ok_or_else(overflow)?,

@@ -50,7 +50,10 @@ fn bench(c: &mut Criterion) {
                     let start = std::time::Instant::now();
                     let (g, out) = symbolic_network(n).expect("the network is well-shaped");
                     let solved = g.solve().expect("the network solves");
-                    let shape = solved.symbolic_shape(out).expect("known tensor").to_string();
+                    let shape = solved
+                        .symbolic_shape(out)
+                        .expect("known tensor")
+                        .to_string();
                     total += start.elapsed();
                     assert_eq!(shape, "bs|->64");
                     network::free_untimed((g, solved));
@@ -61,19 +64,23 @@ fn bench(c: &mut Criterion) {
         let (g, out) = symbolic_network(n).expect("the network is well-shaped");
         let solved = g.solve().expect("the network solves");
         let sizes: Vec<_> = g.run_time_sizes().map(|(s, _)| s).collect();
-        group.bench_with_input(BenchmarkId::new("bind_and_read_every_shape", n), &n, |b, _| {
-            let mut batch = 2;
-            b.iter(|| {
-                batch = batch % 64 + 2;
-                let bound = solved
-                    .bind(&[(sizes[0], batch), (sizes[1], 16)])
-                    .expect("binds");
-                for t in g.tensor_ids() {
-                    std::hint::black_box(bound.shape(t).expect("a shape"));
-                }
-                assert_eq!(bound.shape(out).expect("known").batch[0].size(), batch);
-            })
-        });
+        group.bench_with_input(
+            BenchmarkId::new("bind_and_read_every_shape", n),
+            &n,
+            |b, _| {
+                let mut batch = 2;
+                b.iter(|| {
+                    batch = batch % 64 + 2;
+                    let bound = solved
+                        .bind(&[(sizes[0], batch), (sizes[1], 16)])
+                        .expect("binds");
+                    for t in g.tensor_ids() {
+                        std::hint::black_box(bound.shape(t).expect("a shape"));
+                    }
+                    assert_eq!(bound.shape(out).expect("known").batch[0].size(), batch);
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -65,11 +65,9 @@ impl Graph {
 
     /// The run-time sizes, in order of declaration.
     pub fn run_time_sizes(&self) -> impl Iterator<Item = (SizeId, &str)> {
-        self.run_time_sizes.iter().filter_map(|&s| {
-            self.sizes()
-                .nth(s.index())
-                .map(|(_, name)| (s, name))
-        })
+        self.run_time_sizes
+            .iter()
+            .filter_map(|&s| self.sizes().nth(s.index()).map(|(_, name)| (s, name)))
     }
 
     /// How many times this graph, or a clone of it, has been solved:
@@ -107,10 +105,12 @@ impl SolvedGraph {
                 .map(|d| match d.symbolic_size() {
                     None => Ok(d),
                     Some(sym) => {
-                        let n = self.eval_size(sym).map_err(|name| GraphError::UnboundSize {
-                            name,
-                            tensor: self.graph.tensor_ref(t).ok(),
-                        })?;
+                        let n = self
+                            .eval_size(sym)
+                            .map_err(|name| GraphError::UnboundSize {
+                                name,
+                                tensor: self.graph.tensor_ref(t).ok(),
+                            })?;
                         Ok(KnownDim::sized(n).with_label(d.label().cloned()))
                     }
                 })
@@ -150,7 +150,9 @@ impl SolvedGraph {
     /// The bound run-time sizes, by name, in order of declaration (empty
     /// before binding).
     pub fn bound_sizes(&self) -> Vec<(Arc<str>, u64)> {
-        self.bound.as_ref().map_or_else(Vec::new, |b| b.order.clone())
+        self.bound
+            .as_ref()
+            .map_or_else(Vec::new, |b| b.order.clone())
     }
 
     /// This graph with its run-time sizes given the values `sizes` (every

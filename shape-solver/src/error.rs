@@ -316,7 +316,10 @@ impl SumReason {
 fn sizes_text(parts: &[Option<KnownDim>]) -> String {
     let parts: Vec<String> = parts
         .iter()
-        .map(|p| p.as_ref().map_or("?".to_string(), |k| k.extent().to_string()))
+        .map(|p| {
+            p.as_ref()
+                .map_or("?".to_string(), |k| k.extent().to_string())
+        })
         .collect();
     parts.join(" + ")
 }

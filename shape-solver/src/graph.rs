@@ -1141,7 +1141,8 @@ impl Graph {
                 });
             }
         }
-        self.solves.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.solves
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(SolvedGraph {
             graph: self.clone(),
             shapes: (0..self.tensors.len().div_ceil(SHAPE_BLOCK))
@@ -1277,7 +1278,12 @@ impl Graph {
     }
 
     /// Two sizes are equal, for a size statement; undone on failure.
-    pub(crate) fn equal_sizes(&mut self, a: Dim, b: Dim, why: crate::Why) -> Result<(), GraphError> {
+    pub(crate) fn equal_sizes(
+        &mut self,
+        a: Dim,
+        b: Dim,
+        why: crate::Why,
+    ) -> Result<(), GraphError> {
         self.solver
             .transaction(|solver| solver.add(Constraint::DimEq { a, b, why }))?;
         Ok(())
@@ -1586,7 +1592,9 @@ impl SolvedGraph {
         let dim = self.solution.dim(&Dim::Var(v))?;
         match dim.extent() {
             shape_core::Size::Static(n) => Ok(*n),
-            shape_core::Size::Symbolic(sym) => self.eval_size(sym).map_err(|_| GraphError::UnboundSize { name, tensor: None }),
+            shape_core::Size::Symbolic(sym) => self
+                .eval_size(sym)
+                .map_err(|_| GraphError::UnboundSize { name, tensor: None }),
         }
     }
 

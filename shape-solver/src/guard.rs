@@ -66,7 +66,9 @@ pub struct GuardFailure {
 }
 
 fn describe(g: &SizeGuard, values: &[u64]) -> String {
-    let at = g.axis.map_or(String::new(), |a| format!(", at {}", AxisFromEnd(a)));
+    let at = g
+        .axis
+        .map_or(String::new(), |a| format!(", at {}", AxisFromEnd(a)));
     let named = |f: &DimFact, v: u64| match f.value.extent() {
         Size::Static(_) => format!("{v}"),
         Size::Symbolic(s) => format!("`{s}` = {v}"),

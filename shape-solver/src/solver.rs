@@ -37,7 +37,6 @@ use imbl::Vector;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size};
 
 use crate::constraint::Constraint;
-use crate::guard::RawGuard;
 use crate::env::{
     resolve_dim, resolve_row, DimEntry, Env, EnvSnapshot, ResolvedDim, ResolvedRow, RowEntry,
     StoredIneq, StoredRow,
@@ -45,6 +44,7 @@ use crate::env::{
 use crate::error::{
     AffineProblem, AxesCycle, CycleStep, DimFact, RowFact, ShapeError, SumReason, TotalElemsReason,
 };
+use crate::guard::RawGuard;
 use crate::origin::{Origin, OriginId, Relation, Why};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
 
@@ -755,10 +755,10 @@ impl Solver {
             };
             for c in b.watchers.iter() {
                 match c {
-                    Constraint::DimAtLeast { min, why, .. } => {
-                        if best.is_none_or(|(m, _)| *min > m) {
-                            best = Some((*min, *why));
-                        }
+                    Constraint::DimAtLeast { min, why, .. }
+                        if best.is_none_or(|(m, _)| *min > m) =>
+                    {
+                        best = Some((*min, *why));
                     }
                     Constraint::DimIneq { subr, why, .. } => {
                         let resolved = resolve_dim(&mut self.env.read_only(), subr, *why);
@@ -1459,14 +1459,19 @@ impl Solver {
                 let p = KnownDim::of_size(p);
                 let t = KnownDim::new(total);
                 if !symbolic_equal(&p, &t) {
-                    self.guards.push_back((RawGuard::Equal(p, why, t, why), why));
+                    self.guards
+                        .push_back((RawGuard::Equal(p, why, t, why), why));
                 }
                 Ok(())
             }
             (RowTail::Closed, [], None) => Err(ShapeError::SymbolicUnsupported {
                 context: self.origin_arc(why.origin),
                 what: "an element count over a run-time size that overflows",
-                size: symbols.iter().map(Size::to_string).collect::<Vec<_>>().join(", "),
+                size: symbols
+                    .iter()
+                    .map(Size::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
             // Waits for the unknowns: the check is made once they are known.
             (tail, _, _) => {
@@ -1627,7 +1632,8 @@ impl Solver {
             }
             Ok(t) => {
                 if !symbolic_equal(&t, &sum) {
-                    self.guards.push_back((RawGuard::Equal(t, why, sum, why), why));
+                    self.guards
+                        .push_back((RawGuard::Equal(t, why, sum, why), why));
                 }
             }
         }

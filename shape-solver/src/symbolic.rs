@@ -17,8 +17,7 @@
 //! ```
 
 use egg::{
-    Analysis, CostFunction, DidMerge, EGraph, Extractor, Id, Language, Pattern, Rewrite,
-    Runner,
+    Analysis, CostFunction, DidMerge, EGraph, Extractor, Id, Language, Pattern, Rewrite, Runner,
 };
 
 pub use shape_core::size::{Sym, SymExpr};

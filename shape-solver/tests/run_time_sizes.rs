@@ -35,7 +35,10 @@ fn symbol_against_a_number_is_a_guard() {
     assert!(s.bind(&[(b, 4)]).is_ok());
     let e = s.bind(&[(b, 3)]).unwrap_err();
     assert_eq!(e.kind(), "guard");
-    assert!(e.to_string().contains("`b` = 3 cannot broadcast to 4"), "{e}");
+    assert!(
+        e.to_string().contains("`b` = 3 cannot broadcast to 4"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -46,7 +49,11 @@ fn guards_do_not_depend_on_the_order_of_facts() {
         g.run_time_size("b").unwrap();
         let x = g.input("x", "b|8").unwrap();
         let y = g.input("y", "4|8").unwrap();
-        let z = if flip { g.add(y, x).unwrap() } else { g.add(x, y).unwrap() };
+        let z = if flip {
+            g.add(y, x).unwrap()
+        } else {
+            g.add(x, y).unwrap()
+        };
         let s = g.solve().unwrap();
         assert_eq!(s.symbolic_shape(z).unwrap().to_string(), "4|->8");
         assert_eq!(s.guards()[0].requires(), "b in {1, 4}");
@@ -83,7 +90,10 @@ fn equal_symbols_need_no_guard_and_bind_many_times() {
     let s = g.solve().unwrap();
     assert!(s.guards().is_empty());
     for n in [2, 3, 7] {
-        assert_eq!(s.bind(&[(b, n)]).unwrap().shape(z).unwrap().to_string(), format!("{n}|->8"));
+        assert_eq!(
+            s.bind(&[(b, n)]).unwrap().shape(z).unwrap().to_string(),
+            format!("{n}|->8")
+        );
     }
     assert_eq!(g.solves(), 1);
     assert_eq!(s.shape(z).unwrap_err().kind(), "unbound_size");
@@ -108,15 +118,26 @@ fn a_strict_equality_with_a_number_is_a_guard() {
 fn bounds_on_a_run_time_size_are_checked_when_bound() {
     let mut g = Graph::new();
     let d = g.run_time_size("d").unwrap();
-    g.bound_size(d, shape_solver::SizeBound::Remainder { modulus: std::num::NonZeroU64::new(8).unwrap(), remainder: 0 }).unwrap();
-    g.bound_size(d, shape_solver::SizeBound::AtLeast(16)).unwrap();
+    g.bound_size(
+        d,
+        shape_solver::SizeBound::Remainder {
+            modulus: std::num::NonZeroU64::new(8).unwrap(),
+            remainder: 0,
+        },
+    )
+    .unwrap();
+    g.bound_size(d, shape_solver::SizeBound::AtLeast(16))
+        .unwrap();
     let x = g.input("x", "d").unwrap();
     let s = g.solve().unwrap();
     assert_eq!(s.symbolic_shape(x).unwrap().to_string(), "|->d");
     assert!(s.bind(&[(d, 24)]).is_ok());
     assert_eq!(s.bind(&[(d, 12)]).unwrap_err().kind(), "size_bound");
     assert_eq!(s.bind(&[(d, 8)]).unwrap_err().kind(), "size_bound");
-    assert!(matches!(s.bind(&[(d, 0)]).unwrap_err(), GraphError::SizeBound { .. }));
+    assert!(matches!(
+        s.bind(&[(d, 0)]).unwrap_err(),
+        GraphError::SizeBound { .. }
+    ));
 }
 
 #[test]
@@ -128,7 +149,15 @@ fn a_concatenation_of_run_time_sizes_is_their_sum() {
     let c = g.concat(&[a, b]).unwrap();
     let solved = g.solve().unwrap();
     assert_eq!(solved.symbolic_shape(c).unwrap().to_string(), "2,|->s+3");
-    assert_eq!(solved.bind(&[(s, 4)]).unwrap().shape(c).unwrap().to_string(), "2|->7");
+    assert_eq!(
+        solved
+            .bind(&[(s, 4)])
+            .unwrap()
+            .shape(c)
+            .unwrap()
+            .to_string(),
+        "2|->7"
+    );
 }
 
 #[test]

@@ -697,8 +697,10 @@ impl RunReport<'_> {
         let mut head = json!({"backend": self.backend, "data": data});
         let bound = self.solved.bound_sizes();
         if !bound.is_empty() {
-            let sizes: serde_json::Map<String, serde_json::Value> =
-                bound.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
+            let sizes: serde_json::Map<String, serde_json::Value> = bound
+                .iter()
+                .map(|(n, v)| (n.to_string(), json!(v)))
+                .collect();
             head["sizes"] = serde_json::Value::Object(sizes);
         }
         let head = head.to_string();

@@ -73,7 +73,13 @@ pub fn shapes_text(compiled: &Compiled, solved: &SolvedGraph) -> Result<String, 
 /// The JSON form of a shape: `{"batch": [..], "input": [..], "output": [..]}`,
 /// each size a number, or a run-time size as its text (`"b"`, `"b*s"`).
 pub fn shape_json(shape: &SolvedShape) -> Value {
-    let row = |kind| -> Vec<Value> { shape.row(kind).iter().map(|d| size_json(d.extent())).collect() };
+    let row = |kind| -> Vec<Value> {
+        shape
+            .row(kind)
+            .iter()
+            .map(|d| size_json(d.extent()))
+            .collect()
+    };
     json!({
         "batch": row(RowKind::Batch),
         "input": row(RowKind::Input),

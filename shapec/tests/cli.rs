@@ -799,17 +799,37 @@ fn run_time_sizes_infer_bind_and_run() {
     assert_eq!(v["sizes"], json!({"b": "b"}));
     assert_eq!(v["guards"][0]["requires"], "b in {1, 3}");
     let text = shapec_in(&dir, &["infer", "b.shape"]).stdout;
-    assert!(text.contains("input x") && text.contains(": b|->4"), "{text}");
-    assert!(text.contains("guard") && text.contains("b in {1, 3}"), "{text}");
+    assert!(
+        text.contains("input x") && text.contains(": b|->4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("guard") && text.contains("b in {1, 3}"),
+        "{text}"
+    );
 
     // run: --size, reported; data binds b; a guard failure is refused.
-    let out = shapec_in(&dir, &["run", "b.shape", "--size", "b=3", "--backend", "cpu", "--json"]);
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            "b.shape",
+            "--size",
+            "b=3",
+            "--backend",
+            "cpu",
+            "--json",
+        ],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
     assert_eq!(v["sizes"], json!({"b": 3}));
     assert_eq!(v["results"][0]["dims"], json!([3, 2]));
     std::fs::write(dir.join("x1.npy"), numpy_f32("(1, 4)", &[1.0; 4])).unwrap();
-    let out = shapec_in(&dir, &["run", "b.shape", "--input", "x=x1.npy", "--backend", "cpu"]);
+    let out = shapec_in(
+        &dir,
+        &["run", "b.shape", "--input", "x=x1.npy", "--backend", "cpu"],
+    );
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(out.stdout.contains("sizes: b=1"), "{}", out.stdout);
     assert!(out.stdout.contains("t : 3|->2"), "{}", out.stdout);
@@ -817,7 +837,10 @@ fn run_time_sizes_infer_bind_and_run() {
         (vec!["--size", "b=2"], "guard"),
         (vec![], "unbound_size"),
         (vec!["--size", "c=2"], "data"),
-        (vec!["--size", "b=3", "--input", "x=x1.npy"], "size_conflict"),
+        (
+            vec!["--size", "b=3", "--input", "x=x1.npy"],
+            "size_conflict",
+        ),
     ] {
         let mut all = vec!["run", "b.shape", "--backend", "cpu", "--json"];
         all.extend(args);
@@ -826,7 +849,11 @@ fn run_time_sizes_infer_bind_and_run() {
         assert_eq!(json_of(&out.stdout)["error"]["kind"], kind, "{all:?}");
     }
     // A size that is not a run-time size cannot be bound.
-    std::fs::write(dir.join("d.shape"), "size d = 4\ninput x: 2|d\ny = exp(x)\n").unwrap();
+    std::fs::write(
+        dir.join("d.shape"),
+        "size d = 4\ninput x: 2|d\ny = exp(x)\n",
+    )
+    .unwrap();
     let out = shapec_in(&dir, &["run", "d.shape", "--size", "d=4", "--json"]);
     assert_eq!(json_of(&out.stdout)["error"]["kind"], "not_run_time");
 }

@@ -15,8 +15,8 @@ use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
 use shape_solver::{
-    BufferRef, ConstraintCx, Graph, GraphError, HostTensor, Lowered, LoweringCx, Operation, ProjectionBuilder,
-    RowSite, Step, TensorId,
+    BufferRef, ConstraintCx, Graph, GraphError, HostTensor, Lowered, LoweringCx, Operation,
+    ProjectionBuilder, RowSite, Step, TensorId,
 };
 
 use crate::differential::{compare_backends, ProgramRunner, Tolerance};
@@ -871,8 +871,11 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         .expect("data");
     agree(backend, &p, tolerance);
     let mut bad = p.clone();
-    bad.inputs.insert(x, HostTensor::new(vec![3, 3], ramp(9)).expect("data"));
-    let reference = CpuBackend::reference().run_solved(&solved, &bad).unwrap_err();
+    bad.inputs
+        .insert(x, HostTensor::new(vec![3, 3], ramp(9)).expect("data"));
+    let reference = CpuBackend::reference()
+        .run_solved(&solved, &bad)
+        .unwrap_err();
     let here = backend.run_solved(&solved, &bad).unwrap_err();
     assert_eq!(here, reference, "{}", backend.name());
     assert!(here.contains("cannot broadcast to 4"), "{here}");

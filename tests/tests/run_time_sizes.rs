@@ -38,7 +38,9 @@ fn data(solved: &SolvedGraph, leaves: &[TensorId]) -> Inputs {
     for &t in leaves {
         let dims = solved.shape(t).unwrap().memory_dims();
         let n: u64 = dims.iter().product();
-        let values = (0..n).map(|i| ((i * 5 + t.index() as u64) % 9) as f32 / 4.0 - 1.0).collect();
+        let values = (0..n)
+            .map(|i| ((i * 5 + t.index() as u64) % 9) as f32 / 4.0 - 1.0)
+            .collect();
         inputs.insert(t, HostTensor::new(dims, values).unwrap());
     }
     inputs
@@ -49,7 +51,12 @@ fn run_fixed(n: u64) -> Vec<f32> {
     let solved = g.solve().unwrap();
     let inputs = data(&solved, &leaves);
     let mut out = solved
-        .run(&mut CpuBackend::reference(), inputs, &[y], &RunOptions::default())
+        .run(
+            &mut CpuBackend::reference(),
+            inputs,
+            &[y],
+            &RunOptions::default(),
+        )
         .unwrap();
     out.remove(y).unwrap().into_values()
 }
@@ -86,11 +93,18 @@ fn one_solve_runs_at_many_batch_sizes_on_wgpu_with_no_new_pipeline() {
         let mut out = solved
             .run(&mut gpu, inputs, &[y], &RunOptions::default())
             .unwrap();
-        assert_eq!(out.remove(y).unwrap().into_values(), run_fixed(n), "b = {n}");
+        assert_eq!(
+            out.remove(y).unwrap().into_values(),
+            run_fixed(n),
+            "b = {n}"
+        );
         compiled.push(gpu.cache_stats().misses);
     }
     assert!(compiled[0] > 0);
-    assert_eq!(compiled[0], compiled[2], "sizes 3 and 7 compile nothing new: {compiled:?}");
+    assert_eq!(
+        compiled[0], compiled[2],
+        "sizes 3 and 7 compile nothing new: {compiled:?}"
+    );
     assert_eq!(g.solves(), 1);
 }
 
@@ -106,7 +120,12 @@ fn a_run_whose_data_breaks_a_guard_is_refused_before_anything_runs() {
         .with(x, HostTensor::filled(vec![3, 2], 1.0).unwrap())
         .with(y, HostTensor::filled(vec![4, 2], 1.0).unwrap());
     let mut errors = vec![solved
-        .run(&mut CpuBackend::reference(), inputs.clone(), &[z], &RunOptions::default())
+        .run(
+            &mut CpuBackend::reference(),
+            inputs.clone(),
+            &[z],
+            &RunOptions::default(),
+        )
         .unwrap_err()
         .to_string()];
     if let Some(mut gpu) = wgpu_or_skip("a_run_whose_data_breaks_a_guard_is_refused") {
@@ -116,7 +135,11 @@ fn a_run_whose_data_breaks_a_guard_is_refused_before_anything_runs() {
         errors.push(e.to_string());
         assert_eq!(gpu.cache_stats().dispatches, 0, "nothing ran");
     }
-    assert!(errors[0].contains("`b` = 3 cannot broadcast to 4"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("`b` = 3 cannot broadcast to 4"),
+        "{}",
+        errors[0]
+    );
     assert!(errors.iter().all(|e| *e == errors[0]), "{errors:?}");
 }
 

@@ -134,7 +134,10 @@ fn a_size_alone_is_known_at_run_time() {
     assert!(out.contains("size b") && out.contains(": b"), "{out}");
     // Meeting a number leaves a guard, listed after the sizes.
     let out = infer("size b\ninput x: b|8\ninput z: 4|8\ny = x + z");
-    assert!(out.contains("4|->8") && out.contains("guard") && out.contains("b in {1, 4}"), "{out}");
+    assert!(
+        out.contains("4|->8") && out.contains("guard") && out.contains("b in {1, 4}"),
+        "{out}"
+    );
 }
 
 #[test]
