@@ -26,13 +26,14 @@ mod language {
 
     define_language! {
         /// The language of symbolic sizes and indices: integer constants
-        /// (`Num`), `+`, `*`, floor division `/`, its remainder `%`, the
+        /// (`Num`), `+`, `-`, `*`, floor division `/`, its remainder `%`, the
         /// larger of two (`max`: two run-time sizes broadcast together), and
         /// symbols standing for positive integers (`Var`: sizes, loop
         /// iterators).
         pub enum Sym {
             Num(i64),
             "+" = Add([Id; 2]),
+            "-" = Sub([Id; 2]),
             "*" = Mul([Id; 2]),
             "/" = Div([Id; 2]),
             "%" = Mod([Id; 2]),
@@ -113,6 +114,12 @@ impl SymSize {
         SymSize(Arc::new(e))
     }
 
+    /// `self - n` (which must not go below 0 when evaluated: a guard
+    /// makes sure of that where the solver builds one).
+    pub fn minus_static(&self, n: u64) -> SymSize {
+        self.combine(&constant(n), Sym::Sub)
+    }
+
     /// `self * other`.
     pub fn times(&self, other: &SymSize) -> SymSize {
         self.combine(other.expr(), Sym::Mul)
@@ -139,6 +146,16 @@ impl SymSize {
         self.combine(other.expr(), Sym::Max)
     }
 
+    /// `self / n`, floor division.
+    pub fn divided_by_static(&self, n: u64) -> SymSize {
+        self.combine(&constant(n), Sym::Div)
+    }
+
+    /// `self % n`.
+    pub fn remainder_static(&self, n: u64) -> SymSize {
+        self.combine(&constant(n), Sym::Mod)
+    }
+
     /// `self / other`, floor division.
     pub fn divided_by(&self, other: &SymExpr) -> SymSize {
         self.combine(other, Sym::Div)
@@ -157,6 +174,7 @@ impl SymSize {
                     value(s.as_str()).ok_or_else(|| EvalError::Unbound(s.to_string()))?
                 }
                 Sym::Add([a, b]) => v(a).checked_add(v(b)).ok_or_else(overflow)?,
+                Sym::Sub([a, b]) => v(a).checked_sub(v(b)).ok_or_else(overflow)?,
                 Sym::Mul([a, b]) => v(a).checked_mul(v(b)).ok_or_else(overflow)?,
                 Sym::Div([a, b]) => v(a).checked_div(v(b)).ok_or_else(overflow)?,
                 Sym::Mod([a, b]) => v(a).checked_rem(v(b)).ok_or_else(overflow)?,
@@ -190,7 +208,7 @@ fn append(e: &mut SymExpr, other: &SymExpr) -> Id {
 /// Binding strength, for printing with the fewest parentheses.
 fn precedence(node: &Sym) -> u8 {
     match node {
-        Sym::Add(_) => 1,
+        Sym::Add(_) | Sym::Sub(_) => 1,
         Sym::Mul(_) | Sym::Div(_) | Sym::Mod(_) => 2,
         Sym::Num(_) | Sym::Var(_) | Sym::Max(_) => 3,
     }
@@ -212,9 +230,9 @@ fn write_node(f: &mut fmt::Formatter<'_>, nodes: &[Sym], id: Id, outer: u8) -> f
             f.write_str(")")?;
         }
         Sym::Var(s) => f.write_str(s.as_str())?,
-        Sym::Add([a, b]) => {
+        Sym::Add([a, b]) | Sym::Sub([a, b]) => {
             write_node(f, nodes, *a, 1)?;
-            f.write_str("+")?;
+            f.write_str(if matches!(node, Sym::Add(_)) { "+" } else { "-" })?;
             write_node(f, nodes, *b, 2)?;
         }
         Sym::Mul([a, b]) | Sym::Div([a, b]) | Sym::Mod([a, b]) => {

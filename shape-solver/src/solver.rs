@@ -34,7 +34,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use imbl::Vector;
-use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size};
+use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size, SymSize};
 
 use crate::constraint::Constraint;
 use crate::env::{
@@ -624,17 +624,19 @@ impl Solver {
         else {
             return Ok(());
         };
+        let known_symbolic = |solver: &Self, dim: &Dim| {
+            matches!(
+                resolve_dim(&mut solver.env.read_only(), dim, *why),
+                Ok(ResolvedDim::Known { value, .. }) if value.symbolic_size().is_some()
+            )
+        };
+        if [input, over, kernel].iter().any(|d| known_symbolic(self, d)) {
+            return self.symbolic_affine(c.clone());
+        }
         let (s, d) = (u128::from(stride.get()), u128::from(dilation.get()));
         let mut unknown = Vec::new();
         let mut value = |solver: &mut Self, dim: &Dim| -> Result<Option<u128>, ShapeError> {
             Ok(match solver.env.resolve_dim(dim, *why)? {
-                ResolvedDim::Known { value, .. } if value.symbolic_size().is_some() => {
-                    return Err(ShapeError::SymbolicUnsupported {
-                        context: solver.origin_arc(why.origin),
-                        what: "a convolution's sizes",
-                        size: value.to_string(),
-                    });
-                }
                 ResolvedDim::Known { value, .. } => Some(u128::from(value.size())),
                 ResolvedDim::Var(v) => {
                     unknown.push(v);
@@ -693,6 +695,126 @@ impl Solver {
                 let k = rest.filter(|r| r % d == 0).map(|r| r / d + 1);
                 set(self, kernel, k)
             }
+            _ => {
+                self.defer(c.clone(), &unknown, None);
+                Ok(())
+            }
+        }
+    }
+
+    /// A convolution's sizes where a run-time size is among them: the
+    /// output from the input (`w/2` padded, with the guard that the stride
+    /// divides; `(w-3)/2+1` without padding, with the guards that the
+    /// window fits and the stride divides what is left), the input from
+    /// the output, all three checked when known (a guard unless the
+    /// e-graph shows it). A kernel size from the other two is refused.
+    fn symbolic_affine(&mut self, c: Constraint) -> Result<(), ShapeError> {
+        let Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            stride,
+            dilation,
+            padded,
+            why,
+        } = &c
+        else {
+            return Ok(());
+        };
+        let (s, d) = (stride.get(), dilation.get());
+        let mut unknown = Vec::new();
+        let mut value = |solver: &mut Self, dim: &Dim| -> Result<Option<KnownDim>, ShapeError> {
+            Ok(match solver.env.resolve_dim(dim, *why)? {
+                ResolvedDim::Known { value, .. } => Some(value),
+                ResolvedDim::Var(v) => {
+                    unknown.push(v);
+                    None
+                }
+            })
+        };
+        let (i, o, k) = (
+            value(self, input)?,
+            value(self, over)?,
+            value(self, kernel)?,
+        );
+        let unsupported = |solver: &Self, size: &KnownDim| ShapeError::SymbolicUnsupported {
+            context: solver.origin_arc(why.origin),
+            what: "a convolution's kernel size",
+            size: size.to_string(),
+        };
+        let sym = |k: &KnownDim| match k.extent() {
+            Size::Symbolic(x) => x.clone(),
+            Size::Static(n) => SymSize::from_expr(crate::symbolic::size_expr(&Size::Static(*n))),
+        };
+        let known = |size: SymSize| KnownDim::of_size(crate::symbolic::simplified(&size));
+        let divides = |solver: &mut Self, what: SymSize| {
+            // `what % s == 0`, unless the stride is 1.
+            if s > 1 {
+                let rest = known(what.remainder_static(s));
+                let zero = KnownDim::sized(0);
+                if !symbolic_equal(&rest, &zero) {
+                    solver.guards.push_back((RawGuard::Equal(rest, *why, zero, *why), *why));
+                }
+            }
+        };
+        // The input a window of `k` taps over `o` outputs reads:
+        // s o - s + d (k - 1) + 1, the constants folded where `k` is.
+        let reach = |o: &KnownDim, k: &KnownDim| -> SymSize {
+            let so = sym(o).times_static(s);
+            match (padded, k.static_size()) {
+                (true, _) => so,
+                (false, Some(taps)) => {
+                    let span = d.saturating_mul(taps.saturating_sub(1)).saturating_add(1);
+                    if span >= s {
+                        so.plus_static(span - s)
+                    } else {
+                        so.minus_static(s - span)
+                    }
+                }
+                (false, None) => so
+                    .plus(&sym(k).minus_static(1).times_static(d))
+                    .plus_static(1)
+                    .minus_static(s),
+            }
+        };
+        match (i, o, k) {
+            (Some(i), Some(o), Some(k)) => {
+                let r = known(reach(&o, &k));
+                if !symbolic_equal(&i, &r) {
+                    self.guards.push_back((RawGuard::Equal(i, *why, r, *why), *why));
+                }
+                Ok(())
+            }
+            (None, Some(o), Some(k)) => {
+                let r = known(reach(&o, &k));
+                self.unify_dim(input, &Dim::Known(r), *why)
+            }
+            (Some(i), None, k) if *padded => {
+                let _ = k;
+                divides(self, sym(&i));
+                let o = known(sym(&i).divided_by_static(s));
+                self.unify_dim(over, &Dim::Known(o), *why)
+            }
+            (Some(i), None, Some(k)) => {
+                let Some(taps) = k.static_size() else {
+                    return Err(unsupported(self, &k));
+                };
+                // The window spans d (k - 1) + 1 input elements.
+                let span = d.saturating_mul(taps.saturating_sub(1)).saturating_add(1);
+                if span > 1 {
+                    self.guards
+                        .push_back((RawGuard::AtLeast(i.clone(), *why, span), *why));
+                }
+                let o = if s == 1 {
+                    known(sym(&i).minus_static(span - 1))
+                } else {
+                    let rest = sym(&i).minus_static(span);
+                    divides(self, rest.clone());
+                    known(rest.divided_by_static(s).plus_static(1))
+                };
+                self.unify_dim(over, &Dim::Known(o), *why)
+            }
+            (Some(i), Some(_), None) if !*padded => Err(unsupported(self, &i)),
             _ => {
                 self.defer(c.clone(), &unknown, None);
                 Ok(())

@@ -45,6 +45,7 @@ impl Analysis<Sym> for ConstantFold {
         match enode {
             Sym::Num(n) => Some(*n),
             Sym::Add([a, b]) => c(a)?.checked_add(c(b)?),
+            Sym::Sub([a, b]) => c(a)?.checked_sub(c(b)?),
             Sym::Mul([a, b]) => c(a)?.checked_mul(c(b)?),
             Sym::Div([a, b]) => {
                 let (x, y) = (c(a)?, c(b)?);
@@ -95,6 +96,10 @@ pub const RULES: &[(&str, &str, &str)] = &[
     ("div-div", "(/ (/ ?a ?b) ?c)", "(/ ?a (* ?b ?c))"),
     ("add-mul-div", "(/ (+ ?a (* ?b ?c)) ?c)", "(+ (/ ?a ?c) ?b)"),
     ("add-mul-mod", "(% (+ ?a (* ?b ?c)) ?c)", "(% ?a ?c)"),
+    ("sub-self", "(- ?a ?a)", "0"),
+    ("sub-zero", "(- ?a 0)", "?a"),
+    ("add-sub", "(- (+ ?a ?b) ?b)", "?a"),
+    ("sub-add", "(+ (- ?a ?b) ?b)", "?a"),
     ("max-comm", "(max ?a ?b)", "(max ?b ?a)"),
     ("max-assoc", "(max (max ?a ?b) ?c)", "(max ?a (max ?b ?c))"),
     ("max-self", "(max ?a ?a)", "?a"),
@@ -120,7 +125,7 @@ impl CostFunction<Sym> for IndexCost {
     type Cost = usize;
     fn cost<C: FnMut(Id) -> usize>(&mut self, enode: &Sym, mut costs: C) -> usize {
         let own = match enode {
-            Sym::Num(_) | Sym::Var(_) | Sym::Add(_) | Sym::Max(_) => 1,
+            Sym::Num(_) | Sym::Var(_) | Sym::Add(_) | Sym::Sub(_) | Sym::Max(_) => 1,
             Sym::Mul(_) => 2,
             Sym::Div(_) | Sym::Mod(_) => 16,
         };
@@ -199,6 +204,7 @@ pub fn eval(e: &SymExpr, value: &impl Fn(&str) -> i64) -> Option<i64> {
             Sym::Num(n) => *n,
             Sym::Var(s) => value(s.as_str()),
             Sym::Add([a, b]) => v(a).checked_add(v(b))?,
+            Sym::Sub([a, b]) => v(a).checked_sub(v(b))?,
             Sym::Mul([a, b]) => v(a).checked_mul(v(b))?,
             Sym::Div([a, b]) => {
                 let d = v(b);
@@ -295,6 +301,11 @@ pub(crate) fn exact_quotient(total: &Size, by: &Size) -> Option<Size> {
             .all(|n| !matches!(n, Sym::Div(_) | Sym::Mod(_)))
             .then_some(q),
     }
+}
+
+/// `size` in its simplest form (a number when it folds to one).
+pub(crate) fn simplified(size: &SymSize) -> Size {
+    expr_size(Simplifier::new().simplify(size.expr())).unwrap_or(Size::Symbolic(size.clone()))
 }
 
 /// Whether two sizes are equal for every value of their symbols, as far

@@ -207,14 +207,42 @@ fn e_graph_equalities_need_no_guard() {
 }
 
 #[test]
-fn a_convolution_over_a_run_time_size_is_refused_clearly() {
+fn a_convolution_over_a_run_time_size_has_an_affine_output() {
+    for (spec, shape, good, bad) in [
+        // No padding, stride 1: w - 3 + 1 outputs, and w must reach 3.
+        ("o<+k;k=>o", "|->w-2,", 5, 2),
+        // Stride 2: what the window leaves must be even.
+        ("2*o<+k;k=>o", "|->(w-3)/2+1,", 9, 8),
+        // Padded, stride 2: w/2 outputs, w even.
+        ("2*o=+k;k=>o", "|->w/2,", 8, 9),
+    ] {
+        let mut g = Graph::new();
+        let w = g.run_time_size("w").unwrap();
+        let x = g.input("x", "w").unwrap();
+        let k = g.input("k", "3").unwrap();
+        let y = g.einsum(spec, &[x, k]).unwrap();
+        let solved = g.solve().unwrap();
+        assert_eq!(solved.symbolic_shape(y).unwrap().to_string(), shape, "{spec}");
+        // The bound shape is the one the static graph infers.
+        let bound = solved.bind(&[(w, good)]).unwrap();
+        let mut fixed = Graph::new();
+        let fx = fixed.input("x", &good.to_string()).unwrap();
+        let fk = fixed.input("k", "3").unwrap();
+        let fy = fixed.einsum(spec, &[fx, fk]).unwrap();
+        let fixed = fixed.solve().unwrap();
+        assert_eq!(bound.shape(y).unwrap(), fixed.shape(fy).unwrap(), "{spec}");
+        assert_eq!(solved.bind(&[(w, bad)]).unwrap_err().kind(), "guard", "{spec} at {bad}");
+    }
+}
+
+#[test]
+fn a_kernel_size_from_run_time_sizes_is_refused_clearly() {
     let mut g = Graph::new();
     g.run_time_size("w").unwrap();
     let x = g.input("x", "w").unwrap();
-    let k = g.input("k", "3").unwrap();
-    let e = g
-        .einsum("o<+k;k=>o", &[x, k])
-        .and_then(|_| g.solve().map(|_| ()))
-        .unwrap_err();
+    let k = g.input("k", "q").unwrap();
+    let y = g.einsum("o<+k;k=>o", &[x, k]).unwrap();
+    // Refused where the fact arrives (here the requirement).
+    let e = g.require(y, "4").unwrap_err();
     assert_eq!(e.kind(), "symbolic_unsupported", "{e}");
 }
