@@ -246,3 +246,39 @@ fn a_kernel_size_from_run_time_sizes_is_refused_clearly() {
     let e = g.require(y, "4").unwrap_err();
     assert_eq!(e.kind(), "symbolic_unsupported", "{e}");
 }
+
+#[test]
+fn hostile_run_time_sizes_fail_cleanly() {
+    // A 64k-character name.
+    let long = "b".repeat(65_536);
+    let mut g = Graph::new();
+    let b = g.run_time_size(&long).unwrap();
+    let x = g.input("x", &format!("{long}, |8")).unwrap();
+    let y = g.unary("exp", x).unwrap();
+    let s = g.solve().unwrap();
+    assert_eq!(s.bind(&[(b, 3)]).unwrap().shape(y).unwrap().to_string(), "3|->8");
+
+    // Sizes near 2^64: products overflow as errors, never wrap.
+    let mut g = Graph::new();
+    let b = g.run_time_size("b").unwrap();
+    let t = g.run_time_size("t").unwrap();
+    let x = g.input("x", "..r..|4").unwrap();
+    g.require(x, "b, t|4").unwrap();
+    let n = g.size("n");
+    g.capture_count(n, x, "r").unwrap();
+    let s = g.solve().unwrap();
+    let big = s.bind(&[(b, u64::MAX), (t, 2)]).unwrap();
+    assert_eq!(big.size(n).unwrap_err().kind(), "unbound_size");
+    assert_eq!(big.shape(x).unwrap().batch[0].size(), u64::MAX);
+
+    // A sum that overflows when bound.
+    let mut g = Graph::new();
+    let sz = g.run_time_size("s").unwrap();
+    let a = g.input("a", "2|s").unwrap();
+    let c = g.input("c", "2|3").unwrap();
+    let joined = g.concat(&[a, c]).unwrap();
+    let solved = g.solve().unwrap();
+    let e = solved.bind(&[(sz, u64::MAX)]).unwrap().shape(joined).unwrap_err();
+    assert_eq!(e.kind(), "unbound_size", "{e}");
+    assert!(e.to_string().contains("s+3"), "{e}");
+}
