@@ -82,6 +82,28 @@ impl KnownDim {
         }
     }
 
+    /// An unlabeled ragged (`var`) dimension: each row of the axes before
+    /// it has its own length ([`Size::Ragged`]).
+    ///
+    /// ```
+    /// use shape_core::KnownDim;
+    /// let v = KnownDim::ragged();
+    /// assert!(v.is_ragged());
+    /// assert_eq!(v.to_string(), "var");
+    /// assert_eq!(v.static_size(), None);
+    /// ```
+    pub fn ragged() -> Self {
+        KnownDim {
+            size: Size::Ragged,
+            label: None,
+        }
+    }
+
+    /// Whether this is a ragged (`var`) dimension.
+    pub fn is_ragged(&self) -> bool {
+        self.size == Size::Ragged
+    }
+
     /// A dimension of the given size, unlabeled.
     pub fn of_size(size: Size) -> Self {
         KnownDim { size, label: None }
@@ -108,10 +130,12 @@ impl KnownDim {
     /// The size of a static dimension (0 for an empty axis).
     ///
     /// A symbolic dimension has no size until its run-time sizes are
-    /// bound, and gives `u64::MAX`, a size no tensor can have: symbolic
-    /// dims never reach the shapes that lowering and backends read
-    /// (`SolvedGraph::bind` substitutes them first). Code that may meet
-    /// one reads [`KnownDim::static_size`] or [`KnownDim::extent`].
+    /// bound, and a ragged one has a length per row; both give
+    /// `u64::MAX`, a size no tensor can have: symbolic dims never reach
+    /// the shapes that lowering and backends read (`SolvedGraph::bind`
+    /// substitutes them first), and ragged ones are lowered row by row
+    /// with each row's length. Code that may meet one reads
+    /// [`KnownDim::static_size`] or [`KnownDim::extent`].
     pub fn size(&self) -> u64 {
         self.static_size().unwrap_or(u64::MAX)
     }
@@ -125,14 +149,14 @@ impl KnownDim {
     pub fn static_size(&self) -> Option<u64> {
         match &self.size {
             Size::Static(n) => Some(*n),
-            Size::Symbolic(_) => None,
+            Size::Symbolic(_) | Size::Ragged => None,
         }
     }
 
     /// The symbolic size; `None` for a static one.
     pub fn symbolic_size(&self) -> Option<&SymSize> {
         match &self.size {
-            Size::Static(_) => None,
+            Size::Static(_) | Size::Ragged => None,
             Size::Symbolic(s) => Some(s),
         }
     }

@@ -269,6 +269,11 @@ pub enum Size {
     Static(u64),
     /// Known once run-time sizes are bound.
     Symbolic(SymSize),
+    /// A ragged (`var`) axis: its length differs from one position of
+    /// the axes before it (in memory order) to the next, as DyND's var
+    /// dims do. Known only from the data, row by row; never a number the
+    /// solver computes with.
+    Ragged,
 }
 
 impl fmt::Display for Size {
@@ -276,6 +281,7 @@ impl fmt::Display for Size {
         match self {
             Size::Static(n) => write!(f, "{n}"),
             Size::Symbolic(s) => s.fmt(f),
+            Size::Ragged => f.write_str("var"),
         }
     }
 }

@@ -461,6 +461,18 @@ pub enum ShapeError {
         /// The run-time size involved.
         size: String,
     },
+    /// Arithmetic on a ragged (`var`) axis, whose length differs from row
+    /// to row: an element count, a concatenation along it, a convolution
+    /// over it or a fixed index into it.
+    #[error("in {context}: {what} over the ragged axis `var` from {}, whose rows have lengths of their own, is not supported; only elementwise operations, reductions along it and assignments take ragged axes", ragged.place())]
+    RaggedUnsupported {
+        /// The constraint.
+        context: Arc<Origin>,
+        /// What would have been computed.
+        what: &'static str,
+        /// The ragged axis and where it came from.
+        ragged: Box<DimFact>,
+    },
     /// Convolution sizes that do not fit (see [`crate::Constraint::DimAffine`]).
     #[error(
         "convolution sizes do not fit in {context}{}: {}",
@@ -624,6 +636,7 @@ impl ShapeError {
             | ShapeError::InfiniteAxes { .. }
             | ShapeError::StepLimit { .. } => ErrorClass::Conflict,
             ShapeError::SymbolicUnsupported { .. } => ErrorClass::Underdetermined,
+            ShapeError::RaggedUnsupported { .. } => ErrorClass::Conflict,
             ShapeError::Underdetermined { .. }
             | ShapeError::CountUnderdetermined { .. }
             | ShapeError::Unsolved { .. } => ErrorClass::Underdetermined,
@@ -660,6 +673,7 @@ impl ShapeError {
             | ShapeError::Affine { context, .. }
             | ShapeError::SumMismatch { context, .. }
             | ShapeError::SymbolicUnsupported { context, .. }
+            | ShapeError::RaggedUnsupported { context, .. }
             | ShapeError::StepLimit { context, .. } => Some(context),
             ShapeError::UnknownVariable { .. } | ShapeError::Unsolved { .. } => None,
         }

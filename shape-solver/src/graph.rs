@@ -356,6 +356,52 @@ pub enum GraphError {
     /// Bound sizes that break a guard inference left.
     #[error(transparent)]
     Guard(#[from] crate::guard::GuardFailure),
+    /// A size statement's size is a ragged axis, which has no one value.
+    #[error("the size `{name}` is a ragged axis (`var`): its rows have lengths of their own, not one number")]
+    RaggedSize {
+        /// The size.
+        name: Arc<str>,
+    },
+    /// A ragged tensor whose layout cannot be stored as values and row
+    /// offsets.
+    #[error("{} has the shape {shape}, which cannot be stored as ragged rows: {reason}", tensor.as_ref().map_or("a tensor".to_string(), |t| t.to_string()))]
+    RaggedLayout {
+        /// The tensor.
+        tensor: Option<Box<TensorRef>>,
+        /// Its solved shape.
+        shape: String,
+        /// Why not.
+        reason: String,
+    },
+    /// An operation that a ragged run cannot lower row by row.
+    #[error("{op} cannot run on ragged data: {reason}")]
+    RaggedLowering {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// Why not.
+        reason: String,
+    },
+    /// A row of ragged data whose length does not broadcast with what it
+    /// meets (DyND's check, made when the data is known).
+    #[error("in {op}, {} {tensor} has length {length} at row ({row}), along axis {axis} (memory order), where {required} is needed: {}", if *ragged { "the ragged axis of" } else { "the axis of" }, if *ragged { format!("a row's length must be 1 or {required}") } else { format!("the rows it meets have length {required}") })]
+    RaggedRow {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// The tensor.
+        tensor: Box<TensorRef>,
+        /// The axis, in memory order.
+        axis: usize,
+        /// The row: the values of the iterators over the axes before the
+        /// ragged axes.
+        row: String,
+        /// The length found.
+        length: u64,
+        /// The length it meets.
+        required: u64,
+        /// Whether the axis is the tensor's ragged one (rather than a
+        /// fixed size meeting ragged rows).
+        ragged: bool,
+    },
     /// A batch slice asked for an index its batch axis does not have.
     #[error("{op} takes batch index {index}, but the batch axis it slices has size {size}")]
     SliceOutOfRange {
@@ -383,9 +429,10 @@ impl GraphError {
     pub fn op(&self) -> Option<&OpRef> {
         match self {
             GraphError::Shape(e) => e.context().and_then(Origin::op),
-            GraphError::SliceOutOfRange { op, .. } | GraphError::PaddingUnsupported { op } => {
-                Some(op)
-            }
+            GraphError::SliceOutOfRange { op, .. }
+            | GraphError::PaddingUnsupported { op }
+            | GraphError::RaggedLowering { op, .. }
+            | GraphError::RaggedRow { op, .. } => Some(op),
             GraphError::Spec { .. }
             | GraphError::UnknownFunction { .. }
             | GraphError::SpecExpected { .. }
@@ -401,6 +448,8 @@ impl GraphError {
             | GraphError::SizeBound { .. }
             | GraphError::NoSuchName { .. }
             | GraphError::UnboundSize { .. }
+            | GraphError::RaggedSize { .. }
+            | GraphError::RaggedLayout { .. }
             | GraphError::NotRunTime { .. }
             | GraphError::SizeConflict { .. }
             | GraphError::Constant { .. } => None,
@@ -1595,6 +1644,7 @@ impl SolvedGraph {
             shape_core::Size::Symbolic(sym) => self
                 .eval_size(sym)
                 .map_err(|_| GraphError::UnboundSize { name, tensor: None }),
+            shape_core::Size::Ragged => Err(GraphError::RaggedSize { name }),
         }
     }
 

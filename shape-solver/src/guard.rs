@@ -70,7 +70,7 @@ fn describe(g: &SizeGuard, values: &[u64]) -> String {
         .axis
         .map_or(String::new(), |a| format!(", at {}", AxisFromEnd(a)));
     let named = |f: &DimFact, v: u64| match f.value.extent() {
-        Size::Static(_) => format!("{v}"),
+        Size::Static(_) | Size::Ragged => format!("{v}"),
         Size::Symbolic(s) => format!("`{s}` = {v}"),
     };
     let v = |i: usize| values.get(i).copied().unwrap_or(0);
@@ -112,6 +112,11 @@ impl SizeGuard {
             match d.extent() {
                 Size::Static(n) => Ok(*n),
                 Size::Symbolic(s) => s.eval(value).map_err(GuardCheck::Unevaluable),
+                // The solver leaves no guard on a ragged size (rows are
+                // checked when the data is known).
+                Size::Ragged => Err(GuardCheck::Unevaluable(shape_core::size::EvalError::Unbound(
+                    "var".into(),
+                ))),
             }
         };
         let (ok, values) = match &self.requirement {

@@ -36,6 +36,7 @@ mod operation;
 pub mod ops;
 mod origin;
 mod projections;
+mod ragged;
 mod rank_cycle;
 mod registry;
 mod run;
@@ -58,6 +59,7 @@ pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
 pub use operation::{ConstraintCx, Operation};
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
 pub use projections::{AxisIndex, AxisSite, ProjectionBuilder, Projections};
+pub use ragged::RaggedAxis;
 pub use registry::{BuildArgs, Builder, OpEntry, Operator, Registry, Sampler};
 pub use run::{
     DataError, HostTensor, Inputs, PlannedOp, RunError, RunOptions, RunOutputs, RunPlan,

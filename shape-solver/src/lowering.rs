@@ -280,7 +280,7 @@ fn layout(shape: &SolvedShape, axes: &[AxisIndex], iterators: usize, slice: u64)
 }
 
 /// [`layout`] for a tensor of `dims` in memory order.
-fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slice: u64) -> Layout {
+pub(crate) fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slice: u64) -> Layout {
     let axis_stride = row_major_strides(dims);
     let mut strides = vec![0u64; iterators];
     let mut offset = 0u64;

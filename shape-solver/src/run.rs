@@ -20,6 +20,7 @@ use shape_core::{Backend, SolvedShape};
 use crate::graph::{GraphError, OpId, SolvedGraph, TensorId, TensorKind};
 use crate::lowering::{BufferRef, Lowered, Step};
 use crate::origin::{OpRef, TensorRef};
+use crate::ragged::RaggedAxis;
 use shape_core::kernel::{Expr, Kernel, Launch, Layout};
 
 /// A tensor's values on the host, in memory order (batch, output, input;
@@ -28,6 +29,8 @@ use shape_core::kernel::{Expr, Kernel, Launch, Layout};
 pub struct HostTensor {
     dims: Vec<u64>,
     values: Vec<f32>,
+    /// The rows of a ragged axis; `dims` then holds its longest row.
+    ragged: Option<RaggedAxis>,
 }
 
 /// Host data that does not fit its dims, or memory that cannot be had.
@@ -44,6 +47,12 @@ pub enum DataError {
         expected: u128,
         /// The values given.
         found: usize,
+    },
+    /// Row offsets of ragged data that do not describe rows.
+    #[error("the row offsets of ragged data are invalid: {reason}")]
+    RaggedOffsets {
+        /// What is wrong.
+        reason: String,
     },
     /// The values do not fit in memory.
     #[error("out of memory: {elements} values need {bytes} bytes, which could not be allocated")]
@@ -80,7 +89,82 @@ impl HostTensor {
                 found: values.len(),
             });
         }
-        Ok(HostTensor { dims, values })
+        Ok(HostTensor {
+            dims,
+            values,
+            ragged: None,
+        })
+    }
+
+    /// Ragged values: `outer` are the dims before the ragged axis (in
+    /// memory order), which has one row per position of them, of the
+    /// lengths `lengths`; `inner` are the dims after it. The values are
+    /// the rows one after another, row-major within each. [`HostTensor::dims`]
+    /// then gives the longest row's length for the ragged axis.
+    ///
+    /// ```
+    /// use shape_solver::HostTensor;
+    /// // [[1], [2, 3]]
+    /// let t = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap();
+    /// assert_eq!(t.dims(), &[2, 2]);
+    /// assert_eq!(t.ragged_axis().unwrap().offsets(), &[0, 1, 3]);
+    /// assert_eq!(t.to_string(), "[[1], [2, 3]]");
+    /// assert!(HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0]).is_err());
+    /// ```
+    pub fn ragged(
+        outer: Vec<u64>,
+        lengths: &[u64],
+        inner: Vec<u64>,
+        values: Vec<f32>,
+    ) -> Result<HostTensor, DataError> {
+        let rows = elements(&outer);
+        let axis = RaggedAxis::from_lengths(outer.len(), lengths)?;
+        if rows != lengths.len() as u128 {
+            return Err(DataError::RaggedOffsets {
+                reason: format!(
+                    "the dims {outer:?} before the ragged axis have {rows} rows, but {} lengths were given",
+                    lengths.len()
+                ),
+            });
+        }
+        let expected = (axis.total() as u128).saturating_mul(elements(&inner));
+        let mut dims = outer;
+        dims.push(axis.longest());
+        dims.extend(inner);
+        if expected != values.len() as u128 {
+            return Err(DataError::Length {
+                dims,
+                expected,
+                found: values.len(),
+            });
+        }
+        Ok(HostTensor {
+            dims,
+            values,
+            ragged: Some(axis),
+        })
+    }
+
+    /// The rows of the ragged axis, for ragged values.
+    pub fn ragged_axis(&self) -> Option<&RaggedAxis> {
+        self.ragged.as_ref()
+    }
+
+    /// These values as ragged values along `axis`, every row of the same
+    /// length (the data of a dense tensor given for a ragged one).
+    fn as_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
+        if self.ragged.is_some() {
+            return Ok(self);
+        }
+        let rows = elements(&self.dims[..axis]);
+        let len = self.dims[axis];
+        let lengths = vec![len; usize::try_from(rows).unwrap_or(usize::MAX)];
+        HostTensor::ragged(
+            self.dims[..axis].to_vec(),
+            &lengths,
+            self.dims[axis + 1..].to_vec(),
+            self.values,
+        )
     }
 
     /// A tensor of these dims with every value `value`; fails rather than
@@ -95,7 +179,11 @@ impl HostTensor {
         let mut values = Vec::new();
         values.try_reserve_exact(len).map_err(|_| oom())?;
         values.resize(len, value);
-        Ok(HostTensor { dims, values })
+        Ok(HostTensor {
+            dims,
+            values,
+            ragged: None,
+        })
     }
 
     /// The sizes of the axes, in memory order.
@@ -122,6 +210,69 @@ impl HostTensor {
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
+}
+
+impl std::fmt::Display for HostTensor {
+    /// The values as nested lists, as numpy's `tolist` prints them
+    /// (ragged rows with their own lengths).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
+        self.write_nested(&mut out, &|out: &mut String, v: f32| {
+            use std::fmt::Write;
+            let _ = write!(out, "{v}");
+        });
+        f.write_str(&out)
+    }
+}
+
+impl HostTensor {
+    /// Writes the values as nested lists (`[[1, 2], [3]]`), each value by
+    /// `value`; ragged rows get their own lengths.
+    pub fn write_nested(&self, out: &mut String, value: &dyn Fn(&mut String, f32)) {
+        let (axis, rows) = match &self.ragged {
+            Some(r) => (Some(r.axis()), Some(r)),
+            None => (None, None),
+        };
+        let mut next = 0usize;
+        let mut row = 0usize;
+        nested(&self.dims, 0, axis, rows, &mut row, &self.values, &mut next, out, value);
+    }
+}
+
+/// Writes axis `depth` of `dims` onwards as nested lists.
+#[allow(clippy::too_many_arguments)]
+fn nested(
+    dims: &[u64],
+    depth: usize,
+    axis: Option<usize>,
+    rows: Option<&RaggedAxis>,
+    row: &mut usize,
+    values: &[f32],
+    next: &mut usize,
+    out: &mut String,
+    value: &dyn Fn(&mut String, f32),
+) {
+    if depth == dims.len() {
+        value(out, values.get(*next).copied().unwrap_or(0.0));
+        *next += 1;
+        return;
+    }
+    let len = match (axis, rows) {
+        (Some(a), Some(r)) if a == depth => {
+            let l = r.row_len(*row);
+            *row += 1;
+            l
+        }
+        _ => dims[depth],
+    };
+    out.push('[');
+    for i in 0..len {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        nested(dims, depth + 1, axis, rows, row, values, next, out, value);
+    }
+    out.push(']');
 }
 
 /// The product of dims, saturating at `u128::MAX`.
@@ -304,6 +455,10 @@ pub struct PlannedOp {
     /// Tensors whose last use this operation is (their buffers are freed
     /// after it, for later operations to reuse).
     pub releases: Vec<TensorId>,
+    /// Whether the operation touches a ragged tensor: then `lowered` is
+    /// empty and `result_len` 0 until the run knows the data's rows, and
+    /// the run lowers it row by row.
+    pub ragged: bool,
 }
 
 /// How a run goes, decided before it starts: which operations run in which
@@ -316,6 +471,7 @@ pub struct RunPlan {
     leaf_releases: Vec<TensorId>,
     peak_bytes: u128,
     allocated_bytes: u128,
+    options: RunOptions,
 }
 
 impl RunPlan {
@@ -336,7 +492,8 @@ impl RunPlan {
 
     /// The most bytes of tensor data held at once: the leaves' data until
     /// their last use, live results and scratch, freed buffers kept for
-    /// reuse, and the outputs.
+    /// reuse, and the outputs. Ragged tensors count as empty: their
+    /// lengths come with the data.
     pub fn peak_bytes(&self) -> u128 {
         self.peak_bytes
     }
@@ -405,6 +562,9 @@ impl Memory {
 
 impl SolvedGraph {
     fn len_of(&self, t: TensorId) -> Result<u64, GraphError> {
+        if self.is_ragged(t)? {
+            return Ok(0);
+        }
         let n = elements(&self.shape(t)?.memory_dims());
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
@@ -475,12 +635,24 @@ impl SolvedGraph {
             .map(|n| deps[n])
             .collect();
 
-        // Lower every operation, then fuse pointwise chains.
+        // Lower every operation, then fuse pointwise chains. Operations on
+        // ragged tensors are lowered when the run knows the rows; a plan
+        // with any does not fuse.
+        let mut ragged = HashSet::new();
+        for &op in &order {
+            if self.op_is_ragged(op)? {
+                ragged.insert(op);
+            }
+        }
         let mut lowered: Vec<Option<Lowered>> = Vec::with_capacity(order.len());
         for &op in &order {
-            lowered.push(Some(self.lower(op, options)?));
+            lowered.push(Some(if ragged.contains(&op) {
+                Lowered::default()
+            } else {
+                self.lower(op, options)?
+            }));
         }
-        if !options.unfused {
+        if !options.unfused && ragged.is_empty() {
             fuse_pointwise(graph, &order, &mut lowered, &seen);
             fuse_epilogues(graph, &order, &mut lowered, &seen);
         }
@@ -489,6 +661,13 @@ impl SolvedGraph {
             .zip(lowered)
             .filter_map(|(&op, l)| l.map(|l| (op, l)))
             .collect();
+        let reads = |op: &OpId, l: &Lowered, operands: &[TensorId]| -> Vec<TensorId> {
+            if ragged.contains(op) {
+                operands.to_vec()
+            } else {
+                read_tensors(l, operands).collect()
+            }
+        };
 
         // The last step that reads each tensor; outputs live to the end.
         let mut last_use: HashMap<TensorId, usize> = HashMap::new();
@@ -496,7 +675,7 @@ impl SolvedGraph {
         let mut leaf_seen = HashSet::new();
         for (step, (op, l)) in kept.iter().enumerate() {
             let (_, operands, _) = graph.op(*op).ok_or(GraphError::UnknownOp(op.index()))?;
-            for t in read_tensors(l, operands) {
+            for t in reads(op, l, operands) {
                 last_use.insert(t, step);
                 if graph.producer(t).is_none() && leaf_seen.insert(t) {
                     leaves.push(t);
@@ -553,6 +732,7 @@ impl SolvedGraph {
                 lowered,
                 result_len,
                 releases: std::mem::take(&mut releases[step]),
+                ragged: ragged.contains(&op),
             });
         }
         Ok(RunPlan {
@@ -562,6 +742,7 @@ impl SolvedGraph {
             leaf_releases,
             peak_bytes: memory.peak,
             allocated_bytes: memory.allocated,
+            options: options.clone(),
         })
     }
 
@@ -636,7 +817,24 @@ impl SolvedGraph {
                     shape: shape.clone(),
                 });
             };
-            if given.dims() != shape.memory_dims() {
+            if let Some(axis) = crate::ragged::ragged_position(self, t)? {
+                // Ragged data along that axis, or dense data of any length
+                // there; the other dims as the shape has them.
+                let dims = shape.memory_dims();
+                let fits = given.dims().len() == dims.len()
+                    && (given.dims().iter().zip(&dims).enumerate())
+                        .all(|(j, (g, d))| j == axis || g == d)
+                    && given.ragged.as_ref().is_none_or(|r| r.axis() == axis);
+                if fits {
+                    continue;
+                }
+                return Err(RunError::DataShape {
+                    tensor: tensor()?,
+                    shape: shape.clone(),
+                    found: given.dims().to_vec(),
+                });
+            }
+            if given.ragged.is_some() || given.dims() != shape.memory_dims() {
                 return Err(RunError::DataShape {
                     tensor: tensor()?,
                     shape: shape.clone(),
@@ -665,12 +863,21 @@ impl SolvedGraph {
             }
         };
         let mut buffers: HashMap<TensorId, B::Buffer> = HashMap::with_capacity(plan.leaves.len());
+        // The rows of every ragged tensor, as the data gives them.
+        let mut rows: HashMap<TensorId, RaggedAxis> = HashMap::new();
         for &t in &plan.leaves {
-            let values = inputs
-                .tensors
-                .remove(&t)
-                .map(HostTensor::into_values)
-                .unwrap_or_default();
+            let mut given = inputs.tensors.remove(&t);
+            let axis = crate::ragged::ragged_position(self, t)?;
+            if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
+                let data = data.as_ragged(axis).map_err(|e| GraphError::RaggedLayout {
+                    tensor: graph.tensor_ref(t).ok().map(Box::new),
+                    shape: self.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                    reason: e.to_string(),
+                })?;
+                rows.extend(data.ragged.clone().map(|r| (t, r)));
+                given = Some(data);
+            }
+            let values = given.map(HostTensor::into_values).unwrap_or_default();
             let buffer = backend.upload_owned(values).map_err(moving(backend))?;
             buffers.insert(t, buffer);
         }
@@ -701,16 +908,28 @@ impl SolvedGraph {
             let (_, operands, result) = graph
                 .op(planned.op)
                 .ok_or(GraphError::UnknownOp(planned.op.index()))?;
-            let lowered = &planned.lowered;
-            let out = match pool.take(planned.result_len) {
+            let row_lowered;
+            let (lowered, result_len) = if planned.ragged {
+                let operand_rows: Vec<Option<&RaggedAxis>> =
+                    operands.iter().map(|t| rows.get(t)).collect();
+                let r = self.lower_ragged(planned.op, &operand_rows, &plan.options)?;
+                if let Some(axis) = r.result_rows {
+                    rows.insert(result, axis);
+                }
+                row_lowered = r.lowered;
+                (&row_lowered, r.result_len)
+            } else {
+                (&planned.lowered, planned.result_len)
+            };
+            let out = match pool.take(result_len) {
                 Some(mut b) => {
-                    if !lowered.covers_result(planned.result_len) {
+                    if !lowered.covers_result(result_len) {
                         backend.fill(&mut b, 0.0).map_err(failed(backend))?;
                     }
                     b
                 }
                 None => backend
-                    .alloc(to_usize(planned.result_len))
+                    .alloc(to_usize(result_len))
                     .map_err(failed(backend))?,
             };
             let mut out = Some(out);
@@ -787,8 +1006,16 @@ impl SolvedGraph {
                 .ok_or(GraphError::UnknownTensor(t.index()))?;
             let data = backend.take(buffer).map_err(moving(backend))?;
             let dims = self.shape(t)?.memory_dims();
-            let tensor =
-                HostTensor::new(dims, data).map_err(|_| GraphError::UnknownTensor(t.index()))?;
+            let tensor = match rows.remove(&t) {
+                Some(r) => HostTensor::ragged(
+                    dims[..r.axis()].to_vec(),
+                    &r.lengths(),
+                    dims[r.axis() + 1..].to_vec(),
+                    data,
+                ),
+                None => HostTensor::new(dims, data),
+            }
+            .map_err(|_| GraphError::UnknownTensor(t.index()))?;
             values.insert(t, tensor);
         }
         Ok(RunOutputs { tensors: values })

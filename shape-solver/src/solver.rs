@@ -404,6 +404,7 @@ impl Solver {
     }
 
     fn step(&mut self, c: Constraint) -> Result<(), ShapeError> {
+        self.refuse_ragged_arithmetic(&c)?;
         match c {
             Constraint::DimEq { a, b, why } => self.unify_dim(&a, &b, why),
             Constraint::DimIneq { cur, subr, why } => self.dim_ineq(&cur, &subr, why),
@@ -428,6 +429,58 @@ impl Solver {
                 first,
                 why,
             } => self.drop_first(whole, rest, first, why),
+        }
+    }
+
+    /// A constraint that computes with sizes (an element count, a sum, a
+    /// window, a fixed index) over a ragged axis, whose rows' lengths are
+    /// no number: refused, naming it.
+    fn refuse_ragged_arithmetic(&mut self, c: &Constraint) -> Result<(), ShapeError> {
+        let (dims, what): (Vec<&Dim>, &'static str) = match c {
+            Constraint::DimEq { .. }
+            | Constraint::DimIneq { .. }
+            | Constraint::RowEq { .. }
+            | Constraint::RowIneq { .. }
+            | Constraint::DropFirst { .. } => return Ok(()),
+            Constraint::TotalElems { row, .. } => (row.dims.iter().collect(), "an element count"),
+            Constraint::RowCount { row, count, .. } => (
+                row.dims.iter().chain(std::iter::once(count)).collect(),
+                "an element count",
+            ),
+            Constraint::DimSum { total, parts, .. } => (
+                std::iter::once(total).chain(parts).collect(),
+                "a concatenation",
+            ),
+            Constraint::DimAtLeast { dim, .. } => (vec![dim], "a fixed index"),
+            Constraint::DimAffine {
+                input, over, kernel, ..
+            } => (vec![input, over, kernel], "a convolution's window"),
+        };
+        let why = c.why();
+        for d in dims {
+            if let Ok(ResolvedDim::Known { value, source, .. }) =
+                resolve_dim(&mut self.env.read_only(), d, why)
+            {
+                if value.is_ragged() {
+                    return Err(self.ragged_error(value, source, why, what));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn ragged_error(
+        &self,
+        value: KnownDim,
+        source: Why,
+        why: Why,
+        what: &'static str,
+    ) -> ShapeError {
+        ShapeError::RaggedUnsupported {
+            context: self.origin_arc(why.origin),
+            what,
+            ragged: Box::new(self.fact(value, source)),
         }
     }
 
@@ -488,11 +541,14 @@ impl Solver {
         let mut symbols: Vec<Size> = Vec::new();
         for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } => {
+                ResolvedDim::Known { value, source, .. } => {
                     empty |= value.is_empty();
                     match value.extent() {
                         Size::Static(n) => product = product.and_then(|p| p.checked_mul(*n)),
                         Size::Symbolic(_) => symbols.push(value.extent().clone()),
+                        Size::Ragged => {
+                            return Err(self.ragged_error(value, source, why, "an element count"))
+                        }
                     }
                 }
                 ResolvedDim::Var(v) => unknown.push(v),
@@ -742,9 +798,12 @@ impl Solver {
             what: "a convolution's kernel size",
             size: size.to_string(),
         };
+        // Ragged sizes were refused before this constraint got here.
         let sym = |k: &KnownDim| match k.extent() {
             Size::Symbolic(x) => x.clone(),
-            Size::Static(n) => SymSize::from_expr(crate::symbolic::size_expr(&Size::Static(*n))),
+            Size::Static(_) | Size::Ragged => {
+                SymSize::from_expr(crate::symbolic::size_expr(k.extent()))
+            }
         };
         let known = |size: SymSize| KnownDim::of_size(crate::symbolic::simplified(&size));
         let divides = |solver: &mut Self, what: SymSize| {
@@ -869,6 +928,9 @@ impl Solver {
         // an order by name, whatever the order of the facts (each then
         // meets it in a guard: 1 or that largest, numpy's rule exactly).
         let mut symbols: Vec<(KnownDim, String, Why)> = Vec::new();
+        // A ragged size below, when no run-time size is: var meeting a
+        // fixed size gives the fixed size, so it only wins over nothing.
+        let mut ragged: Option<(KnownDim, Why)> = None;
         let mut seen = std::collections::BTreeSet::from([v]);
         let mut todo = vec![v];
         while let Some(u) = todo.pop() {
@@ -888,6 +950,8 @@ impl Solver {
                             if value.symbolic_size().is_some() {
                                 let text = value.to_string();
                                 symbols.push((value, text, source));
+                            } else if value.is_ragged() {
+                                ragged.get_or_insert((value, source));
                             }
                         }
                     }
@@ -909,6 +973,9 @@ impl Solver {
                 size = size.max(k.symbolic_size()?);
             }
             return Some((KnownDim::symbolic(size), why));
+        }
+        if best.is_none() {
+            return ragged;
         }
         best.map(|(m, why)| (KnownDim::new(m), why))
     }
@@ -991,7 +1058,23 @@ impl Solver {
         else {
             return Ok(());
         };
-        if !x.same_size(&y) && (x.symbolic_size().is_some() || y.symbolic_size().is_some()) {
+        if (x.is_ragged() || y.is_ragged()) && !x.same_size(&y) && relation == Relation::Equal {
+            // A ragged axis equals only a ragged axis: its rows' lengths
+            // are no number.
+            return Err(ShapeError::DimMismatch {
+                context: self.origin_arc(why.origin),
+                axis: why.axis_from_end(),
+                relation,
+                left: Box::new(self.fact(x, sx)),
+                right: Box::new(self.fact(y, sy)),
+            });
+        }
+        if x.is_ragged() || y.is_ragged() {
+            // DyND's rule: var against var, 1 or n broadcasts, and each
+            // row's length is checked (1 or the length it meets) when the
+            // data is known, where the run lowers the operation row by
+            // row (`crate::ragged`).
+        } else if !x.same_size(&y) && (x.symbolic_size().is_some() || y.symbolic_size().is_some()) {
             if !symbolic_equal(&x, &y) {
                 let guard = match relation {
                     Relation::Equal => RawGuard::Equal(x.clone(), sx, y.clone(), sy),
@@ -1087,7 +1170,7 @@ impl Solver {
                 self.agree(rc, rs, why, Relation::Broadcasts)
             }
             (ResolvedDim::Var(v), ResolvedDim::Known { value, .. })
-                if value.symbolic_size().is_some() =>
+                if value.symbolic_size().is_some() || value.is_ragged() =>
             {
                 // v >= b for a run-time b: v is b, or anything when b is 1.
                 // Waits on v, whose value then meets b (a guard if it is
@@ -1498,9 +1581,12 @@ impl Solver {
         let mut symbols: Vec<Size> = Vec::new();
         for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
-                ResolvedDim::Known { value, .. } => match value.extent() {
+                ResolvedDim::Known { value, source, .. } => match value.extent() {
                     Size::Static(n) => known = known.saturating_mul(*n as u128),
                     Size::Symbolic(_) => symbols.push(value.extent().clone()),
+                    Size::Ragged => {
+                        return Err(self.ragged_error(value, source, why, "an element count"))
+                    }
                 },
                 ResolvedDim::Var(v) => vars.push(v),
             }

@@ -236,6 +236,14 @@ pub(crate) fn size_expr(size: &Size) -> SymExpr {
             e.add(Sym::Num(i64::try_from(*n).unwrap_or(i64::MAX)));
             e
         }
+        // The solver refuses arithmetic on ragged sizes before any reaches
+        // an expression; one built by hand is no number (`var`, a symbol
+        // no binding names, so it never evaluates).
+        Size::Ragged => {
+            let mut e = SymExpr::default();
+            e.add(Sym::Var(egg::Symbol::from("var")));
+            e
+        }
     }
 }
 
@@ -294,6 +302,7 @@ pub(crate) fn exact_quotient(total: &Size, by: &Size) -> Option<Size> {
     let q = fold_sizes(&[total, by], Sym::Div)?;
     match &q {
         Size::Static(_) => Some(q),
+        Size::Ragged => None,
         Size::Symbolic(s) => s
             .expr()
             .as_ref()

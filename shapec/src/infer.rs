@@ -92,6 +92,7 @@ pub fn size_json(size: &shape_core::Size) -> Value {
     match size {
         shape_core::Size::Static(n) => json!(n),
         shape_core::Size::Symbolic(s) => json!(s.to_string()),
+        shape_core::Size::Ragged => json!("var"),
     }
 }
 

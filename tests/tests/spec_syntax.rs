@@ -15,6 +15,7 @@ fn axes(spec: &ShapeSpec, kind: RowKind) -> Vec<String> {
                     AxisKind::Size(n) => n.to_string(),
                     AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
                     AxisKind::Anonymous => "_".into(),
+                    AxisKind::Ragged => "var".into(),
                     AxisKind::Fixed(i) => format!("#{i}"),
                     AxisKind::Affine(a) => format!("affine {a}"),
                 })
@@ -194,7 +195,6 @@ proptest! {
 fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
     // Reserved, never read as labels: each error names the feature.
     let cases = [
-        ("var, 3", 0..3, "ragged"),
         ("?, 3", 0..1, "run time"),
         ("3|?", 2..3, "run time"),
         // `*` and `+` make the spec multi-character: the entry is one.
@@ -210,8 +210,15 @@ fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
             "{text}: {e}"
         );
     }
-    // In single-character mode `var` is three axes, as in OCANNL.
+    // In single-character mode `var` is three axes, as in OCANNL; in
+    // multi-character mode it is one ragged axis, which einsums refuse.
     assert_eq!(ShapeSpec::parse("var").unwrap().output.axes.len(), 3);
+    let ragged = ShapeSpec::parse("2, var").unwrap();
+    assert_eq!(axes(&ragged, RowKind::Output), ["2", "var"]);
+    assert_eq!(ragged.to_string(), "2,var");
+    let e = EinsumSpec::parse("i, var => i").unwrap_err();
+    assert_eq!(e.span, 3..6, "{e}");
+    assert!(e.expected.contains("ragged"), "{e}");
     // In einsum specs an affine index needs its padding mark.
     let e = EinsumSpec::parse("i+j;j=>i").unwrap_err();
     assert!(e.expected.contains("affine index"), "{e}");

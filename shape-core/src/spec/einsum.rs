@@ -96,6 +96,13 @@ impl EinsumSpec {
         let mut row_names: HashMap<&str, Span> = HashMap::new();
         for spec in self.operands.iter().chain([&self.result]) {
             for (_, axis) in spec.axes() {
+                if axis.kind == AxisKind::Ragged {
+                    return Err(err(
+                        axis.span.clone(),
+                        "an axis label (an einsum names axes; `var`, a ragged axis, belongs in a shape spec)",
+                        "`var`".into(),
+                    ));
+                }
                 for l in axis_labels(&axis.kind) {
                     dim_names.entry(l).or_insert(axis.span.clone());
                 }
@@ -149,7 +156,10 @@ impl EinsumSpec {
                 }
                 // A labeled size the operands do not have is a new axis of
                 // that size, which the result broadcasts along.
-                AxisKind::Size(_) | AxisKind::LabeledSize(..) | AxisKind::Fixed(_) => {}
+                AxisKind::Size(_)
+                | AxisKind::LabeledSize(..)
+                | AxisKind::Fixed(_)
+                | AxisKind::Ragged => {}
                 AxisKind::Affine(_) => {
                     return Err(err(
                         axis.span.clone(),
@@ -251,7 +261,9 @@ fn axis_labels(kind: &AxisKind) -> Vec<&str> {
             out.extend(a.kernel.as_ref().map(|(k, _)| k.as_str()));
             out
         }
-        AxisKind::Size(_) | AxisKind::Fixed(_) | AxisKind::Anonymous => Vec::new(),
+        AxisKind::Size(_) | AxisKind::Fixed(_) | AxisKind::Anonymous | AxisKind::Ragged => {
+            Vec::new()
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //!   whitespace (`batch, 784`, `h w`, `rgb:3`); a trailing comma is allowed.
 //!
 //! Axis entries: a label (a dimension variable local to the spec), `_` (an
-//! anonymous variable), digits (a fixed size; 0 is an empty axis), `label:digits` (a
+//! anonymous variable), `var` (a ragged axis, in multi-character mode), digits (a fixed size; 0 is an empty axis), `label:digits` (a
 //! fixed size with a label), and `..name..` (a row variable standing for any
 //! number of leading axes; it must come first in its row). `...` is the row
 //! variable named after the row it is in, shared by all operands of an einsum.
@@ -57,6 +57,10 @@ pub enum AxisKind {
     /// A digit in an einsum spec: a fixed index into the axis (OCANNL's
     /// reading). Shape specs read digits as sizes.
     Fixed(u64),
+    /// `var`: a ragged axis, whose length differs from one position of the
+    /// axes before it (in memory order) to the next. Shape specs in
+    /// multi-character mode only; an einsum refuses it.
+    Ragged,
     /// An affine (convolution) index in an einsum operand:
     /// `stride*over=+dilation*kernel` (see [`AffineIndex`]).
     Affine(Box<AffineIndex>),
@@ -177,6 +181,7 @@ impl RowSpec {
             AxisKind::Size(n) => n.to_string(),
             AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
             AxisKind::Anonymous => "_".to_string(),
+            AxisKind::Ragged => "var".to_string(),
             AxisKind::Fixed(i) => i.to_string(),
             AxisKind::Affine(a) => a.to_string(),
         };

@@ -227,9 +227,7 @@ fn push_row_var(text: &str, out: &mut RowSpec, var: (RowVarName, Span)) -> Resul
 /// notation of features still to come is refused, never read as
 /// something else.
 fn reserved(entry: &str) -> Option<String> {
-    let what = if entry == "var" {
-        "a ragged axis, which is not supported yet"
-    } else if entry.starts_with('?') {
+    let what = if entry.starts_with('?') {
         "a size known only at run time, which is not supported yet"
     } else if entry.contains(['*', '+', '<', '=']) {
         "an affine (convolution) index, which only einsum operands take"
@@ -463,13 +461,11 @@ fn multi_char_row(
                 kind: AxisKind::Anonymous,
                 span: start..i,
             });
-        } else if let Some(found) = (tok == "var").then(|| reserved(tok)).flatten() {
-            return Err(err(
-                text,
-                start..i,
-                "an axis label, a size, `label:size`, or a row variable `..name..`",
-                &found,
-            ));
+        } else if tok == "var" {
+            out.axes.push(AxisSpec {
+                kind: AxisKind::Ragged,
+                span: start..i,
+            });
         } else if is_ident(tok) {
             out.axes.push(AxisSpec {
                 kind: AxisKind::Label(tok.to_string()),

@@ -177,6 +177,8 @@ impl Einsum {
                         lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()))
                     }
                     AxisKind::Size(n) => Dim::Known(KnownDim::sized(*n)),
+                    // Einsum specs refuse `var`; one built by hand is ragged.
+                    AxisKind::Ragged => Dim::Known(KnownDim::ragged()),
                     AxisKind::LabeledSize(l, size) => {
                         let d = lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()));
                         let why = cx.why_row(site, format!("to have {size} elements on the axis `{l}:{size}`").into());
@@ -317,7 +319,7 @@ impl Operation for Einsum {
                         }
                         AxisKind::Fixed(i) => Some(EinsumKey::Fixed(*i)),
                         AxisKind::Affine(a) => Some(EinsumKey::Affine(a)),
-                        AxisKind::Size(_) | AxisKind::Anonymous => None,
+                        AxisKind::Size(_) | AxisKind::Anonymous | AxisKind::Ragged => None,
                     }
                 }
                 for j in 0..len {

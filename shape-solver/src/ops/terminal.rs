@@ -110,6 +110,7 @@ fn dims_from_spec(
                 continue;
             }
             AxisKind::Size(s) => KnownDim::sized(*s),
+            AxisKind::Ragged => KnownDim::ragged(),
             AxisKind::LabeledSize(l, s) => KnownDim::sized(*s).with_label(Some(Label::new(l))),
         };
         let v = solver.fresh_dim();

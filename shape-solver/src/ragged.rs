@@ -1,0 +1,683 @@
+//! Ragged (`var`) axes at run time, as DyND's var dims: the data's rows,
+//! and operations lowered row by row.
+//!
+//! A ragged axis's length differs from one position of the axes before it
+//! (in memory order: its *rows*) to the next. Its data is stored as the
+//! values of every row one after another, with the offset where each row
+//! starts ([`RaggedAxis`]). Inference keeps `var` as a size of its own
+//! (`shape_core::Size::Ragged`); the lengths exist only once data is
+//! given, so an operation that touches a ragged tensor is lowered when
+//! the graph runs, once per row: each row is an ordinary launch of the
+//! operation's own kernel, with that row's lengths as sizes and its start
+//! as offset (DyND's "var to strided" kernel, one level of its hierarchy).
+//! Rows of the same lengths share one lowering.
+//!
+//! Broadcasting is checked row by row, as DyND checks it when it runs: a
+//! row of length 1 broadcasts (it is read at 0), a row of the length it
+//! meets is read in step, and any other length is
+//! [`GraphError::RaggedRow`], naming the operation, the tensor, the row
+//! and both lengths. A launch never reads or writes outside its row.
+
+use std::collections::HashMap;
+
+use shape_core::kernel::{IterKind, Layout};
+use shape_core::{KnownDim, RowKind, SolvedShape};
+
+use crate::graph::{GraphError, OpId, SolvedGraph};
+use crate::lowering::{layout_of, BufferRef, Lowered, LoweringCx, Step};
+use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
+use crate::run::{DataError, RunOptions};
+
+/// Where each row of a ragged axis starts, in positions along that axis.
+///
+/// A tensor of memory-order dims `outer.., var, inner..` has
+/// `product(outer)` rows; row `r` has `offsets[r + 1] - offsets[r]`
+/// positions, each of `product(inner)` values, stored after the rows
+/// before it.
+///
+/// ```
+/// use shape_solver::RaggedAxis;
+/// // [[1], [2, 3]]: two rows, of lengths 1 and 2.
+/// let rows = RaggedAxis::from_lengths(1, &[1, 2]).unwrap();
+/// assert_eq!(rows.offsets(), &[0, 1, 3]);
+/// assert_eq!(rows.row_len(1), 2);
+/// assert_eq!(rows.longest(), 2);
+/// assert!(RaggedAxis::new(1, vec![0, 2, 1]).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaggedAxis {
+    axis: usize,
+    offsets: Vec<u64>,
+}
+
+impl RaggedAxis {
+    /// The rows of the ragged axis at memory-order position `axis`, from
+    /// their start offsets (one more than there are rows: the last is the
+    /// total length). Offsets start at 0 and never decrease.
+    pub fn new(axis: usize, offsets: Vec<u64>) -> Result<RaggedAxis, DataError> {
+        let bad = |reason: String| DataError::RaggedOffsets { reason };
+        match offsets.first() {
+            None => return Err(bad("there is no offset (a ragged axis has rows + 1 of them)".into())),
+            Some(&first) if first != 0 => {
+                return Err(bad(format!("the first offset is {first}, not 0")))
+            }
+            Some(_) => {}
+        }
+        if let Some(r) = offsets.windows(2).position(|w| w[1] < w[0]) {
+            return Err(bad(format!(
+                "row {r} ends at {} before it starts at {}",
+                offsets[r + 1],
+                offsets[r]
+            )));
+        }
+        Ok(RaggedAxis { axis, offsets })
+    }
+
+    /// The rows of the ragged axis at `axis`, from their lengths.
+    pub fn from_lengths(axis: usize, lengths: &[u64]) -> Result<RaggedAxis, DataError> {
+        let mut offsets = Vec::new();
+        offsets
+            .try_reserve_exact(lengths.len() + 1)
+            .map_err(|_| DataError::OutOfMemory {
+                elements: lengths.len() as u128 + 1,
+                bytes: (lengths.len() as u128 + 1) * 8,
+            })?;
+        offsets.push(0u64);
+        let mut total = 0u64;
+        for &l in lengths {
+            total = total.checked_add(l).ok_or_else(|| DataError::RaggedOffsets {
+                reason: "the rows' lengths add up past 2^64".into(),
+            })?;
+            offsets.push(total);
+        }
+        Ok(RaggedAxis { axis, offsets })
+    }
+
+    /// The ragged axis's position among the tensor's axes, in memory order.
+    pub fn axis(&self) -> usize {
+        self.axis
+    }
+
+    /// Where each row starts, then the total length.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// The number of rows.
+    pub fn rows(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The length of row `r`.
+    pub fn row_len(&self, r: usize) -> u64 {
+        self.offsets[r + 1] - self.offsets[r]
+    }
+
+    /// Where row `r` starts, in positions along the axis.
+    pub fn row_start(&self, r: usize) -> u64 {
+        self.offsets[r]
+    }
+
+    /// The sum of the rows' lengths.
+    pub fn total(&self) -> u64 {
+        self.offsets[self.offsets.len() - 1]
+    }
+
+    /// The length of the longest row (0 without rows).
+    pub fn longest(&self) -> u64 {
+        (0..self.rows()).map(|r| self.row_len(r)).max().unwrap_or(0)
+    }
+
+    /// The lengths of the rows, in order.
+    pub fn lengths(&self) -> Vec<u64> {
+        (0..self.rows()).map(|r| self.row_len(r)).collect()
+    }
+}
+
+/// The memory-order position of a solved shape's ragged axis, if it has
+/// one; more than one, or one with no axis before it, is refused.
+pub(crate) fn ragged_position(
+    graph: &SolvedGraph,
+    t: crate::TensorId,
+) -> Result<Option<usize>, GraphError> {
+    let shape = graph.shape(t)?;
+    let mut found = None;
+    let mut j = 0;
+    for kind in RowKind::MEMORY_ORDER {
+        for d in shape.row(kind) {
+            if d.is_ragged() {
+                let refuse = |reason: &str| GraphError::RaggedLayout {
+                    tensor: graph.graph().tensor_ref(t).map(Box::new).ok(),
+                    shape: shape.to_string(),
+                    reason: reason.to_string(),
+                };
+                if found.is_some() {
+                    return Err(refuse(
+                        "it has more than one ragged axis; one per tensor is supported",
+                    ));
+                }
+                if j == 0 {
+                    return Err(refuse(
+                        "its ragged axis comes first in memory order (batch, output, input), so there is no axis whose positions its rows would be",
+                    ));
+                }
+                found = Some(j);
+            }
+            j += 1;
+        }
+    }
+    Ok(found)
+}
+
+/// What running a ragged operation takes: its per-row steps, the length
+/// of its result's buffer and, for a ragged result, its rows.
+pub(crate) struct RaggedLowered {
+    pub(crate) lowered: Lowered,
+    pub(crate) result_len: u64,
+    pub(crate) result_rows: Option<RaggedAxis>,
+}
+
+/// One tensor of a ragged operation.
+struct Tensor<'a> {
+    shape: &'a SolvedShape,
+    dims: Vec<u64>,
+    /// The ragged axis (memory order) and the rows of the data.
+    ragged: Option<(usize, Option<&'a RaggedAxis>)>,
+    /// Values in its buffer.
+    len: u64,
+}
+
+impl Tensor<'_> {
+    fn inner(&self, var: usize) -> u64 {
+        self.dims[var + 1..].iter().product()
+    }
+}
+
+/// The axis indices of tensor `t` (0: the result) in `p`.
+fn axes_of(p: &Projections, t: usize) -> &[AxisIndex] {
+    if t == 0 {
+        &p.result
+    } else {
+        &p.operands[t - 1]
+    }
+}
+
+/// `a` and `b` broadcast row by row: equal, or one of them 1.
+fn broadcast(a: Option<u64>, b: u64) -> Result<u64, u64> {
+    match a {
+        None => Ok(b),
+        Some(a) if a == b || b == 1 => Ok(a),
+        Some(1) => Ok(b),
+        Some(a) => Err(a),
+    }
+}
+
+impl SolvedGraph {
+    /// Whether the tensor's solved shape has a ragged (`var`) axis.
+    pub fn is_ragged(&self, t: crate::TensorId) -> Result<bool, GraphError> {
+        Ok(ragged_position(self, t)?.is_some())
+    }
+
+    /// Whether operation `op` touches a ragged tensor (and so is lowered
+    /// row by row when it runs).
+    pub(crate) fn op_is_ragged(&self, op: OpId) -> Result<bool, GraphError> {
+        let (_, operands, result) = self
+            .graph()
+            .op_node(op)
+            .ok_or(GraphError::UnknownOp(op.index()))?;
+        for &t in std::iter::once(&result).chain(operands) {
+            if self.is_ragged(t)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Lowers `op` row by row for the rows of its ragged operands' data
+    /// (`rows[i]` for operand `i`, `None` for a dense one).
+    pub(crate) fn lower_ragged(
+        &self,
+        op: OpId,
+        rows: &[Option<&RaggedAxis>],
+        options: &RunOptions,
+    ) -> Result<RaggedLowered, GraphError> {
+        let graph = self.graph();
+        let (operation, operands, result) = graph
+            .op_node(op)
+            .ok_or(GraphError::UnknownOp(op.index()))?;
+        let op_ref = graph.op_ref(op)?;
+        let unsupported = |reason: String| GraphError::RaggedLowering {
+            op: op_ref.clone(),
+            reason,
+        };
+        let mut tensors = Vec::with_capacity(operands.len() + 1);
+        for (t, &id) in std::iter::once(&result).chain(operands).enumerate() {
+            let shape = self.shape(id)?;
+            let var = ragged_position(self, id)?;
+            let data = if t == 0 { None } else { rows.get(t - 1).copied().flatten() };
+            let mut dims = shape.memory_dims();
+            if let Some(v) = var {
+                dims[v] = 0;
+            }
+            let len = match (var, data) {
+                (Some(v), Some(r)) => {
+                    let inner: u64 = dims[v + 1..].iter().product();
+                    r.total().saturating_mul(inner)
+                }
+                (Some(_), None) if t > 0 => {
+                    return Err(unsupported(format!(
+                        "operand {} is ragged but its rows are unknown",
+                        t - 1
+                    )))
+                }
+                _ => dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX),
+            };
+            tensors.push(Tensor {
+                shape,
+                dims,
+                ragged: var.map(|v| (v, data)),
+                len,
+            });
+        }
+
+        // The structure: every ragged axis as a placeholder size above 1,
+        // so that the operation's own projections say which iterators the
+        // rows and the ragged axes are.
+        let placeholder: Vec<SolvedShape> = tensors
+            .iter()
+            .map(|t| with_ragged_as(t.shape, |_| 2))
+            .collect();
+        let structure = project(operation.as_ref(), placeholder.iter().collect());
+        let mut row_iters: Vec<usize> = Vec::new();
+        let mut var_iters: Vec<usize> = Vec::new();
+        for (t, tensor) in tensors.iter().enumerate() {
+            let Some((var, _)) = tensor.ragged else {
+                continue;
+            };
+            let axes = axes_of(&structure, t);
+            for a in &axes[..var] {
+                match a {
+                    AxisIndex::Iterator(k) if structure.kinds[*k] == IterKind::Parallel => {
+                        row_iters.push(*k)
+                    }
+                    AxisIndex::Fixed(_) => {}
+                    _ => {
+                        return Err(unsupported(
+                            "it reduces, slices or slides over an axis before a ragged axis"
+                                .into(),
+                        ))
+                    }
+                }
+            }
+            match axes[var] {
+                AxisIndex::Iterator(k) => var_iters.push(k),
+                _ => {
+                    return Err(unsupported(
+                        "it fixes, slices or slides over a ragged axis".into(),
+                    ))
+                }
+            }
+        }
+        row_iters.sort_unstable();
+        row_iters.dedup();
+        var_iters.sort_unstable();
+        var_iters.dedup();
+        if var_iters.iter().any(|k| row_iters.contains(k)) {
+            return Err(unsupported(
+                "it moves a ragged axis before the axes its rows depend on".into(),
+            ));
+        }
+        if let Some((var, _)) = tensors[0].ragged {
+            let outer: Vec<usize> = structure.result[..var]
+                .iter()
+                .filter_map(|a| match a {
+                    AxisIndex::Iterator(k) => Some(*k),
+                    _ => None,
+                })
+                .collect();
+            if row_iters.iter().any(|k| !outer.contains(k)) {
+                return Err(unsupported(
+                    "its ragged result's rows would depend on an axis after its ragged axis"
+                        .into(),
+                ));
+            }
+        }
+
+        // Every point of the row iterators, row-major: its rows' lengths.
+        let row_sizes: Vec<u64> = row_iters.iter().map(|&k| structure.sizes[k]).collect();
+        let points = row_sizes
+            .iter()
+            .try_fold(1u64, |a, &n| a.checked_mul(n))
+            .filter(|&n| usize::try_from(n).is_ok())
+            .ok_or_else(|| unsupported("it has more rows than fit in memory".into()))?;
+        let row_of = |t: usize, point: &[u64]| -> usize {
+            let var = tensors[t].ragged.map_or(0, |(v, _)| v);
+            row_number(&structure, t, &tensors[t].dims, row_iters.as_slice(), point, var)
+        };
+        let mut lengths: Vec<Vec<u64>> = Vec::with_capacity(points as usize);
+        let mut point = vec![0u64; row_iters.len()];
+        for _ in 0..points {
+            let mut ls = vec![0u64; tensors.len()];
+            for (t, tensor) in tensors.iter().enumerate().skip(1) {
+                if let Some((_, Some(data))) = tensor.ragged {
+                    let r = row_of(t, &point);
+                    if r >= data.rows() {
+                        return Err(unsupported(format!(
+                            "operand {} has {} rows where its shape has more",
+                            t - 1,
+                            data.rows()
+                        )));
+                    }
+                    ls[t] = data.row_len(r);
+                }
+            }
+            // Each ragged axis's iterator: the lengths and sizes it meets.
+            for &k in &var_iters {
+                let mut extent: Option<u64> = None;
+                for (t, tensor) in tensors.iter().enumerate() {
+                    let ragged_var = tensor.ragged.map(|(v, _)| v);
+                    for (j, a) in axes_of(&structure, t).iter().enumerate() {
+                        if *a != AxisIndex::Iterator(k) {
+                            continue;
+                        }
+                        let is_var = ragged_var == Some(j);
+                        if t == 0 && is_var {
+                            continue;
+                        }
+                        let n = if is_var { ls[t] } else { tensor.dims[j] };
+                        extent = Some(broadcast(extent, n).map_err(|other| {
+                            self.row_error(op, t, j, &point, n, other, is_var)
+                        })?);
+                    }
+                }
+                if let Some((var, _)) = tensors[0].ragged {
+                    if axes_of(&structure, 0)[var] == AxisIndex::Iterator(k) {
+                        ls[0] = extent.ok_or_else(|| {
+                            unsupported("nothing gives the length of its ragged result's rows".into())
+                        })?;
+                    }
+                }
+            }
+            lengths.push(ls);
+            advance(&mut point, &row_sizes);
+        }
+
+        // The result's rows, in its own order.
+        let result_rows = match tensors[0].ragged {
+            Some((var, _)) => {
+                let rows: u64 = tensors[0].dims[..var].iter().product();
+                let mut row_len = vec![0u64; rows as usize];
+                let mut point = vec![0u64; row_iters.len()];
+                for ls in &lengths {
+                    row_len[row_of(0, &point)] = ls[0];
+                    advance(&mut point, &row_sizes);
+                }
+                let axis = RaggedAxis::from_lengths(var, &row_len)
+                    .map_err(|e| unsupported(e.to_string()))?;
+                tensors[0].len = axis.total().saturating_mul(tensors[0].inner(var));
+                Some(axis)
+            }
+            None => None,
+        };
+
+        // One lowering per distinct set of lengths, then a launch per row.
+        let mut cache: HashMap<Vec<u64>, (Step, Projections)> = HashMap::new();
+        let mut steps = Vec::with_capacity(points as usize);
+        let mut point = vec![0u64; row_iters.len()];
+        for ls in &lengths {
+            let key: Vec<u64> = tensors
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.ragged.is_some())
+                .map(|(i, _)| ls[i])
+                .collect();
+            if !cache.contains_key(&key) {
+                let shapes: Vec<SolvedShape> = tensors
+                    .iter()
+                    .enumerate()
+                    .map(|(t, tensor)| with_ragged_as(tensor.shape, |_| ls[t]))
+                    .collect();
+                let projections = project(operation.as_ref(), shapes.iter().collect());
+                let cx = LoweringCx {
+                    op: op_ref.clone(),
+                    shapes: shapes.iter().collect(),
+                    projections: projections.clone(),
+                    options,
+                };
+                let mut lowered = operation.lower(&cx)?;
+                let single = lowered.steps.len() == 1
+                    && lowered.scratch.is_empty()
+                    && lowered.steps[0].result == BufferRef::Result
+                    && (lowered.steps[0].operands.iter())
+                        .all(|b| matches!(b, BufferRef::Operand(_)));
+                if !single {
+                    return Err(unsupported(
+                        "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
+                    ));
+                }
+                cache.insert(key.clone(), (lowered.steps.remove(0), projections));
+            }
+            let (step, projections) = &cache[&key];
+            let mut step = step.clone();
+            self.place_row(&mut step, projections, &structure, &tensors, &row_iters, &point, ls, &result_rows, op)?;
+            steps.push(step);
+            advance(&mut point, &row_sizes);
+        }
+        Ok(RaggedLowered {
+            lowered: Lowered {
+                scratch: Vec::new(),
+                steps,
+            },
+            result_len: tensors[0].len,
+            result_rows,
+        })
+    }
+
+    /// Pins one row's launch to its row: the row iterators to their
+    /// values, each ragged tensor's layout to the row's start, and checks
+    /// that no read or write leaves the row.
+    #[allow(clippy::too_many_arguments)]
+    fn place_row(
+        &self,
+        step: &mut Step,
+        rp: &Projections,
+        structure: &Projections,
+        tensors: &[Tensor<'_>],
+        row_iters: &[usize],
+        point: &[u64],
+        lengths: &[u64],
+        result_rows: &Option<RaggedAxis>,
+        op: OpId,
+    ) -> Result<(), GraphError> {
+        // Which iterator of this row's projections is each row iterator,
+        // found through the tensors' axes before their ragged axis.
+        let iterators = rp.sizes.len();
+        let mut pins: Vec<(usize, u64)> = Vec::new();
+        for (t, tensor) in tensors.iter().enumerate() {
+            let Some((var, _)) = tensor.ragged else {
+                continue;
+            };
+            for (a, s) in axes_of(rp, t)[..var].iter().zip(&axes_of(structure, t)[..var]) {
+                if let (AxisIndex::Iterator(k), AxisIndex::Iterator(ks)) = (a, s) {
+                    if let Some(p) = row_iters.iter().position(|x| x == ks) {
+                        if !pins.iter().any(|&(x, _)| x == *k) {
+                            pins.push((*k, point[p]));
+                        }
+                    }
+                }
+            }
+        }
+        let buffer_of = |b: &BufferRef| match *b {
+            BufferRef::Operand(i) => i + 1,
+            _ => 0,
+        };
+        let tensor_at: Vec<usize> = std::iter::once(0)
+            .chain(step.operands.iter().map(buffer_of))
+            .collect();
+        let launch = &mut step.launch;
+        for (slot, &t) in tensor_at.iter().enumerate() {
+            let tensor = &tensors[t];
+            let layout = if slot == 0 {
+                &mut launch.result
+            } else {
+                &mut launch.operands[slot - 1]
+            };
+            match tensor.ragged {
+                None => {
+                    for &(k, v) in &pins {
+                        layout.offset = layout
+                            .offset
+                            .saturating_add(layout.strides[k].saturating_mul(v));
+                    }
+                }
+                Some((var, data)) => {
+                    let rows = if t == 0 { result_rows.as_ref() } else { data };
+                    let Some(rows) = rows else { continue };
+                    let r = row_number(structure, t, &tensor.dims, row_iters, point, var);
+                    let mut local = vec![lengths[t]];
+                    local.extend_from_slice(&tensor.dims[var + 1..]);
+                    let inner = tensor.inner(var);
+                    let within = layout_of(&local, &axes_of(rp, t)[var..], iterators, 0);
+                    let start = rows.row_start(r).saturating_mul(inner);
+                    *layout = Layout::new(
+                        start.saturating_add(within.offset),
+                        within.strides,
+                        tensor.len,
+                    );
+                    // Nothing outside the row: a length that only
+                    // broadcasting would accept where the operation ties
+                    // axes (a contraction) is refused here.
+                    let row_end = start.saturating_add(lengths[t].saturating_mul(inner));
+                    let empty = launch.sizes.iter().enumerate().any(|(k, &n)| {
+                        n == 0 && !pins.iter().any(|&(p, _)| p == k)
+                    });
+                    if !empty {
+                        let last = (0..iterators)
+                            .filter(|k| !pins.iter().any(|&(p, _)| p == *k))
+                            .fold(layout.offset, |acc, k| {
+                                acc.saturating_add(
+                                    layout.strides[k]
+                                        .saturating_mul(launch.sizes[k].saturating_sub(1)),
+                                )
+                            });
+                        if last >= row_end {
+                            let required = match axes_of(rp, t)[var] {
+                                AxisIndex::Iterator(k) => launch.sizes[k],
+                                _ => 1,
+                            };
+                            return Err(self.row_error(
+                                op, t, var, point, lengths[t], required, true,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        for &(k, _) in &pins {
+            launch.sizes[k] = 1;
+        }
+        Ok(())
+    }
+
+    /// A row whose length does not fit what it meets.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    fn row_error(
+        &self,
+        op: OpId,
+        t: usize,
+        axis: usize,
+        point: &[u64],
+        length: u64,
+        required: u64,
+        ragged: bool,
+    ) -> GraphError {
+        let graph = self.graph();
+        let (_, operands, result) = match graph.op_node(op) {
+            Some(parts) => parts,
+            None => return GraphError::UnknownOp(op.index()),
+        };
+        let id = if t == 0 { result } else { operands[t - 1] };
+        let row = point
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        GraphError::RaggedRow {
+            op: match graph.op_ref(op) {
+                Ok(o) => o,
+                Err(e) => return e,
+            },
+            tensor: match graph.tensor_ref(id) {
+                Ok(r) => Box::new(r),
+                Err(e) => return e,
+            },
+            axis,
+            row,
+            length,
+            required,
+            ragged,
+        }
+    }
+}
+
+/// The row (flat, over the axes before its ragged axis `var`) of tensor
+/// `t` at a point of the row iterators.
+fn row_number(
+    structure: &Projections,
+    t: usize,
+    dims: &[u64],
+    row_iters: &[usize],
+    point: &[u64],
+    var: usize,
+) -> usize {
+    let mut r = 0u64;
+    for (j, a) in axes_of(structure, t)[..var].iter().enumerate() {
+        let i = match a {
+            AxisIndex::Iterator(k) => row_iters.iter().position(|x| x == k).map_or(0, |p| point[p]),
+            AxisIndex::Fixed(c) => *c,
+            _ => 0,
+        };
+        r = r * dims[j] + i;
+    }
+    r as usize
+}
+
+/// Steps a row-major multi-index.
+fn advance(point: &mut [u64], sizes: &[u64]) {
+    for j in (0..point.len()).rev() {
+        point[j] += 1;
+        if point[j] < sizes[j] {
+            return;
+        }
+        point[j] = 0;
+    }
+}
+
+/// `shape` with each ragged axis given a size by `size` (called with the
+/// axis's memory-order position).
+fn with_ragged_as(shape: &SolvedShape, size: impl Fn(usize) -> u64) -> SolvedShape {
+    let mut out = shape.clone();
+    let mut j = 0;
+    for kind in RowKind::MEMORY_ORDER {
+        let row = match kind {
+            RowKind::Batch => &mut out.batch,
+            RowKind::Output => &mut out.output,
+            RowKind::Input => &mut out.input,
+        };
+        for d in row.iter_mut() {
+            if d.is_ragged() {
+                *d = KnownDim::sized(size(j)).with_label(d.label().cloned());
+            }
+            j += 1;
+        }
+    }
+    out
+}
+
+/// The projections `operation` gives over `shapes`.
+fn project(operation: &dyn crate::Operation, shapes: Vec<&SolvedShape>) -> Projections {
+    let mut builder = ProjectionBuilder::new(shapes);
+    operation.project(&mut builder);
+    builder.finish()
+}
