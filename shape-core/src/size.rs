@@ -232,7 +232,11 @@ fn write_node(f: &mut fmt::Formatter<'_>, nodes: &[Sym], id: Id, outer: u8) -> f
         Sym::Var(s) => f.write_str(s.as_str())?,
         Sym::Add([a, b]) | Sym::Sub([a, b]) => {
             write_node(f, nodes, *a, 1)?;
-            f.write_str(if matches!(node, Sym::Add(_)) { "+" } else { "-" })?;
+            f.write_str(if matches!(node, Sym::Add(_)) {
+                "+"
+            } else {
+                "-"
+            })?;
             write_node(f, nodes, *b, 2)?;
         }
         Sym::Mul([a, b]) | Sym::Div([a, b]) | Sym::Mod([a, b]) => {

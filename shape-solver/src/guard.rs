@@ -114,9 +114,9 @@ impl SizeGuard {
                 Size::Symbolic(s) => s.eval(value).map_err(GuardCheck::Unevaluable),
                 // The solver leaves no guard on a ragged size (rows are
                 // checked when the data is known).
-                Size::Ragged => Err(GuardCheck::Unevaluable(shape_core::size::EvalError::Unbound(
-                    "var".into(),
-                ))),
+                Size::Ragged => Err(GuardCheck::Unevaluable(
+                    shape_core::size::EvalError::Unbound("var".into()),
+                )),
             }
         };
         let (ok, values) = match &self.requirement {

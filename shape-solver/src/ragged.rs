@@ -57,7 +57,11 @@ impl RaggedAxis {
     pub fn new(axis: usize, offsets: Vec<u64>) -> Result<RaggedAxis, DataError> {
         let bad = |reason: String| DataError::RaggedOffsets { reason };
         match offsets.first() {
-            None => return Err(bad("there is no offset (a ragged axis has rows + 1 of them)".into())),
+            None => {
+                return Err(bad(
+                    "there is no offset (a ragged axis has rows + 1 of them)".into(),
+                ))
+            }
             Some(&first) if first != 0 => {
                 return Err(bad(format!("the first offset is {first}, not 0")))
             }
@@ -85,9 +89,11 @@ impl RaggedAxis {
         offsets.push(0u64);
         let mut total = 0u64;
         for &l in lengths {
-            total = total.checked_add(l).ok_or_else(|| DataError::RaggedOffsets {
-                reason: "the rows' lengths add up past 2^64".into(),
-            })?;
+            total = total
+                .checked_add(l)
+                .ok_or_else(|| DataError::RaggedOffsets {
+                    reason: "the rows' lengths add up past 2^64".into(),
+                })?;
             offsets.push(total);
         }
         Ok(RaggedAxis { axis, offsets })
@@ -218,6 +224,24 @@ impl SolvedGraph {
         Ok(ragged_position(self, t)?.is_some())
     }
 
+    /// The position of the tensor's ragged (`var`) axis among its axes in
+    /// memory order (batch, output, input), if it has one; a shape whose
+    /// ragged axes cannot be stored as rows is
+    /// [`GraphError::RaggedLayout`].
+    ///
+    /// ```
+    /// use shape_solver::Graph;
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "3|2, var")?;
+    /// let s = g.solve()?;
+    /// assert_eq!(s.shape(x)?.to_string(), "3|->2, var");
+    /// assert_eq!(s.ragged_axis(x)?, Some(2));
+    /// # Ok::<(), shape_solver::GraphError>(())
+    /// ```
+    pub fn ragged_axis(&self, t: crate::TensorId) -> Result<Option<usize>, GraphError> {
+        ragged_position(self, t)
+    }
+
     /// Whether operation `op` touches a ragged tensor (and so is lowered
     /// row by row when it runs).
     pub(crate) fn op_is_ragged(&self, op: OpId) -> Result<bool, GraphError> {
@@ -242,9 +266,8 @@ impl SolvedGraph {
         options: &RunOptions,
     ) -> Result<RaggedLowered, GraphError> {
         let graph = self.graph();
-        let (operation, operands, result) = graph
-            .op_node(op)
-            .ok_or(GraphError::UnknownOp(op.index()))?;
+        let (operation, operands, result) =
+            graph.op_node(op).ok_or(GraphError::UnknownOp(op.index()))?;
         let op_ref = graph.op_ref(op)?;
         let unsupported = |reason: String| GraphError::RaggedLowering {
             op: op_ref.clone(),
@@ -254,7 +277,11 @@ impl SolvedGraph {
         for (t, &id) in std::iter::once(&result).chain(operands).enumerate() {
             let shape = self.shape(id)?;
             let var = ragged_position(self, id)?;
-            let data = if t == 0 { None } else { rows.get(t - 1).copied().flatten() };
+            let data = if t == 0 {
+                None
+            } else {
+                rows.get(t - 1).copied().flatten()
+            };
             let mut dims = shape.memory_dims();
             if let Some(v) = var {
                 dims[v] = 0;
@@ -270,7 +297,10 @@ impl SolvedGraph {
                         t - 1
                     )))
                 }
-                _ => dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX),
+                _ => dims
+                    .iter()
+                    .try_fold(1u64, |a, &d| a.checked_mul(d))
+                    .unwrap_or(u64::MAX),
             };
             tensors.push(Tensor {
                 shape,
@@ -303,8 +333,7 @@ impl SolvedGraph {
                     AxisIndex::Fixed(_) => {}
                     _ => {
                         return Err(unsupported(
-                            "it reduces, slices or slides over an axis before a ragged axis"
-                                .into(),
+                            "it reduces, slices or slides over an axis before a ragged axis".into(),
                         ))
                     }
                 }
@@ -337,8 +366,7 @@ impl SolvedGraph {
                 .collect();
             if row_iters.iter().any(|k| !outer.contains(k)) {
                 return Err(unsupported(
-                    "its ragged result's rows would depend on an axis after its ragged axis"
-                        .into(),
+                    "its ragged result's rows would depend on an axis after its ragged axis".into(),
                 ));
             }
         }
@@ -352,7 +380,14 @@ impl SolvedGraph {
             .ok_or_else(|| unsupported("it has more rows than fit in memory".into()))?;
         let row_of = |t: usize, point: &[u64]| -> usize {
             let var = tensors[t].ragged.map_or(0, |(v, _)| v);
-            row_number(&structure, t, &tensors[t].dims, row_iters.as_slice(), point, var)
+            row_number(
+                &structure,
+                t,
+                &tensors[t].dims,
+                row_iters.as_slice(),
+                point,
+                var,
+            )
         };
         let mut lengths: Vec<Vec<u64>> = Vec::with_capacity(points as usize);
         let mut point = vec![0u64; row_iters.len()];
@@ -385,15 +420,18 @@ impl SolvedGraph {
                             continue;
                         }
                         let n = if is_var { ls[t] } else { tensor.dims[j] };
-                        extent = Some(broadcast(extent, n).map_err(|other| {
-                            self.row_error(op, t, j, &point, n, other, is_var)
-                        })?);
+                        extent =
+                            Some(broadcast(extent, n).map_err(|other| {
+                                self.row_error(op, t, j, &point, n, other, is_var)
+                            })?);
                     }
                 }
                 if let Some((var, _)) = tensors[0].ragged {
                     if axes_of(&structure, 0)[var] == AxisIndex::Iterator(k) {
                         ls[0] = extent.ok_or_else(|| {
-                            unsupported("nothing gives the length of its ragged result's rows".into())
+                            unsupported(
+                                "nothing gives the length of its ragged result's rows".into(),
+                            )
                         })?;
                     }
                 }
@@ -459,7 +497,17 @@ impl SolvedGraph {
             }
             let (step, projections) = &cache[&key];
             let mut step = step.clone();
-            self.place_row(&mut step, projections, &structure, &tensors, &row_iters, &point, ls, &result_rows, op)?;
+            self.place_row(
+                &mut step,
+                projections,
+                &structure,
+                &tensors,
+                &row_iters,
+                &point,
+                ls,
+                &result_rows,
+                op,
+            )?;
             steps.push(step);
             advance(&mut point, &row_sizes);
         }
@@ -497,7 +545,10 @@ impl SolvedGraph {
             let Some((var, _)) = tensor.ragged else {
                 continue;
             };
-            for (a, s) in axes_of(rp, t)[..var].iter().zip(&axes_of(structure, t)[..var]) {
+            for (a, s) in axes_of(rp, t)[..var]
+                .iter()
+                .zip(&axes_of(structure, t)[..var])
+            {
                 if let (AxisIndex::Iterator(k), AxisIndex::Iterator(ks)) = (a, s) {
                     if let Some(p) = row_iters.iter().position(|x| x == ks) {
                         if !pins.iter().any(|&(x, _)| x == *k) {
@@ -548,9 +599,11 @@ impl SolvedGraph {
                     // broadcasting would accept where the operation ties
                     // axes (a contraction) is refused here.
                     let row_end = start.saturating_add(lengths[t].saturating_mul(inner));
-                    let empty = launch.sizes.iter().enumerate().any(|(k, &n)| {
-                        n == 0 && !pins.iter().any(|&(p, _)| p == k)
-                    });
+                    let empty = launch
+                        .sizes
+                        .iter()
+                        .enumerate()
+                        .any(|(k, &n)| n == 0 && !pins.iter().any(|&(p, _)| p == k));
                     if !empty {
                         let last = (0..iterators)
                             .filter(|k| !pins.iter().any(|&(p, _)| p == *k))
@@ -565,9 +618,9 @@ impl SolvedGraph {
                                 AxisIndex::Iterator(k) => launch.sizes[k],
                                 _ => 1,
                             };
-                            return Err(self.row_error(
-                                op, t, var, point, lengths[t], required, true,
-                            ));
+                            return Err(
+                                self.row_error(op, t, var, point, lengths[t], required, true)
+                            );
                         }
                     }
                 }
@@ -634,7 +687,10 @@ fn row_number(
     let mut r = 0u64;
     for (j, a) in axes_of(structure, t)[..var].iter().enumerate() {
         let i = match a {
-            AxisIndex::Iterator(k) => row_iters.iter().position(|x| x == k).map_or(0, |p| point[p]),
+            AxisIndex::Iterator(k) => row_iters
+                .iter()
+                .position(|x| x == k)
+                .map_or(0, |p| point[p]),
             AxisIndex::Fixed(c) => *c,
             _ => 0,
         };

@@ -216,63 +216,78 @@ impl std::fmt::Display for HostTensor {
     /// The values as nested lists, as numpy's `tolist` prints them
     /// (ragged rows with their own lengths).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut out = String::new();
-        self.write_nested(&mut out, &|out: &mut String, v: f32| {
-            use std::fmt::Write;
-            let _ = write!(out, "{v}");
-        });
-        f.write_str(&out)
+        let mut out = Vec::new();
+        self.write_nested(&mut out, &|w, v| write!(w, "{v}"))
+            .map_err(|_| std::fmt::Error)?;
+        f.write_str(&String::from_utf8_lossy(&out))
     }
 }
 
 impl HostTensor {
     /// Writes the values as nested lists (`[[1, 2], [3]]`), each value by
-    /// `value`; ragged rows get their own lengths.
-    pub fn write_nested(&self, out: &mut String, value: &dyn Fn(&mut String, f32)) {
-        let (axis, rows) = match &self.ragged {
-            Some(r) => (Some(r.axis()), Some(r)),
-            None => (None, None),
-        };
-        let mut next = 0usize;
-        let mut row = 0usize;
-        nested(&self.dims, 0, axis, rows, &mut row, &self.values, &mut next, out, value);
+    /// `value`: ragged rows with their own lengths, an empty axis as
+    /// numpy's `tolist` writes it (`(2, 0)` is `[[], []]`), a tensor
+    /// without axes as its bare value. Iterative, so thousands of axes
+    /// cannot exhaust the stack.
+    pub fn write_nested(
+        &self,
+        w: &mut dyn std::io::Write,
+        value: &dyn Fn(&mut dyn std::io::Write, f32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let at = |i: u64| self.values.get(i as usize).copied().unwrap_or(0.0);
+        match &self.ragged {
+            None => nested_grid(w, &self.dims, &mut |w, i| value(w, at(i))),
+            Some(rows) => {
+                let axis = rows.axis();
+                let inner = &self.dims[axis + 1..];
+                let per: u64 = inner.iter().product();
+                let mut dims = vec![0u64; inner.len() + 1];
+                dims[1..].copy_from_slice(inner);
+                nested_grid(w, &self.dims[..axis], &mut |w, r| {
+                    dims[0] = rows.row_len(r as usize);
+                    let start = rows.row_start(r as usize) * per;
+                    nested_grid(w, &dims, &mut |w, k| value(w, at(start + k)))
+                })
+            }
+        }
     }
 }
 
-/// Writes axis `depth` of `dims` onwards as nested lists.
-#[allow(clippy::too_many_arguments)]
-fn nested(
+/// Writes a grid of `dims` as nested lists, each element (by its flat
+/// index) by `leaf`; without recursion.
+fn nested_grid(
+    w: &mut dyn std::io::Write,
     dims: &[u64],
-    depth: usize,
-    axis: Option<usize>,
-    rows: Option<&RaggedAxis>,
-    row: &mut usize,
-    values: &[f32],
-    next: &mut usize,
-    out: &mut String,
-    value: &dyn Fn(&mut String, f32),
-) {
-    if depth == dims.len() {
-        value(out, values.get(*next).copied().unwrap_or(0.0));
-        *next += 1;
-        return;
-    }
-    let len = match (axis, rows) {
-        (Some(a), Some(r)) if a == depth => {
-            let l = r.row_len(*row);
-            *row += 1;
-            l
+    leaf: &mut dyn FnMut(&mut dyn std::io::Write, u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if let Some(zero) = dims.iter().position(|&d| d == 0) {
+        // Nothing below the first empty axis: the lists above it, each
+        // holding an empty list.
+        if zero == 0 {
+            return w.write_all(b"[]");
         }
-        _ => dims[depth],
-    };
-    out.push('[');
-    for i in 0..len {
+        return nested_grid(w, &dims[..zero], &mut |w, _| w.write_all(b"[]"));
+    }
+    // The number of elements each level spans.
+    let mut spans = vec![1u64; dims.len()];
+    let mut span = 1u64;
+    for (level, &d) in dims.iter().enumerate().rev() {
+        span = span.saturating_mul(d);
+        spans[level] = span;
+    }
+    for i in 0..span {
         if i > 0 {
-            out.push_str(", ");
+            w.write_all(b", ")?;
         }
-        nested(dims, depth + 1, axis, rows, row, values, next, out, value);
+        for _ in spans.iter().filter(|&&s| i.is_multiple_of(s)) {
+            w.write_all(b"[")?;
+        }
+        leaf(w, i)?;
+        for _ in spans.iter().filter(|&&s| (i + 1).is_multiple_of(s)) {
+            w.write_all(b"]")?;
+        }
     }
-    out.push(']');
+    Ok(())
 }
 
 /// The product of dims, saturating at `u128::MAX`.

@@ -453,7 +453,10 @@ impl Solver {
             ),
             Constraint::DimAtLeast { dim, .. } => (vec![dim], "a fixed index"),
             Constraint::DimAffine {
-                input, over, kernel, ..
+                input,
+                over,
+                kernel,
+                ..
             } => (vec![input, over, kernel], "a convolution's window"),
         };
         let why = c.why();
@@ -686,7 +689,10 @@ impl Solver {
                 Ok(ResolvedDim::Known { value, .. }) if value.symbolic_size().is_some()
             )
         };
-        if [input, over, kernel].iter().any(|d| known_symbolic(self, d)) {
+        if [input, over, kernel]
+            .iter()
+            .any(|d| known_symbolic(self, d))
+        {
             return self.symbolic_affine(c.clone());
         }
         let (s, d) = (u128::from(stride.get()), u128::from(dilation.get()));
@@ -812,7 +818,9 @@ impl Solver {
                 let rest = known(what.remainder_static(s));
                 let zero = KnownDim::sized(0);
                 if !symbolic_equal(&rest, &zero) {
-                    solver.guards.push_back((RawGuard::Equal(rest, *why, zero, *why), *why));
+                    solver
+                        .guards
+                        .push_back((RawGuard::Equal(rest, *why, zero, *why), *why));
                 }
             }
         };
@@ -840,7 +848,8 @@ impl Solver {
             (Some(i), Some(o), Some(k)) => {
                 let r = known(reach(&o, &k));
                 if !symbolic_equal(&i, &r) {
-                    self.guards.push_back((RawGuard::Equal(i, *why, r, *why), *why));
+                    self.guards
+                        .push_back((RawGuard::Equal(i, *why, r, *why), *why));
                 }
                 Ok(())
             }

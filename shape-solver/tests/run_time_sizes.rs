@@ -222,7 +222,11 @@ fn a_convolution_over_a_run_time_size_has_an_affine_output() {
         let k = g.input("k", "3").unwrap();
         let y = g.einsum(spec, &[x, k]).unwrap();
         let solved = g.solve().unwrap();
-        assert_eq!(solved.symbolic_shape(y).unwrap().to_string(), shape, "{spec}");
+        assert_eq!(
+            solved.symbolic_shape(y).unwrap().to_string(),
+            shape,
+            "{spec}"
+        );
         // The bound shape is the one the static graph infers.
         let bound = solved.bind(&[(w, good)]).unwrap();
         let mut fixed = Graph::new();
@@ -231,7 +235,11 @@ fn a_convolution_over_a_run_time_size_has_an_affine_output() {
         let fy = fixed.einsum(spec, &[fx, fk]).unwrap();
         let fixed = fixed.solve().unwrap();
         assert_eq!(bound.shape(y).unwrap(), fixed.shape(fy).unwrap(), "{spec}");
-        assert_eq!(solved.bind(&[(w, bad)]).unwrap_err().kind(), "guard", "{spec} at {bad}");
+        assert_eq!(
+            solved.bind(&[(w, bad)]).unwrap_err().kind(),
+            "guard",
+            "{spec} at {bad}"
+        );
     }
 }
 
@@ -256,7 +264,10 @@ fn hostile_run_time_sizes_fail_cleanly() {
     let x = g.input("x", &format!("{long}, |8")).unwrap();
     let y = g.unary("exp", x).unwrap();
     let s = g.solve().unwrap();
-    assert_eq!(s.bind(&[(b, 3)]).unwrap().shape(y).unwrap().to_string(), "3|->8");
+    assert_eq!(
+        s.bind(&[(b, 3)]).unwrap().shape(y).unwrap().to_string(),
+        "3|->8"
+    );
 
     // Sizes near 2^64: products overflow as errors, never wrap.
     let mut g = Graph::new();
@@ -278,7 +289,11 @@ fn hostile_run_time_sizes_fail_cleanly() {
     let c = g.input("c", "2|3").unwrap();
     let joined = g.concat(&[a, c]).unwrap();
     let solved = g.solve().unwrap();
-    let e = solved.bind(&[(sz, u64::MAX)]).unwrap().shape(joined).unwrap_err();
+    let e = solved
+        .bind(&[(sz, u64::MAX)])
+        .unwrap()
+        .shape(joined)
+        .unwrap_err();
     assert_eq!(e.kind(), "unbound_size", "{e}");
     assert!(e.to_string().contains("s+3"), "{e}");
 }

@@ -67,6 +67,10 @@ pub fn constant_fits(
 
 /// The bytes of one tensor's buffer (`f32`s); `None` past 2^128.
 pub fn buffer_bytes(solved: &SolvedGraph, t: TensorId) -> Option<u128> {
+    // A ragged tensor's length comes with its data.
+    if solved.is_ragged(t).unwrap_or(false) {
+        return Some(0);
+    }
     solved.shape(t).ok()?.num_elems()?.checked_mul(4)
 }
 

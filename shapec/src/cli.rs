@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use shape_core::SolvedShape;
-use shape_solver::{RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_solver::{HostTensor, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::compile::{compile, Compiled};
@@ -603,7 +603,7 @@ struct RunReport<'a> {
     backend: &'a str,
     sources: &'a [(TensorId, Source)],
     seed: u64,
-    values: &'a HashMap<TensorId, Vec<f32>>,
+    values: &'a HashMap<TensorId, HostTensor>,
 }
 
 impl RunReport<'_> {
@@ -618,7 +618,42 @@ impl RunReport<'_> {
     }
 
     fn values(&self, t: TensorId) -> &[f32] {
-        self.values.get(&t).map(Vec::as_slice).unwrap_or(&[])
+        self.values.get(&t).map(HostTensor::values).unwrap_or(&[])
+    }
+
+    fn ragged(&self, t: TensorId) -> Option<&shape_solver::RaggedAxis> {
+        self.values.get(&t).and_then(HostTensor::ragged_axis)
+    }
+
+    /// The dims of the values as returned: a ragged result's longest row
+    /// stands for its ragged axis.
+    fn dims(&self, t: TensorId) -> Result<Vec<u64>, CliError> {
+        Ok(match self.values.get(&t) {
+            Some(v) => v.dims().to_vec(),
+            None => self.shape(t)?.memory_dims(),
+        })
+    }
+
+    /// The dims in memory order as JSON: numbers, and `"var"` for a
+    /// ragged axis.
+    fn dims_json(&self, t: TensorId) -> Result<Value, CliError> {
+        let dims = self.shape(t)?.memory_dims();
+        let ragged = self
+            .solved
+            .ragged_axis(t)
+            .map_err(|e| CliError::Program(self.compiled.map.locate(e, None)))?;
+        Ok(Value::Array(
+            dims.iter()
+                .enumerate()
+                .map(|(j, &d)| {
+                    if Some(j) == ragged {
+                        json!("var")
+                    } else {
+                        json!(d)
+                    }
+                })
+                .collect(),
+        ))
     }
 
     fn files(&self) -> Result<Vec<ResultFile<'_>>, CliError> {
@@ -626,10 +661,21 @@ impl RunReport<'_> {
             .results
             .iter()
             .map(|&t| {
+                let shape = match self.ragged(t) {
+                    // The rows one after another, and where each starts.
+                    Some(r) => {
+                        let dims = self.dims(t)?;
+                        let mut shape = vec![r.total()];
+                        shape.extend_from_slice(&dims[r.axis() + 1..]);
+                        shape
+                    }
+                    None => self.shape(t)?.memory_dims(),
+                };
                 Ok(ResultFile {
                     name: self.name(t),
-                    shape: self.shape(t)?.memory_dims(),
+                    shape,
                     data: self.values(t),
+                    offsets: self.ragged(t).map(|r| r.offsets()),
                 })
             })
             .collect()
@@ -653,7 +699,14 @@ impl RunReport<'_> {
         }
         for &t in &self.compiled.results {
             let (name, shape) = (self.name(t), self.shape(t)?);
-            s.push_str(&format!("{name} : {shape} = {}\n", preview(self.values(t))));
+            let rows = match self.ragged(t) {
+                Some(r) => format!(" (rows of lengths {})", preview_lengths(&r.lengths())),
+                None => String::new(),
+            };
+            s.push_str(&format!(
+                "{name} : {shape}{rows} = {}\n",
+                preview(self.values(t))
+            ));
         }
         match dir {
             Some(dir) if written => {
@@ -690,7 +743,7 @@ impl RunReport<'_> {
                 "name": self.name(*t),
                 "kind": kind,
                 "shape": infer::shape_json(shape),
-                "dims": shape.memory_dims(),
+                "dims": self.dims_json(*t)?,
                 "source": source,
             }));
         }
@@ -712,23 +765,28 @@ impl RunReport<'_> {
                 let meta = json!({
                     "name": self.name(t),
                     "shape": infer::shape_json(shape),
-                    "dims": shape.memory_dims(),
+                    "dims": self.dims_json(t).map_err(std::io::Error::other)?,
                 })
                 .to_string();
                 let sep = if i == 0 { "" } else { "," };
                 write!(w, "{sep}{},\"values\":", &meta[..meta.len() - 1])?;
-                crate::json_values::write_nested(
-                    &mut w,
-                    &shape.memory_dims(),
-                    self.values(t),
-                    |w, v| write_f32(w, v),
-                )?;
+                match self.values.get(&t) {
+                    Some(v) => v.write_nested(&mut w, &|w, v| write_f32(w, v))?,
+                    None => w.write_all(b"[]")?,
+                }
                 w.write_all(b"}")?;
             }
             let written = match written {
                 Some(dir) => json!({
                     "dir": dir.display().to_string(),
-                    "files": self.compiled.results.iter().map(|&t| format!("{}.npy", self.name(t))).collect::<Vec<_>>(),
+                    "files": self.compiled.results.iter().flat_map(|&t| {
+                        let name = self.name(t);
+                        let mut files = vec![format!("{name}.npy")];
+                        if self.ragged(t).is_some() {
+                            files.push(format!("{name}.offsets.npy"));
+                        }
+                        files
+                    }).collect::<Vec<_>>(),
                 }),
                 None => Value::Null,
             };
@@ -891,6 +949,14 @@ fn stdout_error(e: std::io::Error) -> CliError {
 
 /// Up to eight values, then how many more.
 fn preview(v: &[f32]) -> String {
+    preview_of(v)
+}
+
+fn preview_lengths(v: &[u64]) -> String {
+    preview_of(v)
+}
+
+fn preview_of<T: std::fmt::Display>(v: &[T]) -> String {
     let shown: Vec<String> = v.iter().take(8).map(|x| format!("{x}")).collect();
     let more = v.len().saturating_sub(8);
     if more > 0 {

@@ -3,13 +3,16 @@
 //!
 //! A tensor of dims `[2, 3]` (memory order: batch, then output, then input
 //! axes) is `[[a, b, c], [d, e, f]]`; a tensor without axes is a bare
-//! number. Finite values are numbers; NaN and the infinities are the
+//! number. A ragged axis (`var`) has lists of their own lengths there:
+//! `[[1], [2, 3]]` for `2, var`. Written by
+//! [`shape_solver::HostTensor::write_nested`]. Finite values are numbers; NaN and the infinities are the
 //! strings `"nan"`, `"inf"` and `"-inf"`, which JSON numbers cannot write.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
+use shape_solver::HostTensor;
 
 use crate::error::CliError;
 
@@ -19,72 +22,17 @@ use crate::error::CliError;
 /// cannot exhaust memory.
 const BYTES_PER_VALUE: u64 = 64;
 
-/// Writes `values` (C order over `dims`) as nested lists, without
-/// recursion (a tensor may have thousands of axes of size 1).
-pub fn write_nested(
-    w: &mut dyn Write,
-    dims: &[u64],
-    values: &[f32],
-    write_value: impl Fn(&mut dyn Write, f32) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    nested_lists(w, dims, values, &write_value)
-}
-
-fn nested_lists(
-    w: &mut dyn Write,
-    dims: &[u64],
-    values: &[f32],
-    write_value: &dyn Fn(&mut dyn Write, f32) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    if dims.is_empty() {
-        return write_value(w, values.first().copied().unwrap_or(0.0));
-    }
-    if let Some(zero) = dims.iter().position(|&d| d == 0) {
-        // An empty tensor: the lists above its first empty axis, each
-        // holding an empty list, as numpy's `tolist` gives (`(2, 0, 3)`
-        // is `[[], []]`).
-        let outer = &dims[..zero];
-        let count = outer.iter().fold(1u64, |a, &d| a.saturating_mul(d));
-        if outer.is_empty() {
-            return w.write_all(b"[]");
-        }
-        let placeholders = vec![0.0f32; usize::try_from(count).unwrap_or(0)];
-        return nested_lists(w, outer, &placeholders, &|w, _| w.write_all(b"[]"));
-    }
-    // The number of elements each level spans.
-    let mut spans = vec![1u64; dims.len()];
-    let mut span = 1u64;
-    for (level, &d) in dims.iter().enumerate().rev() {
-        span = span.saturating_mul(d);
-        spans[level] = span;
-    }
-    for (i, &v) in values.iter().enumerate() {
-        let i = i as u64;
-        if i > 0 {
-            w.write_all(b",")?;
-        }
-        let opens = spans.iter().filter(|&&s| i.is_multiple_of(s)).count();
-        for _ in 0..opens {
-            w.write_all(b"[")?;
-        }
-        write_value(w, v)?;
-        let closes = spans.iter().filter(|&&s| (i + 1).is_multiple_of(s)).count();
-        for _ in 0..closes {
-            w.write_all(b"]")?;
-        }
-    }
-    Ok(())
-}
-
 /// Reads `--input NAME=FILE.json`: nested lists whose lengths are `dims`
 /// (the tensor's solved shape in memory order), a bare value for a tensor
-/// without axes.
+/// without axes; at the ragged axis `ragged` (memory order), if any, each
+/// list has a length of its own.
 pub fn read_json_input(
     path: &Path,
     name: &str,
     shape_text: &str,
     dims: &[u64],
-) -> Result<Vec<f32>, CliError> {
+    ragged: Option<usize>,
+) -> Result<HostTensor, CliError> {
     let read_error = |source: std::io::Error| CliError::Read {
         path: path.to_path_buf(),
         source,
@@ -93,16 +41,23 @@ pub fn read_json_input(
         CliError::Data(format!(
             "{}: `{name}` has the solved shape {shape_text}, so its values must be nested lists of lengths {} (batch, then output, then input axes): {what}",
             path.display(),
-            lengths(dims)
+            lengths(dims, ragged)
         ))
     };
     let elements: u64 = dims
         .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .enumerate()
+        .filter(|&(j, _)| Some(j) != ragged)
+        .try_fold(1u64, |a, (_, &d)| a.checked_mul(d))
         .unwrap_or(u64::MAX);
-    let limit = elements
-        .saturating_mul(BYTES_PER_VALUE)
-        .saturating_add(4096);
+    // A ragged file is bounded by what memory can hold, not by its shape.
+    let limit = if ragged.is_some() {
+        crate::memory::available().map_or(u64::MAX, |b| b.bytes / 4)
+    } else {
+        elements
+            .saturating_mul(BYTES_PER_VALUE)
+            .saturating_add(4096)
+    };
     let file = std::fs::File::open(path).map_err(read_error)?;
     if file.metadata().map_err(read_error)?.is_dir() {
         return Err(read_error(std::io::Error::new(
@@ -121,8 +76,10 @@ pub fn read_json_input(
     }
     let value: Value =
         serde_json::from_slice(&text).map_err(|e| data_error(format!("it is not JSON ({e})")))?;
-    let mut out = crate::npy::try_vec(usize::try_from(elements).unwrap_or(usize::MAX))
+    let reserve = if ragged.is_some() { 0 } else { elements };
+    let mut out = crate::npy::try_vec(usize::try_from(reserve).unwrap_or(usize::MAX))
         .ok_or_else(|| data_error("there is not enough memory for the values".into()))?;
+    let mut lengths: Vec<u64> = Vec::new();
     // Depth first without recursion: (value, level, index path).
     let mut stack: Vec<(&Value, usize, Vec<u64>)> = vec![(&value, 0, Vec::new())];
     while let Some((v, level, at)) = stack.pop() {
@@ -140,7 +97,9 @@ pub fn read_json_input(
                 dims[level]
             )));
         };
-        if items.len() as u64 != dims[level] {
+        if Some(level) == ragged {
+            lengths.push(items.len() as u64);
+        } else if items.len() as u64 != dims[level] {
             return Err(data_error(format!(
                 "{} has {} entries, where axis {level} has {}",
                 place(&at),
@@ -155,7 +114,16 @@ pub fn read_json_input(
             stack.push((item, level + 1, next));
         }
     }
-    Ok(out)
+    let tensor = match ragged {
+        Some(axis) => HostTensor::ragged(
+            dims[..axis].to_vec(),
+            &lengths,
+            dims[axis + 1..].to_vec(),
+            out,
+        ),
+        None => HostTensor::new(dims.to_vec(), out),
+    };
+    tensor.map_err(|e| data_error(e.to_string()))
 }
 
 /// A JSON value as an `f32`: a number, or `"nan"`, `"inf"`, `"-inf"`.
@@ -192,11 +160,19 @@ fn place(at: &[u64]) -> String {
     }
 }
 
-fn lengths(dims: &[u64]) -> String {
+fn lengths(dims: &[u64], ragged: Option<usize>) -> String {
     if dims.is_empty() {
         "() (a bare value)".to_string()
     } else {
-        let d: Vec<String> = dims.iter().map(u64::to_string).collect();
+        let d: Vec<String> = (dims.iter().enumerate())
+            .map(|(j, n)| {
+                if Some(j) == ragged {
+                    "var".to_string()
+                } else {
+                    n.to_string()
+                }
+            })
+            .collect();
         format!("({})", d.join(", "))
     }
 }
@@ -204,10 +180,13 @@ fn lengths(dims: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn nested(dims: &[u64], values: &[f32]) -> String {
+        let t = HostTensor::new(dims.to_vec(), values.to_vec()).unwrap();
         let mut out = Vec::new();
-        write_nested(&mut out, dims, values, |w, v| write!(w, "{v:?}")).unwrap();
+        t.write_nested(&mut out, &|w, v| write!(w, "{v:?}"))
+            .unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -215,22 +194,34 @@ mod tests {
     fn empty_tensors_are_empty_lists() {
         assert_eq!(nested(&[0], &[]), "[]");
         assert_eq!(nested(&[0, 3], &[]), "[]");
-        assert_eq!(nested(&[2, 0], &[]), "[[],[]]");
-        assert_eq!(nested(&[2, 0, 3], &[]), "[[],[]]");
-        assert_eq!(nested(&[1, 2, 0], &[]), "[[[],[]]]");
+        assert_eq!(nested(&[2, 0], &[]), "[[], []]");
+        assert_eq!(nested(&[2, 0, 3], &[]), "[[], []]");
+        assert_eq!(nested(&[1, 2, 0], &[]), "[[[], []]]");
     }
 
     #[test]
     fn values_nest_by_their_dims() {
         assert_eq!(nested(&[], &[2.5]), "2.5");
-        assert_eq!(nested(&[3], &[1.0, 2.0, 3.0]), "[1.0,2.0,3.0]");
+        assert_eq!(nested(&[3], &[1.0, 2.0, 3.0]), "[1.0, 2.0, 3.0]");
         assert_eq!(
             nested(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-            "[[1.0,2.0,3.0],[4.0,5.0,6.0]]"
+            "[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]"
         );
-        assert_eq!(nested(&[1, 1, 2], &[7.0, 8.0]), "[[[7.0,8.0]]]");
+        assert_eq!(nested(&[1, 1, 2], &[7.0, 8.0]), "[[[7.0, 8.0]]]");
         // Thousands of axes of size 1: no recursion.
         let deep = nested(&vec![1; 5000], &[1.0]);
         assert_eq!(deep.len(), 5000 * 2 + 3);
+    }
+
+    #[test]
+    fn ragged_rows_have_their_own_lengths() {
+        let t = HostTensor::ragged(
+            vec![3],
+            &[1, 0, 2],
+            vec![2],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        )
+        .unwrap();
+        assert_eq!(t.to_string(), "[[[1, 2]], [], [[3, 4], [5, 6]]]");
     }
 }

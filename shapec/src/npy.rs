@@ -427,6 +427,30 @@ pub fn write<W: Write>(w: W, shape: &[u64], data: &[f32]) -> io::Result<()> {
     writer.finish()
 }
 
+/// Writes a ragged result's row offsets as a version 1.0 `.npy` file of
+/// `<i8` (int64), one axis.
+pub fn write_offsets<W: Write>(w: W, offsets: &[u64]) -> io::Result<()> {
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(offsets.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "no memory for the offsets"))?;
+    for &o in offsets {
+        values.push(i64::try_from(o).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the offset {o} does not fit in an int64"),
+            )
+        })?);
+    }
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[offsets.len() as u64])
+        .writer(w)
+        .begin_nd()?;
+    writer.extend(values)?;
+    writer.finish()
+}
+
 /// The bytes of a `.npy` file holding `array` as `<f4`.
 pub fn to_bytes(array: &Array) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();

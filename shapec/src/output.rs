@@ -33,6 +33,10 @@ pub struct ResultFile<'a> {
     pub shape: Vec<u64>,
     /// The values.
     pub data: &'a [f32],
+    /// For a ragged result, where each row starts along the first axis of
+    /// `shape` (then the total): written beside the values as
+    /// `NAME.offsets.npy` (int64).
+    pub offsets: Option<&'a [u64]>,
 }
 
 fn write_error(path: &Path, source: std::io::Error) -> CliError {
@@ -68,14 +72,15 @@ impl OutDir {
             Err(e) => return Err(write_error(dir, e)),
         }
         for (name, shape) in results {
+            // Room for a ragged result's `NAME.offsets.npy` too.
             let file = format!("{name}.npy");
-            if file.len() > MAX_FILE_NAME {
+            if file.len() + ".offsets".len() > MAX_FILE_NAME {
                 return Err(refused(
                     &dir.join(format!("{}....npy", &name[..16.min(name.len())])),
                     &format!(
                         "the file name of `{}...` is {} bytes long, more than the {MAX_FILE_NAME} a file system allows",
                         &name[..16.min(name.len())],
-                        file.len()
+                        file.len() + ".offsets".len()
                     ),
                 ));
             }
@@ -116,16 +121,29 @@ impl OutDir {
                 let _ = std::fs::remove_file(tmp);
             }
         };
-        for (i, r) in results.iter().enumerate() {
+        let mut files: Vec<(String, Contents<'_>)> = Vec::with_capacity(results.len());
+        for r in results {
+            files.push((
+                format!("{}.npy", r.name),
+                Contents::Values(&r.shape, r.data),
+            ));
+            if let Some(offsets) = r.offsets {
+                files.push((
+                    format!("{}.offsets.npy", r.name),
+                    Contents::Offsets(offsets),
+                ));
+            }
+        }
+        for (i, (file_name, contents)) in files.iter().enumerate() {
             let tmp = temporary(&self.dir, i);
-            let dest = self.dir.join(format!("{}.npy", r.name));
+            let dest = self.dir.join(file_name);
             let written = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&tmp)
                 .and_then(|file| {
                     staged.push((tmp.clone(), dest.clone()));
-                    write_file(file, &r.shape, r.data)
+                    write_file(file, contents)
                 });
             if let Err(e) = written {
                 cleanup(&staged);
@@ -154,9 +172,20 @@ impl OutDir {
     }
 }
 
-fn write_file(file: File, shape: &[u64], data: &[f32]) -> std::io::Result<()> {
+/// What one file holds.
+enum Contents<'a> {
+    /// Values of a shape, as `<f4`.
+    Values(&'a [u64], &'a [f32]),
+    /// Row offsets, as `<i8`.
+    Offsets(&'a [u64]),
+}
+
+fn write_file(file: File, contents: &Contents<'_>) -> std::io::Result<()> {
     let mut w = BufWriter::new(file);
-    npy::write(&mut w, shape, data)?;
+    match contents {
+        Contents::Values(shape, data) => npy::write(&mut w, shape, data)?,
+        Contents::Offsets(offsets) => npy::write_offsets(&mut w, offsets)?,
+    }
     w.flush()?;
     let file = w.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()

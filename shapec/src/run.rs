@@ -42,7 +42,16 @@ pub fn random_values(seed: u64, name: &str, len: usize) -> Option<Vec<f32>> {
 ///
 /// A path ending in `.json` is read as nested lists instead
 /// ([`crate::json_values::read_json_input`]).
-pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f32>, CliError> {
+///
+/// For a tensor with a ragged axis at `ragged` (memory order), a `.json`
+/// file gives each row its own length there; a `.npy` file (which has no
+/// ragged arrays) gives every row the same length.
+pub fn read_input(
+    path: &Path,
+    name: &str,
+    shape: &SolvedShape,
+    ragged: Option<usize>,
+) -> Result<HostTensor, CliError> {
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
@@ -52,6 +61,7 @@ pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f3
             name,
             &shape.to_string(),
             &shape.memory_dims(),
+            ragged,
         );
     }
     let read_error = |source: std::io::Error| CliError::Read {
@@ -72,7 +82,10 @@ pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f3
     }
     let mut reader = std::io::BufReader::new(file);
     let header = npy::read_header(&mut reader).map_err(npy_error)?;
-    let dims = shape.memory_dims();
+    let mut dims = shape.memory_dims();
+    if let Some(axis) = ragged.filter(|&a| a < dims.len() && header.shape.len() == dims.len()) {
+        dims[axis] = header.shape[axis];
+    }
     if header.shape != dims {
         return Err(CliError::Data(format!(
             "{}: `{name}` has the solved shape {shape}, so its array must have the shape {} (batch, then output, then input axes), but the file holds {}",
@@ -84,7 +97,8 @@ pub fn read_input(path: &Path, name: &str, shape: &SolvedShape) -> Result<Vec<f3
     let data_len = meta
         .is_file()
         .then(|| meta.len().saturating_sub(header.len));
-    npy::read_data(header, reader, data_len).map_err(npy_error)
+    let values = npy::read_data(header, reader, data_len).map_err(npy_error)?;
+    HostTensor::new(dims, values).map_err(|e| CliError::Data(format!("{}: {e}", path.display())))
 }
 
 /// Where a tensor's values came from.
@@ -154,6 +168,19 @@ pub fn gather(
         }
         let name = g.name(t).map_err(|e| compiled.map.locate(e, None))?;
         let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
+        let ragged = solved
+            .ragged_axis(t)
+            .map_err(|e| compiled.map.locate(e, None))?;
+        if let Some(path) = given.get(name) {
+            values.insert(t, read_input(path, name, shape, ragged)?);
+            sources.push((t, Source::File((*path).clone())));
+            continue;
+        }
+        if ragged.is_some() {
+            return Err(CliError::Data(format!(
+                "`{name}` has the ragged shape {shape}: give its rows with --input {name}=FILE.json (nested lists, each row its own length)"
+            )));
+        }
         let elements = shape.num_elems();
         let out_of_memory = || CliError::OutOfMemory {
             what: format!("the data of `{name}` (shape {shape})"),
@@ -163,12 +190,7 @@ pub fn gather(
         let len = elements
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(out_of_memory)?;
-        let (v, source) = if let Some(path) = given.get(name) {
-            (
-                read_input(path, name, shape)?,
-                Source::File((*path).clone()),
-            )
-        } else if let Some(&s) = compiled.size_values.get(&t) {
+        let (v, source) = if let Some(&s) = compiled.size_values.get(&t) {
             // A size used as a number: exact up to 2^24, the nearest f32
             // beyond.
             let size = solved.size(s).map_err(|e| compiled.map.locate(e, None))?;
@@ -260,7 +282,7 @@ pub struct RunJob<'a> {
 }
 
 /// Results of a run: the backend's name and each output's values.
-pub type Outputs = (String, HashMap<TensorId, Vec<f32>>);
+pub type Outputs = (String, HashMap<TensorId, HostTensor>);
 
 impl RunJob<'_> {
     /// The tensors whose values the run returns.
@@ -284,7 +306,7 @@ impl RunJob<'_> {
             .plan
             .outputs()
             .iter()
-            .filter_map(|&t| out.remove(t).map(|v| (t, v.into_values())))
+            .filter_map(|&t| out.remove(t).map(|v| (t, v)))
             .collect();
         Ok((backend.name(), values))
     }
@@ -458,6 +480,20 @@ impl BackendJob for DiffJob<'_> {
                     span: None,
                 });
             };
+            if a.ragged_axis() != b.ragged_axis() {
+                return Err(ProgramError::Run {
+                    message: format!(
+                        "`{}`: {} and {} returned ragged rows of different lengths",
+                        name(),
+                        diff.reference,
+                        diff.other,
+                    ),
+                    op: None,
+                    span: None,
+                });
+            }
+            let ragged = a.ragged_axis().is_some();
+            let (a, b) = (a.values(), b.values());
             if a.len() != b.len() {
                 return Err(ProgramError::Run {
                     message: format!(
@@ -479,7 +515,11 @@ impl BackendJob for DiffJob<'_> {
                 let worst = |d: f64| Worst {
                     diff: d,
                     tensor: t,
-                    index: shape.map(|s| s.unravel(i as u64)).unwrap_or_default(),
+                    // A ragged tensor's elements by their place in its values.
+                    index: match shape {
+                        Some(s) if !ragged => s.unravel(i as u64),
+                        _ => vec![i as u64],
+                    },
                     expected: x,
                     found: y,
                 };

@@ -55,7 +55,10 @@ fn var_against_one_stays_ragged() {
     let x = g.input("a", "2, var").unwrap();
     let y = g.input("b", "2, 1").unwrap();
     let s = g.add(x, y).unwrap();
-    assert_eq!(g.clone().solve().unwrap().shape(s).unwrap().to_string(), "|->2, var");
+    assert_eq!(
+        g.clone().solve().unwrap().shape(s).unwrap().to_string(),
+        "|->2, var"
+    );
     let out = run_all(&g, &[(x, a()), (y, dense(&[2, 1], &[4.0, 5.0]))], s).unwrap();
     assert_eq!(out, "[[5], [7, 8]]");
 }
@@ -67,12 +70,25 @@ fn var_against_fixed_gives_fixed() {
     let x = g.input("a", "2, var").unwrap();
     let y = g.input("b", "2, 2").unwrap();
     let s = g.add(x, y).unwrap();
-    assert_eq!(g.clone().solve().unwrap().shape(s).unwrap().to_string(), "|->2, 2");
-    let out = run_all(&g, &[(x, a()), (y, dense(&[2, 2], &[4.0, 5.0, 6.0, 7.0]))], s).unwrap();
+    assert_eq!(
+        g.clone().solve().unwrap().shape(s).unwrap().to_string(),
+        "|->2, 2"
+    );
+    let out = run_all(
+        &g,
+        &[(x, a()), (y, dense(&[2, 2], &[4.0, 5.0, 6.0, 7.0]))],
+        s,
+    )
+    .unwrap();
     assert_eq!(out, "[[5, 6], [8, 10]]");
     // A row of length 3 against 2 is an error naming the row.
     let bad = HostTensor::ragged(vec![2], &[1, 3], vec![], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
-    let e = run_all(&g, &[(x, bad), (y, dense(&[2, 2], &[4.0, 5.0, 6.0, 7.0]))], s).unwrap_err();
+    let e = run_all(
+        &g,
+        &[(x, bad), (y, dense(&[2, 2], &[4.0, 5.0, 6.0, 7.0]))],
+        s,
+    )
+    .unwrap_err();
     assert!(e.starts_with("ragged_row"), "{e}");
     assert!(e.contains("row (1)") && e.contains("length 3"), "{e}");
 }
