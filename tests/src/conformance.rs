@@ -798,6 +798,7 @@ macro_rules! backend_conformance {
                 write_conflicts,
                 empty_axes,
                 run_time_sizes,
+                ragged_dims,
                 random_programs,
             );
         }
@@ -879,6 +880,121 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let here = backend.run_solved(&solved, &bad).unwrap_err();
     assert_eq!(here, reference, "{}", backend.name());
     assert!(here.contains("cannot broadcast to 4"), "{here}");
+}
+
+/// Ragged (`var`) dims, with DyND's document's examples: `[[1], [2, 3]]`
+/// broadcast with `[[4], [5]]` (var against 1 stays ragged) and with
+/// `[[4, 5], [6, 7]]` (var against 2 gives 2), two ragged tensors row by
+/// row, sums and maxima along the ragged axis (an empty row's sum is 0),
+/// a ragged axis with an inner axis and a batch axis before it, a chain
+/// of operations on ragged results, and a ragged source assigned one way
+/// into a declared strided shape (`[[1, 2, 3], [4]]` into `2, 3` gives
+/// `[[1, 2, 3], [4, 4, 4]]`). A row that does not broadcast is the same
+/// error on every backend.
+pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    use shape_solver::ops::Reduction;
+    let ragged = |outer: Vec<u64>, lengths: &[u64], inner: Vec<u64>, values: Vec<f32>| {
+        HostTensor::ragged(outer, lengths, inner, values).expect("ragged data")
+    };
+    let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
+    let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
+        let mut inputs = shape_solver::Inputs::new();
+        for (t, v) in data {
+            inputs.insert(t, v);
+        }
+        Program {
+            graph: g,
+            inputs,
+            results,
+            options: Default::default(),
+        }
+    };
+
+    let mut g = Graph::new();
+    let a = g.input("a", "2, var").expect("a ragged spec");
+    let b1 = g.input("b1", "2, 1").expect("a spec");
+    let b2 = g.input("b2", "2, 2").expect("a spec");
+    let c = g.input("c", "2, var").expect("a ragged spec");
+    let with_one = g.add(a, b1).expect("var with 1");
+    let with_two = g.add(a, b2).expect("var with 2");
+    let rows = g.mul(a, c).expect("var with var");
+    let relu = g.unary("relu", rows).expect("relu");
+    let sum = g.einsum("ij=>i", &[relu]).expect("a sum along var");
+    let max = g
+        .einsum_reduced("ij=>i", &[with_one], Reduction::Max)
+        .expect("a max along var");
+    let into = g.unary("id", c).expect("a copy");
+    g.require(into, "2, 3").expect("var assigned into 3");
+    let results = vec![with_one, with_two, rows, relu, sum, max, into];
+    let p = program(
+        g,
+        results.clone(),
+        vec![
+            (a, ragged(vec![2], &[1, 2], vec![], vec![1., 2., 3.])),
+            (b1, dense(vec![2, 1], vec![4., 5.])),
+            (b2, dense(vec![2, 2], vec![4., 5., 6., 7.])),
+            (c, ragged(vec![2], &[3, 1], vec![], vec![1., 2., 3., 4.])),
+        ],
+    );
+    let solved = p.graph.solve().expect("solves");
+    let shape = |t: TensorId| solved.shape(t).expect("a shape").to_string();
+    assert_eq!(shape(with_one), "|->2, var");
+    assert_eq!(shape(with_two), "|->2, 2");
+    assert_eq!(shape(rows), "|->2, var");
+    let out = agree(backend, &p, tolerance);
+    let name = backend.name();
+    assert_eq!(out[&with_one], [5., 7., 8.], "{name}");
+    assert_eq!(out[&with_two], [5., 6., 8., 10.], "{name}");
+    // Row 0: 1 against [1, 2, 3]; row 1: [2, 3] against 4.
+    assert_eq!(out[&rows], [1., 2., 3., 8., 12.], "{name}");
+    assert_eq!(out[&sum], [6., 20.], "{name}");
+    assert_eq!(out[&max], [5., 8.], "{name}");
+    assert_eq!(out[&into], [1., 2., 3., 4., 4., 4.], "{name}");
+    let mut nested = solved
+        .run(backend, p.inputs.clone(), &[rows], &p.options)
+        .expect("runs");
+    let rows_out = nested.remove(rows).expect("rows");
+    assert_eq!(rows_out.to_string(), "[[1, 2, 3], [8, 12]]", "{name}");
+
+    // A batch axis and an inner axis around the ragged one, an empty row,
+    // and a bias broadcast along the rows.
+    let mut g = Graph::new();
+    let x = g.input("x", "2|var, 2").expect("a ragged spec");
+    let bias = g.input("bias", "2").expect("a spec");
+    let y = g.add(x, bias).expect("add");
+    let total = g.einsum("b|r,k=>b|k", &[y]).expect("a sum along var");
+    let p = program(
+        g,
+        vec![y, total],
+        vec![
+            (
+                x,
+                ragged(vec![2], &[2, 0], vec![2], vec![1., 2., 3., 4.]),
+            ),
+            (bias, dense(vec![2], vec![10., 20.])),
+        ],
+    );
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&y], [11., 22., 13., 24.], "{name}");
+    assert_eq!(out[&total], [24., 46., 0., 0.], "{name}");
+
+    // Row 1 has 2 values where 3 are needed: refused alike everywhere.
+    let mut g = Graph::new();
+    let c = g.input("c", "2, var").expect("a ragged spec");
+    let into = g.unary("id", c).expect("a copy");
+    g.require(into, "2, 3").expect("var assigned into 3");
+    let bad = program(
+        g,
+        vec![into],
+        vec![(c, ragged(vec![2], &[3, 2], vec![], vec![1., 2., 3., 4., 5.]))],
+    );
+    let solved = bad.graph.solve().expect("solves");
+    let reference = CpuBackend::reference()
+        .run_solved(&solved, &bad)
+        .unwrap_err();
+    let here = backend.run_solved(&solved, &bad).unwrap_err();
+    assert_eq!(here, reference, "{name}");
+    assert!(here.contains("row (1)") && here.contains("must be 1 or 3"), "{here}");
 }
 
 /// Vectorized calls of WGSL functions (slangpy's call shapes), each
