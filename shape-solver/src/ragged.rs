@@ -428,11 +428,8 @@ impl SolvedGraph {
                 }
                 if let Some((var, _)) = tensors[0].ragged {
                     if axes_of(&structure, 0)[var] == AxisIndex::Iterator(k) {
-                        ls[0] = extent.ok_or_else(|| {
-                            unsupported(
-                                "nothing gives the length of its ragged result's rows".into(),
-                            )
-                        })?;
+                        // Only size-1 axes (read at 0) met it: rows of 1.
+                        ls[0] = extent.unwrap_or(1);
                     }
                 }
             }
@@ -590,11 +587,12 @@ impl SolvedGraph {
                     let inner = tensor.inner(var);
                     let within = layout_of(&local, &axes_of(rp, t)[var..], iterators, 0);
                     let start = rows.row_start(r).saturating_mul(inner);
-                    *layout = Layout::new(
-                        start.saturating_add(within.offset),
-                        within.strides,
-                        tensor.len,
-                    );
+                    // A row iterator may also index an axis after the
+                    // ragged one (a transposition within the row).
+                    let pinned = pins.iter().fold(within.offset, |acc, &(k, v)| {
+                        acc.saturating_add(within.strides[k].saturating_mul(v))
+                    });
+                    *layout = Layout::new(start.saturating_add(pinned), within.strides, tensor.len);
                     // Nothing outside the row: a length that only
                     // broadcasting would accept where the operation ties
                     // axes (a contraction) is refused here.

@@ -967,10 +967,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         g,
         vec![y, total],
         vec![
-            (
-                x,
-                ragged(vec![2], &[2, 0], vec![2], vec![1., 2., 3., 4.]),
-            ),
+            (x, ragged(vec![2], &[2, 0], vec![2], vec![1., 2., 3., 4.])),
             (bias, dense(vec![2], vec![10., 20.])),
         ],
     );
@@ -986,7 +983,10 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let bad = program(
         g,
         vec![into],
-        vec![(c, ragged(vec![2], &[3, 2], vec![], vec![1., 2., 3., 4., 5.]))],
+        vec![(
+            c,
+            ragged(vec![2], &[3, 2], vec![], vec![1., 2., 3., 4., 5.]),
+        )],
     );
     let solved = bad.graph.solve().expect("solves");
     let reference = CpuBackend::reference()
@@ -994,7 +994,10 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         .unwrap_err();
     let here = backend.run_solved(&solved, &bad).unwrap_err();
     assert_eq!(here, reference, "{name}");
-    assert!(here.contains("row (1)") && here.contains("must be 1 or 3"), "{here}");
+    assert!(
+        here.contains("row (1)") && here.contains("must be 1 or 3"),
+        "{here}"
+    );
 }
 
 /// Vectorized calls of WGSL functions (slangpy's call shapes), each

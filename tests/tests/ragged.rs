@@ -3,8 +3,10 @@
 //! reference, the coalesced CPU path and wgpu.
 
 use backend_cpu::CpuBackend;
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use shape_core::Backend;
-use shape_solver::{Graph, GraphError, HostTensor, Inputs, RunError, RunOptions, TensorId};
+use shape_solver::{Graph, HostTensor, Inputs, RunError, RunOptions, TensorId};
 use shape_tests::gpu::wgpu_or_skip;
 
 /// `[[1], [2, 3]]`.
@@ -112,5 +114,339 @@ fn reductions_along_the_ragged_axis() {
     let s = g.einsum("ij=>i", &[x]).unwrap();
     let out = run_all(&g, &[(x, a())], s).unwrap();
     assert_eq!(out, "[1, 5]");
-    let _ = GraphError::UnknownOp(0);
+}
+
+#[test]
+fn assignments_broadcast_one_way_only() {
+    // DyND's var to strided: [[1, 2, 3], [4]] into (2, 3).
+    let mut g = Graph::new();
+    let b = g.input("b", "2, var").unwrap();
+    let a = g.unary("id", b).unwrap();
+    g.require(a, "2, 3").unwrap();
+    let src = HostTensor::ragged(vec![2], &[3, 1], vec![], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(
+        run_all(&g, &[(b, src)], a).unwrap(),
+        "[[1, 2, 3], [4, 4, 4]]"
+    );
+    // A row of 2 into 3 is refused, naming the row.
+    let src = HostTensor::ragged(vec![2], &[3, 2], vec![], vec![1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    let e = run_all(&g, &[(b, src)], a).unwrap_err();
+    assert!(e.starts_with("ragged_row") && e.contains("row (1)"), "{e}");
+    // Scalar to a ragged destination: each row takes the source's length.
+    let mut g = Graph::new();
+    let s = g.input("s", "2, 1").unwrap();
+    let d = g.unary("id", s).unwrap();
+    g.require(d, "2, var").unwrap();
+    let out = run_all(&g, &[(s, dense(&[2, 1], &[7.0, 8.0]))], d).unwrap();
+    assert_eq!(out, "[[7], [8]]");
+    // The reverse of var to strided: a fixed source never broadcasts into
+    // a ragged destination's rows by equality.
+    let mut g = Graph::new();
+    let s = g.input("s", "2, 3").unwrap();
+    let d = g.unary("id", s).unwrap();
+    let e = g.require(d, "2, var").unwrap_err();
+    assert_eq!(e.kind(), "dim_mismatch", "{e}");
+}
+
+#[test]
+fn unsupported_ragged_uses_are_typed_errors() {
+    // A concatenation along a ragged axis, and an element count over one.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var").unwrap();
+    let e = g.concat(&[x, x]).unwrap_err();
+    assert_eq!(e.kind(), "ragged_unsupported", "{e}");
+    assert!(
+        e.to_string()
+            .contains("a concatenation over the ragged axis `var`"),
+        "{e}"
+    );
+    let mut g = Graph::new();
+    let x = g.input("x", "..r.., 3").unwrap();
+    g.require(x, "2, var, 3").unwrap();
+    let n = g.size("n");
+    let e = g
+        .capture_count(n, x, "r")
+        .and_then(|_| g.clone().solve().map(|_| ()))
+        .unwrap_err();
+    assert_eq!(e.kind(), "ragged_unsupported", "{e}");
+
+    // A ragged axis first in memory order has no rows.
+    let mut g = Graph::new();
+    let x = g.input("x", "var, 2").unwrap();
+    let y = g.unary("exp", x).unwrap();
+    let solved = g.solve().unwrap();
+    let e = solved.ragged_axis(y).unwrap_err();
+    assert_eq!(e.kind(), "ragged_layout", "{e}");
+
+    // Two ragged axes in one tensor.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var, var").unwrap();
+    let solved = g.solve().unwrap();
+    assert_eq!(solved.ragged_axis(x).unwrap_err().kind(), "ragged_layout");
+
+    // A ragged axis moved before the axis its rows depend on.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var").unwrap();
+    let t = g.permute("ij=>ji", x).unwrap();
+    let e = run_all(
+        &g,
+        &[(
+            x,
+            HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap(),
+        )],
+        t,
+    )
+    .unwrap_err();
+    assert!(e.starts_with("ragged_layout"), "{e}");
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var, 3").unwrap();
+    // An axis after the ragged one moved before it: each row of `x` gives
+    // three rows of the result, of the same length.
+    let t = g.permute("ijk=>ikj", x).unwrap();
+    let out = run_all(
+        &g,
+        &[(
+            x,
+            HostTensor::ragged(
+                vec![2],
+                &[1, 2],
+                vec![3],
+                (1..=9).map(|v| v as f32).collect(),
+            )
+            .unwrap(),
+        )],
+        t,
+    )
+    .unwrap();
+    assert_eq!(out, "[[[1], [2], [3]], [[4, 7], [5, 8], [6, 9]]]");
+
+    // A reduction over the rows' axis: alone, the result's ragged axis
+    // would come first; after a batch axis, the rows' lengths differ
+    // along the reduction.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var").unwrap();
+    let t = g.einsum("ij=>j", &[x]).unwrap();
+    let e = run_all(
+        &g,
+        &[(
+            x,
+            HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap(),
+        )],
+        t,
+    )
+    .unwrap_err();
+    assert!(e.starts_with("ragged_layout"), "{e}");
+    let mut g = Graph::new();
+    let x = g.input("x", "1|2, var").unwrap();
+    let t = g.einsum("b|ij=>b|j", &[x]).unwrap();
+    let e = run_all(
+        &g,
+        &[(
+            x,
+            HostTensor::ragged(vec![1, 2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap(),
+        )],
+        t,
+    )
+    .unwrap_err();
+    assert!(e.starts_with("ragged_lowering"), "{e}");
+}
+
+#[test]
+fn ragged_data_must_fit_the_shape() {
+    let mut g = Graph::new();
+    let x = g.input("x", "3, var").unwrap();
+    let y = g.unary("exp", x).unwrap();
+    // Two rows where the shape has three.
+    let e = run_all(&g, &[(x, a())], y).unwrap_err();
+    assert!(e.starts_with("data_shape"), "{e}");
+    // Ragged data for a dense input.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, 2").unwrap();
+    let y = g.unary("exp", x).unwrap();
+    let e = run_all(&g, &[(x, a())], y).unwrap_err();
+    assert!(e.starts_with("data_shape"), "{e}");
+    // Offsets that go backwards, lengths that do not match the values.
+    assert!(shape_solver::RaggedAxis::new(1, vec![0, 3, 2]).is_err());
+    assert!(shape_solver::RaggedAxis::new(1, vec![1, 3]).is_err());
+    assert!(HostTensor::ragged(vec![2], &[1], vec![], vec![1.0]).is_err());
+    assert!(HostTensor::ragged(vec![2], &[1, u64::MAX], vec![], vec![1.0]).is_err());
+}
+
+#[test]
+fn many_rows_run_with_one_lowering_per_length() {
+    // 20,000 rows of four lengths: linear in the rows.
+    let rows = 20_000u64;
+    let lengths: Vec<u64> = (0..rows).map(|r| r % 4).collect();
+    let total: u64 = lengths.iter().sum();
+    let values: Vec<f32> = (0..total).map(|i| (i % 7) as f32).collect();
+    let mut g = Graph::new();
+    let x = g.input("x", &format!("{rows}, var")).unwrap();
+    let s = g.einsum("ij=>i", &[x]).unwrap();
+    let solved = g.solve().unwrap();
+    let data = HostTensor::ragged(vec![rows], &lengths, vec![], values.clone()).unwrap();
+    let out = solved
+        .run(
+            &mut CpuBackend::reference(),
+            Inputs::new().with(x, data),
+            &[s],
+            &RunOptions::default(),
+        )
+        .unwrap();
+    let sums = out.get(s).unwrap().values();
+    let mut at = 0usize;
+    for (r, &l) in lengths.iter().enumerate() {
+        let expected: f32 = values[at..at + l as usize].iter().sum();
+        assert_eq!(sums[r], expected, "row {r}");
+        at += l as usize;
+    }
+}
+
+/// Deterministic values, exact in binary.
+fn values(seed: u64, n: u64) -> Vec<f32> {
+    (0..n)
+        .map(|k| ((seed.wrapping_add(k * 7)) % 17) as f32 / 4.0 - 2.0)
+        .collect()
+}
+
+/// A small program over a ragged `x` (`rows, var[, 2]`): `op` combines it
+/// with a bias of `rows, 1[, 1]`, a second ragged input, or nothing (a
+/// unary chain); then a sum along the ragged axis. Built for `x_spec`
+/// either ragged or with one row's length written as a number.
+fn ragged_program(
+    x_spec: &str,
+    y_spec: &str,
+    b_spec: &str,
+    inner: bool,
+    op: usize,
+) -> (Graph, [TensorId; 3], [TensorId; 2]) {
+    let mut g = Graph::new();
+    let x = g.input("x", x_spec).unwrap();
+    let y = g.input("y", y_spec).unwrap();
+    let b = g.input("b", b_spec).unwrap();
+    let z = match op {
+        0 => g.add(x, b).unwrap(),
+        1 => g.mul(x, y).unwrap(),
+        _ => {
+            let n = g.unary("neg", x).unwrap();
+            g.unary("exp", n).unwrap()
+        }
+    };
+    let spec = if inner { "i,j,k=>i,k" } else { "i,j=>i" };
+    let s = g.einsum(spec, &[z]).unwrap();
+    (g, [x, y, b], [z, s])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "../proptest-regressions/ragged.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// A ragged run gives, row by row, exactly what the strided program of
+    /// that one row gives (both on the CPU reference and the coalesced
+    /// path), whatever the rows' lengths (0 included), the second ragged
+    /// input's rows (each the same length or 1), and the operation.
+    #[test]
+    fn ragged_runs_equal_per_row_strided_runs(
+        lengths in prop::collection::vec(0u64..5, 1..5),
+        ones in prop::collection::vec(any::<bool>(), 5),
+        inner in any::<bool>(),
+        op in 0usize..3,
+        seed in 0u64..1000,
+    ) {
+        let rows = lengths.len() as u64;
+        let tail = if inner { ", 2" } else { "" };
+        let tail1 = if inner { ", 1" } else { "" };
+        let per = if inner { 2 } else { 1 };
+        let y_lengths: Vec<u64> = lengths.iter().zip(&ones).map(|(&l, &one)| if one { 1 } else { l }).collect();
+        let total = |ls: &[u64]| ls.iter().sum::<u64>() * per;
+        let (g, [x, y, b], [z, s]) = ragged_program(
+            &format!("{rows}, var{tail}"),
+            &format!("{rows}, var{tail}"),
+            &format!("{rows}, 1{tail1}"),
+            inner,
+            op,
+        );
+        let inner_dims = if inner { vec![2] } else { vec![] };
+        let xv = values(seed, total(&lengths));
+        let yv = values(seed + 1, total(&y_lengths));
+        let bv = values(seed + 2, rows);
+        let inputs = Inputs::new()
+            .with(x, HostTensor::ragged(vec![rows], &lengths, inner_dims.clone(), xv.clone()).unwrap())
+            .with(y, HostTensor::ragged(vec![rows], &y_lengths, inner_dims.clone(), yv.clone()).unwrap())
+            .with(b, HostTensor::new(vec![rows, 1].into_iter().chain(inner.then_some(1)).collect(), bv.clone()).unwrap());
+        let solved = g.solve().unwrap();
+        for mut backend in [CpuBackend::reference(), CpuBackend::new()] {
+            let out = solved.run(&mut backend, inputs.clone(), &[z, s], &RunOptions::default()).unwrap();
+            let (zr, sr) = (out.get(z).unwrap(), out.get(s).unwrap());
+            let (mut xa, mut ya) = (0usize, 0usize);
+            for r in 0..rows as usize {
+                let (l, yl) = (lengths[r], y_lengths[r]);
+                let (g1, [x1, y1, b1], [z1, s1]) = ragged_program(
+                    &format!("1, {l}{tail}"),
+                    &format!("1, {yl}{tail}"),
+                    &format!("1, 1{tail1}"),
+                    inner,
+                    op,
+                );
+                let dims = |n: u64| -> Vec<u64> { [1, n].into_iter().chain(inner.then_some(2)).collect() };
+                let nx = (l * per) as usize;
+                let ny = (yl * per) as usize;
+                let one = Inputs::new()
+                    .with(x1, HostTensor::new(dims(l), xv[xa..xa + nx].to_vec()).unwrap())
+                    .with(y1, HostTensor::new(dims(yl), yv[ya..ya + ny].to_vec()).unwrap())
+                    .with(b1, HostTensor::new([1, 1].into_iter().chain(inner.then_some(1)).collect(), vec![bv[r]]).unwrap());
+                let solved1 = g1.solve().unwrap();
+                let expected = solved1
+                    .run(&mut CpuBackend::reference(), one, &[z1, s1], &RunOptions::default())
+                    .unwrap();
+                let zl = zr.ragged_axis().unwrap();
+                let start = (zl.row_start(r) * per) as usize;
+                let len = (zl.row_len(r) * per) as usize;
+                prop_assert_eq!(&zr.values()[start..start + len], expected.get(z1).unwrap().values(), "row {}", r);
+                prop_assert_eq!(&sr.values()[r * per as usize..(r + 1) * per as usize], expected.get(s1).unwrap().values(), "row {}", r);
+                xa += nx;
+                ya += ny;
+            }
+        }
+    }
+
+    /// Dense data given for a ragged input runs as rows of one length, and
+    /// gives exactly what the strided program gives.
+    #[test]
+    fn dense_data_through_the_ragged_path_equals_the_strided_run(
+        rows in 1u64..5,
+        len in 0u64..5,
+        inner in any::<bool>(),
+        op in 0usize..3,
+        seed in 0u64..1000,
+    ) {
+        let tail = if inner { ", 2" } else { "" };
+        let tail1 = if inner { ", 1" } else { "" };
+        let per = if inner { 2 } else { 1 };
+        let dims: Vec<u64> = [rows, len].into_iter().chain(inner.then_some(2)).collect();
+        let bdims: Vec<u64> = [rows, 1].into_iter().chain(inner.then_some(1)).collect();
+        let xv = values(seed, rows * len * per);
+        let yv = values(seed + 1, rows * len * per);
+        let bv = values(seed + 2, rows);
+        let mut outs = Vec::new();
+        for x_spec in [format!("{rows}, var{tail}"), format!("{rows}, {len}{tail}")] {
+            let (g, [x, y, b], [z, s]) =
+                ragged_program(&x_spec, &x_spec, &format!("{rows}, 1{tail1}"), inner, op);
+            let inputs = Inputs::new()
+                .with(x, HostTensor::new(dims.clone(), xv.clone()).unwrap())
+                .with(y, HostTensor::new(dims.clone(), yv.clone()).unwrap())
+                .with(b, HostTensor::new(bdims.clone(), bv.clone()).unwrap());
+            let out = g
+                .solve()
+                .unwrap()
+                .run(&mut CpuBackend::reference(), inputs, &[z, s], &RunOptions::default())
+                .unwrap();
+            outs.push((out.get(z).unwrap().values().to_vec(), out.get(s).unwrap().values().to_vec()));
+        }
+        prop_assert_eq!(&outs[0], &outs[1]);
+    }
 }
