@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shape_core::Backend;
 use shape_solver::{Graph, HostTensor, Inputs, RunError, RunOptions, TensorId};
+use shape_tests::differential::Tolerance;
 use shape_tests::gpu::wgpu_or_skip;
 
 /// `[[1], [2, 3]]`.
@@ -346,8 +347,8 @@ proptest! {
     })]
 
     /// A ragged run gives, row by row, exactly what the strided program of
-    /// that one row gives (both on the CPU reference and the coalesced
-    /// path), whatever the rows' lengths (0 included), the second ragged
+    /// that one row gives (on the CPU reference and the coalesced path;
+    /// wgpu gives what the reference gives), whatever the rows' lengths (0 included), the second ragged
     /// input's rows (each the same length or 1), and the operation.
     #[test]
     fn ragged_runs_equal_per_row_strided_runs(
@@ -379,6 +380,24 @@ proptest! {
             .with(y, HostTensor::ragged(vec![rows], &y_lengths, inner_dims.clone(), yv.clone()).unwrap())
             .with(b, HostTensor::new(vec![rows, 1].into_iter().chain(inner.then_some(1)).collect(), bv.clone()).unwrap());
         let solved = g.solve().unwrap();
+        // wgpu has the reference's rows, and its values within the GPU
+        // tolerance (its `exp` may differ in the last bit).
+        let reference = solved
+            .run(&mut CpuBackend::reference(), inputs.clone(), &[z, s], &RunOptions::default())
+            .unwrap();
+        let on_gpu = shape_tests::gpu::with_shared_wgpu("ragged", |gpu| {
+            solved.run(gpu, inputs.clone(), &[z, s], &RunOptions::default()).unwrap()
+        });
+        if let Some(on_gpu) = on_gpu {
+            for t in [z, s] {
+                let (a, b) = (on_gpu.get(t).unwrap(), reference.get(t).unwrap());
+                prop_assert_eq!(a.ragged_axis(), b.ragged_axis());
+                prop_assert_eq!(a.values().len(), b.values().len());
+                for (x, y) in a.values().iter().zip(b.values()) {
+                    prop_assert!(Tolerance::GPU.agrees(*x, *y), "{} against {}", x, y);
+                }
+            }
+        }
         for mut backend in [CpuBackend::reference(), CpuBackend::new()] {
             let out = solved.run(&mut backend, inputs.clone(), &[z, s], &RunOptions::default()).unwrap();
             let (zr, sr) = (out.get(z).unwrap(), out.get(s).unwrap());
