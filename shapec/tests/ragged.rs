@@ -1,0 +1,229 @@
+//! Ragged (`var`) dims through `shapec`: inference prints them, `run`
+//! reads rows of their own lengths from JSON, prints them as nested lists
+//! and writes them as values plus offsets; rows that do not broadcast are
+//! errors placed in the program.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+struct Output {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn shapec(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_shapec"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the shapec binary runs");
+    Output {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// A scratch directory holding DyND's examples as a program and data.
+fn setup(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let files = [
+        (
+            "p.shape",
+            "# DyND's ragged examples\ninput a: 2, var\ninput b: 2, 1\nc = a + b\ns = einsum(\"i, j => i\", a)\nd: 2, 3 <- a\n",
+        ),
+        ("a.json", "[[1, 2, 3], [4]]"),
+        ("short.json", "[[1, 2], [4]]"),
+        ("b.json", "[[4], [5]]"),
+    ];
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).expect("a scratch file");
+    }
+    dir
+}
+
+fn json_of(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+#[test]
+fn inference_prints_var() {
+    let dir = setup("ragged_infer");
+    let out = shapec(&dir, &["infer", "p.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("c = add(a, b)           : |->2, var\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(": |->2, 3\n"), "{}", out.stdout);
+    let out = shapec(&dir, &["infer", "p.shape", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        v["tensors"]["c"],
+        json!({"batch": [], "input": [], "output": [2, "var"]})
+    );
+}
+
+#[test]
+fn runs_read_and_print_rows_of_their_own_lengths() {
+    let dir = setup("ragged_run");
+    let args = [
+        "run", "p.shape", "--input", "a=a.json", "--input", "b=b.json", "--json",
+    ];
+    let out = shapec(&dir, &args);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    let result = |name: &str| {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(v["data"][0]["dims"], json!([2, "var"]));
+    assert_eq!(result("c")["dims"], json!([2, "var"]));
+    assert_eq!(result("c")["values"], json!([[5.0, 6.0, 7.0], [9.0]]));
+    assert_eq!(result("s")["values"], json!([6.0, 4.0]));
+    // DyND's var to strided: [[1, 2, 3], [4]] into (2, 3).
+    assert_eq!(
+        result("d")["values"],
+        json!([[1.0, 2.0, 3.0], [4.0, 4.0, 4.0]])
+    );
+    let text = shapec(&dir, &args[..6]);
+    assert_eq!(text.status, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains("c : |->2, var (rows of lengths [3, 1]) = [5, 6, 7, 9]"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn out_writes_values_and_offsets() {
+    let dir = setup("ragged_out");
+    let out = shapec(
+        &dir,
+        &[
+            "run", "p.shape", "--input", "a=a.json", "--input", "b=b.json", "--out", "res",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    // c: the rows' values one after another, `<f4` of shape (4,).
+    let values = std::fs::read(dir.join("res/c.npy")).unwrap();
+    let header = String::from_utf8_lossy(&values[10..74]);
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("(4, )"),
+        "{header}"
+    );
+    let floats: Vec<f32> = values[values.len() - 16..]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(floats, [5.0, 6.0, 7.0, 9.0]);
+    // Where each row starts, then the total: `<i8` of shape (3,).
+    let offsets = std::fs::read(dir.join("res/c.offsets.npy")).unwrap();
+    let header = String::from_utf8_lossy(&offsets[10..74]);
+    assert!(
+        header.contains("'descr': '<i8'") && header.contains("(3, )"),
+        "{header}"
+    );
+    let ints: Vec<i64> = offsets[offsets.len() - 24..]
+        .chunks(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(ints, [0, 3, 4]);
+    // Dense results keep their one file.
+    assert!(dir.join("res/d.npy").exists());
+    assert!(!dir.join("res/d.offsets.npy").exists());
+}
+
+#[test]
+fn rows_that_do_not_broadcast_are_placed_errors() {
+    let dir = setup("ragged_errors");
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=short.json",
+            "--input",
+            "b=b.json",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["error"]["kind"], "ragged_row");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("row (0)") && message.contains("must be 1 or 3"),
+        "{message}"
+    );
+    assert_eq!(v["error"]["line"], 6);
+
+    // A ragged input needs its rows.
+    let out = shapec(&dir, &["run", "p.shape", "--input", "b=b.json"]);
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("--input a=FILE.json"), "{}", out.stderr);
+
+    // Rows that are not lists, and a list where a number belongs.
+    std::fs::write(dir.join("bad.json"), "[[1], 2]").unwrap();
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=bad.json",
+            "--input",
+            "b=b.json",
+        ],
+    );
+    assert_eq!(out.status, 1);
+    assert!(
+        out.stderr.contains("entry [1] is a number"),
+        "{}",
+        out.stderr
+    );
+    // Three rows where the shape has two.
+    std::fs::write(dir.join("three.json"), "[[1], [2], [3]]").unwrap();
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=three.json",
+            "--input",
+            "b=b.json",
+        ],
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("has 3 entries"), "{}", out.stderr);
+}
+
+#[test]
+fn var_is_refused_where_it_has_no_meaning() {
+    let dir = setup("ragged_refused");
+    std::fs::write(
+        dir.join("concat.shape"),
+        "input a: 2, var\ninput b: 2, 3\nc = concat(a, b)\n",
+    )
+    .unwrap();
+    let out = shapec(&dir, &["infer", "concat.shape", "--json"]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["error"]["kind"], "ragged_unsupported", "{v}");
+}
