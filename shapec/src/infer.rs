@@ -167,6 +167,12 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
             g.name(result).unwrap_or("?"),
             describe_op(compiled, op)
         );
+        if planned.ragged {
+            let _ = writeln!(
+                text,
+                "  (ragged: lowered row by row once the data gives the rows' lengths)"
+            );
+        }
         let mut steps = Vec::new();
         for s in &lowered.steps {
             let reads: Vec<String> = s.operands.iter().map(name).collect();
@@ -185,11 +191,15 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
                 "reads": reads,
             }));
         }
-        all.push(json!({
+        let mut entry = json!({
             "op": describe_op(compiled, op),
             "result": g.name(result).unwrap_or("?"),
             "steps": steps,
-        }));
+        });
+        if planned.ragged {
+            entry["ragged"] = json!(true);
+        }
+        all.push(entry);
     }
     Ok((text, Value::Array(all)))
 }

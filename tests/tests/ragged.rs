@@ -469,3 +469,21 @@ proptest! {
         prop_assert_eq!(&outs[0], &outs[1]);
     }
 }
+
+#[test]
+fn var_against_a_run_time_size_gives_that_size() {
+    let mut g = Graph::new();
+    g.run_time_size("b").unwrap();
+    let x = g.input("x", "2, var").unwrap();
+    let y = g.input("y", "2, b").unwrap();
+    let z = g.add(x, y).unwrap();
+    let solved = g.clone().solve().unwrap();
+    assert_eq!(solved.symbolic_shape(z).unwrap().to_string(), "|->2b");
+    let rows = HostTensor::ragged(vec![2], &[1, 3], vec![], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    let y_data = dense(&[2, 3], &[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+    let out = run_all(&g, &[(x, rows), (y, y_data.clone())], z).unwrap();
+    assert_eq!(out, "[[11, 21, 31], [42, 53, 64]]");
+    let rows = HostTensor::ragged(vec![2], &[2, 3], vec![], vec![1.0; 5]).unwrap();
+    let e = run_all(&g, &[(x, rows), (y, y_data)], z).unwrap_err();
+    assert!(e.starts_with("ragged_row") && e.contains("row (0)"), "{e}");
+}
