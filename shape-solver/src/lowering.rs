@@ -374,6 +374,13 @@ impl SolvedGraph {
     /// assert_eq!(lowered.steps[0].kernel.to_string(), "for [i0, r1]: out += in0");
     /// ```
     pub fn lower(&self, op: OpId, options: &RunOptions) -> Result<Lowered, GraphError> {
+        if self.op_is_ragged(op)? {
+            return Err(GraphError::RaggedLowering {
+                op: self.graph().op_ref(op)?,
+                reason: "its ragged rows' lengths come with the data: a run lowers it row by row"
+                    .into(),
+            });
+        }
         let (operation, operands, result) = self.op_parts(op)?;
         let mut shapes = Vec::with_capacity(operands.len() + 1);
         shapes.push(self.shape(result)?);

@@ -152,7 +152,7 @@ impl HostTensor {
 
     /// These values as ragged values along `axis`, every row of the same
     /// length (the data of a dense tensor given for a ragged one).
-    fn as_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
+    fn into_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
         if self.ragged.is_some() {
             return Ok(self);
         }
@@ -884,7 +884,7 @@ impl SolvedGraph {
             let mut given = inputs.tensors.remove(&t);
             let axis = crate::ragged::ragged_position(self, t)?;
             if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
-                let data = data.as_ragged(axis).map_err(|e| GraphError::RaggedLayout {
+                let data = data.into_ragged(axis).map_err(|e| GraphError::RaggedLayout {
                     tensor: graph.tensor_ref(t).ok().map(Box::new),
                     shape: self.shape(t).map(|s| s.to_string()).unwrap_or_default(),
                     reason: e.to_string(),

@@ -180,7 +180,6 @@ fn lengths(dims: &[u64], ragged: Option<usize>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn nested(dims: &[u64], values: &[f32]) -> String {
         let t = HostTensor::new(dims.to_vec(), values.to_vec()).unwrap();

@@ -487,3 +487,41 @@ fn var_against_a_run_time_size_gives_that_size() {
     let e = run_all(&g, &[(x, rows), (y, y_data)], z).unwrap_err();
     assert!(e.starts_with("ragged_row") && e.contains("row (0)"), "{e}");
 }
+
+#[test]
+fn the_differential_harness_takes_ragged_programs() {
+    use shape_tests::differential::{assert_backends_agree, ProgramRunner};
+    use shape_tests::programs::Program;
+    let mut g = Graph::new();
+    let x = g.input("x", "3, var").unwrap();
+    let b = g.input("b", "3, 1").unwrap();
+    let y = g.binary("sub", x, b).unwrap();
+    let e = g.unary("exp", y).unwrap();
+    let s = g.einsum("ij=>i", &[e]).unwrap();
+    let inputs = Inputs::new()
+        .with(
+            x,
+            HostTensor::ragged(
+                vec![3],
+                &[2, 0, 3],
+                vec![],
+                vec![0.5, -1.0, 2.0, 0.25, -0.75],
+            )
+            .unwrap(),
+        )
+        .with(b, dense(&[3, 1], &[0.5, 1.0, -1.0]));
+    let program = Program {
+        graph: g,
+        inputs,
+        results: vec![y, e, s],
+        options: RunOptions::default(),
+    };
+    let mut reference = CpuBackend::reference();
+    let mut coalesced = CpuBackend::new();
+    let mut runners: Vec<&mut dyn ProgramRunner> = vec![&mut reference, &mut coalesced];
+    let mut gpu = wgpu_or_skip("the_differential_harness_takes_ragged_programs");
+    if let Some(gpu) = gpu.as_mut() {
+        runners.push(gpu);
+    }
+    assert_backends_agree(&program, &mut runners, Tolerance::GPU);
+}
