@@ -215,7 +215,7 @@ fn notation_of_features_to_come_is_refused_and_says_what_it_is_for() {
     assert_eq!(ShapeSpec::parse("var").unwrap().output.axes.len(), 3);
     let ragged = ShapeSpec::parse("2, var").unwrap();
     assert_eq!(axes(&ragged, RowKind::Output), ["2", "var"]);
-    assert_eq!(ragged.to_string(), "2,var");
+    assert_eq!(ragged.to_string(), "2, var");
     let e = EinsumSpec::parse("i, var => i").unwrap_err();
     assert_eq!(e.span, 3..6, "{e}");
     assert!(e.expected.contains("ragged"), "{e}");
