@@ -455,59 +455,84 @@ impl SolvedGraph {
             None => None,
         };
 
-        // One lowering per distinct set of lengths, then a launch per row.
-        let mut cache: HashMap<Vec<u64>, (Step, Projections)> = HashMap::new();
-        let mut steps = Vec::with_capacity(points as usize);
+        // One lowering per distinct set of lengths (a `RowPlan`), then a
+        // launch per row; consecutive rows of the same lengths, evenly
+        // spaced in every buffer, share one launch (DyND's coalescing,
+        // along the rows).
+        let mut plans: Vec<RowPlan> = Vec::new();
+        let mut plan_of: HashMap<Vec<u64>, usize> = HashMap::new();
+        let ragged_slots: Vec<usize> = (0..tensors.len())
+            .filter(|&t| tensors[t].ragged.is_some())
+            .collect();
+        let mut runs: Vec<RowRun> = Vec::new();
+        let mut key: Vec<u64> = Vec::with_capacity(ragged_slots.len());
         let mut point = vec![0u64; row_iters.len()];
         for ls in &lengths {
-            let key: Vec<u64> = tensors
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.ragged.is_some())
-                .map(|(i, _)| ls[i])
-                .collect();
-            if !cache.contains_key(&key) {
-                let shapes: Vec<SolvedShape> = tensors
-                    .iter()
-                    .enumerate()
-                    .map(|(t, tensor)| with_ragged_as(tensor.shape, |_| ls[t]))
-                    .collect();
-                let projections = project(operation.as_ref(), shapes.iter().collect());
-                let cx = LoweringCx {
-                    op: op_ref.clone(),
-                    shapes: shapes.iter().collect(),
-                    projections: projections.clone(),
-                    options,
-                };
-                let mut lowered = operation.lower(&cx)?;
-                let single = lowered.steps.len() == 1
-                    && lowered.scratch.is_empty()
-                    && lowered.steps[0].result == BufferRef::Result
-                    && (lowered.steps[0].operands.iter())
-                        .all(|b| matches!(b, BufferRef::Operand(_)));
-                if !single {
-                    return Err(unsupported(
-                        "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
-                    ));
+            key.clear();
+            key.extend(ragged_slots.iter().map(|&t| ls[t]));
+            let id = match plan_of.get(&key) {
+                Some(&id) => id,
+                None => {
+                    let shapes: Vec<SolvedShape> = tensors
+                        .iter()
+                        .enumerate()
+                        .map(|(t, tensor)| with_ragged_as(tensor.shape, |_| ls[t]))
+                        .collect();
+                    let projections = project(operation.as_ref(), shapes.iter().collect());
+                    let cx = LoweringCx {
+                        op: op_ref.clone(),
+                        shapes: shapes.iter().collect(),
+                        projections,
+                        options,
+                    };
+                    let mut lowered = operation.lower(&cx)?;
+                    let single = lowered.steps.len() == 1
+                        && lowered.scratch.is_empty()
+                        && lowered.steps[0].result == BufferRef::Result
+                        && (lowered.steps[0].operands.iter())
+                            .all(|b| matches!(b, BufferRef::Operand(_)));
+                    if !single {
+                        return Err(unsupported(
+                            "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
+                        ));
+                    }
+                    let step = lowered.steps.remove(0);
+                    let plan =
+                        RowPlan::new(step, &cx.projections, &structure, &tensors, &row_iters, ls)
+                            .map_err(|(t, var, required)| {
+                            self.row_error(op, t, var, &point, ls[t], required, true)
+                        })?;
+                    plans.push(plan);
+                    plan_of.insert(key.clone(), plans.len() - 1);
+                    plans.len() - 1
                 }
-                cache.insert(key.clone(), (lowered.steps.remove(0), projections));
+            };
+            let plan = &plans[id];
+            let offsets = plan.offsets(&point, |t, var| {
+                let rows = match t {
+                    0 => result_rows.as_ref(),
+                    _ => tensors[t].ragged.and_then(|(_, data)| data),
+                };
+                let r = row_number(&structure, t, &tensors[t].dims, &row_iters, &point, var);
+                rows.map_or(0, |rows| {
+                    rows.row_start(r).saturating_mul(tensors[t].inner(var))
+                })
+            });
+            let next_in_run = point.last().is_some_and(|&v| v > 0);
+            let joined = match runs.last_mut() {
+                Some(run) if next_in_run && plan.innermost.is_some() => run.join(id, &offsets),
+                _ => false,
+            };
+            if !joined {
+                runs.push(RowRun {
+                    plan: id,
+                    offsets,
+                    along: None,
+                });
             }
-            let (step, projections) = &cache[&key];
-            let mut step = step.clone();
-            self.place_row(
-                &mut step,
-                projections,
-                &structure,
-                &tensors,
-                &row_iters,
-                &point,
-                ls,
-                &result_rows,
-                op,
-            )?;
-            steps.push(step);
             advance(&mut point, &row_sizes);
         }
+        let steps = runs.iter().map(|run| plans[run.plan].step(run)).collect();
         Ok(RaggedLowered {
             lowered: Lowered {
                 scratch: Vec::new(),
@@ -516,118 +541,6 @@ impl SolvedGraph {
             result_len: tensors[0].len,
             result_rows,
         })
-    }
-
-    /// Pins one row's launch to its row: the row iterators to their
-    /// values, each ragged tensor's layout to the row's start, and checks
-    /// that no read or write leaves the row.
-    #[allow(clippy::too_many_arguments)]
-    fn place_row(
-        &self,
-        step: &mut Step,
-        rp: &Projections,
-        structure: &Projections,
-        tensors: &[Tensor<'_>],
-        row_iters: &[usize],
-        point: &[u64],
-        lengths: &[u64],
-        result_rows: &Option<RaggedAxis>,
-        op: OpId,
-    ) -> Result<(), GraphError> {
-        // Which iterator of this row's projections is each row iterator,
-        // found through the tensors' axes before their ragged axis.
-        let iterators = rp.sizes.len();
-        let mut pins: Vec<(usize, u64)> = Vec::new();
-        for (t, tensor) in tensors.iter().enumerate() {
-            let Some((var, _)) = tensor.ragged else {
-                continue;
-            };
-            for (a, s) in axes_of(rp, t)[..var]
-                .iter()
-                .zip(&axes_of(structure, t)[..var])
-            {
-                if let (AxisIndex::Iterator(k), AxisIndex::Iterator(ks)) = (a, s) {
-                    if let Some(p) = row_iters.iter().position(|x| x == ks) {
-                        if !pins.iter().any(|&(x, _)| x == *k) {
-                            pins.push((*k, point[p]));
-                        }
-                    }
-                }
-            }
-        }
-        let buffer_of = |b: &BufferRef| match *b {
-            BufferRef::Operand(i) => i + 1,
-            _ => 0,
-        };
-        let tensor_at: Vec<usize> = std::iter::once(0)
-            .chain(step.operands.iter().map(buffer_of))
-            .collect();
-        let launch = &mut step.launch;
-        for (slot, &t) in tensor_at.iter().enumerate() {
-            let tensor = &tensors[t];
-            let layout = if slot == 0 {
-                &mut launch.result
-            } else {
-                &mut launch.operands[slot - 1]
-            };
-            match tensor.ragged {
-                None => {
-                    for &(k, v) in &pins {
-                        layout.offset = layout
-                            .offset
-                            .saturating_add(layout.strides[k].saturating_mul(v));
-                    }
-                }
-                Some((var, data)) => {
-                    let rows = if t == 0 { result_rows.as_ref() } else { data };
-                    let Some(rows) = rows else { continue };
-                    let r = row_number(structure, t, &tensor.dims, row_iters, point, var);
-                    let mut local = vec![lengths[t]];
-                    local.extend_from_slice(&tensor.dims[var + 1..]);
-                    let inner = tensor.inner(var);
-                    let within = layout_of(&local, &axes_of(rp, t)[var..], iterators, 0);
-                    let start = rows.row_start(r).saturating_mul(inner);
-                    // A row iterator may also index an axis after the
-                    // ragged one (a transposition within the row).
-                    let pinned = pins.iter().fold(within.offset, |acc, &(k, v)| {
-                        acc.saturating_add(within.strides[k].saturating_mul(v))
-                    });
-                    *layout = Layout::new(start.saturating_add(pinned), within.strides, tensor.len);
-                    // Nothing outside the row: a length that only
-                    // broadcasting would accept where the operation ties
-                    // axes (a contraction) is refused here.
-                    let row_end = start.saturating_add(lengths[t].saturating_mul(inner));
-                    let empty = launch
-                        .sizes
-                        .iter()
-                        .enumerate()
-                        .any(|(k, &n)| n == 0 && !pins.iter().any(|&(p, _)| p == k));
-                    if !empty {
-                        let last = (0..iterators)
-                            .filter(|k| !pins.iter().any(|&(p, _)| p == *k))
-                            .fold(layout.offset, |acc, k| {
-                                acc.saturating_add(
-                                    layout.strides[k]
-                                        .saturating_mul(launch.sizes[k].saturating_sub(1)),
-                                )
-                            });
-                        if last >= row_end {
-                            let required = match axes_of(rp, t)[var] {
-                                AxisIndex::Iterator(k) => launch.sizes[k],
-                                _ => 1,
-                            };
-                            return Err(
-                                self.row_error(op, t, var, point, lengths[t], required, true)
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        for &(k, _) in &pins {
-            launch.sizes[k] = 1;
-        }
-        Ok(())
     }
 
     /// A row whose length does not fit what it meets.
@@ -668,6 +581,196 @@ impl SolvedGraph {
             length,
             required,
             ragged,
+        }
+    }
+}
+
+/// How one set of rows' lengths runs: the operation's step for those
+/// lengths with its row iterators pinned to 1, each ragged tensor's
+/// layout relative to its row's start, and which of the step's iterators
+/// each row iterator is.
+struct RowPlan {
+    /// The step; a ragged tensor's offset is relative to its row's start.
+    step: Step,
+    /// The tensor (0: the result) of each layout, result first, with its
+    /// ragged axis if it has one.
+    slots: Vec<(usize, Option<usize>)>,
+    /// The step's iterator for each row iterator that indexes a ragged
+    /// tensor's rows, with the row iterator's position.
+    pins: Vec<(usize, usize)>,
+    /// The step's iterator for the innermost row iterator, if any.
+    innermost: Option<usize>,
+}
+
+impl RowPlan {
+    /// The plan for `step`, lowered with `rp` for the lengths `lengths`;
+    /// fails with `(tensor, axis, length needed)` when the step would read
+    /// or write outside a ragged tensor's row.
+    fn new(
+        mut step: Step,
+        rp: &Projections,
+        structure: &Projections,
+        tensors: &[Tensor<'_>],
+        row_iters: &[usize],
+        lengths: &[u64],
+    ) -> Result<RowPlan, (usize, usize, u64)> {
+        let iterators = rp.sizes.len();
+        let mut pins: Vec<(usize, usize)> = Vec::new();
+        let mut innermost = None;
+        for (t, tensor) in tensors.iter().enumerate() {
+            let Some((var, _)) = tensor.ragged else {
+                continue;
+            };
+            for (a, s) in axes_of(rp, t)[..var]
+                .iter()
+                .zip(&axes_of(structure, t)[..var])
+            {
+                if let (AxisIndex::Iterator(k), AxisIndex::Iterator(ks)) = (a, s) {
+                    if let Some(p) = row_iters.iter().position(|x| x == ks) {
+                        if !pins.iter().any(|&(x, _)| x == *k) {
+                            pins.push((*k, p));
+                        }
+                        if p + 1 == row_iters.len() {
+                            innermost = Some(*k);
+                        }
+                    }
+                }
+            }
+        }
+        let slots: Vec<(usize, Option<usize>)> = std::iter::once(0)
+            .chain(step.operands.iter().map(|b| match *b {
+                BufferRef::Operand(i) => i + 1,
+                _ => 0,
+            }))
+            .map(|t| (t, tensors[t].ragged.map(|(var, _)| var)))
+            .collect();
+        let pinned = |k: usize| pins.iter().any(|&(p, _)| p == k);
+        let launch = &mut step.launch;
+        let empty = (0..iterators).any(|k| launch.sizes[k] == 0 && !pinned(k));
+        for (slot, &(t, var)) in slots.iter().enumerate() {
+            let Some(var) = var else { continue };
+            let tensor = &tensors[t];
+            // Within the row: the ragged axis and the axes after it.
+            let mut local = vec![lengths[t]];
+            local.extend_from_slice(&tensor.dims[var + 1..]);
+            let within = layout_of(&local, &axes_of(rp, t)[var..], iterators, 0);
+            // Nothing outside the row: a length that only broadcasting
+            // would accept where the operation ties axes (a contraction)
+            // is refused here.
+            if !empty {
+                let last = (0..iterators)
+                    .filter(|&k| !pinned(k))
+                    .fold(within.offset, |acc, k| {
+                        acc.saturating_add(
+                            within.strides[k].saturating_mul(launch.sizes[k].saturating_sub(1)),
+                        )
+                    });
+                if last >= lengths[t].saturating_mul(tensor.inner(var)) {
+                    let required = match axes_of(rp, t)[var] {
+                        AxisIndex::Iterator(k) => launch.sizes[k],
+                        _ => 1,
+                    };
+                    return Err((t, var, required));
+                }
+            }
+            let layout = if slot == 0 {
+                &mut launch.result
+            } else {
+                &mut launch.operands[slot - 1]
+            };
+            *layout = Layout::new(within.offset, within.strides, tensor.len);
+        }
+        for &(k, _) in &pins {
+            launch.sizes[k] = 1;
+        }
+        Ok(RowPlan {
+            step,
+            slots,
+            pins,
+            innermost,
+        })
+    }
+
+    /// Each layout's offset (result first) for the row at `point`: the
+    /// plan's, moved by the pinned iterators (an axis after a ragged one
+    /// may be a row iterator too: a transposition within the row), plus a
+    /// ragged tensor's row start, `start(tensor, ragged axis)`.
+    fn offsets(&self, point: &[u64], start: impl Fn(usize, usize) -> u64) -> Vec<u64> {
+        let launch = &self.step.launch;
+        let layouts = std::iter::once(&launch.result).chain(&launch.operands);
+        layouts
+            .zip(&self.slots)
+            .map(|(layout, &(t, var))| {
+                let moved = self.pins.iter().fold(layout.offset, |acc, &(k, p)| {
+                    acc.saturating_add(layout.strides[k].saturating_mul(point[p]))
+                });
+                moved.saturating_add(var.map_or(0, |var| start(t, var)))
+            })
+            .collect()
+    }
+
+    /// The step of a run of rows: its first row's offsets, and for several
+    /// rows the innermost row iterator stretched over them.
+    fn step(&self, run: &RowRun) -> Step {
+        let mut step = self.step.clone();
+        let launch = &mut step.launch;
+        let layouts = std::iter::once(&mut launch.result).chain(&mut launch.operands);
+        for (layout, &o) in layouts.zip(&run.offsets) {
+            layout.offset = o;
+        }
+        if let (Some((rows, deltas)), Some(k)) = (&run.along, self.innermost) {
+            launch.sizes[k] = *rows;
+            let layouts = std::iter::once(&mut launch.result).chain(&mut launch.operands);
+            for (layout, &d) in layouts.zip(deltas) {
+                layout.strides[k] = d;
+            }
+        }
+        step
+    }
+}
+
+/// Consecutive rows that run as one launch: the first row's offsets, and
+/// once a second row joined, the rows so far and each layout's distance
+/// between two rows (result first).
+struct RowRun {
+    plan: usize,
+    offsets: Vec<u64>,
+    along: Option<(u64, Vec<u64>)>,
+}
+
+impl RowRun {
+    /// Takes the next row (of plan `plan`, at `offsets`) if it continues
+    /// the run.
+    fn join(&mut self, plan: usize, offsets: &[u64]) -> bool {
+        if self.plan != plan {
+            return false;
+        }
+        match &mut self.along {
+            None => {
+                // The distance to the second row; a result that does not
+                // move would be written twice.
+                let Some(deltas) = (self.offsets.iter().zip(offsets))
+                    .map(|(a, b)| b.checked_sub(*a))
+                    .collect::<Option<Vec<u64>>>()
+                else {
+                    return false;
+                };
+                if deltas[0] == 0 {
+                    return false;
+                }
+                self.along = Some((2, deltas));
+                true
+            }
+            Some((rows, deltas)) => {
+                let fits =
+                    (self.offsets.iter().zip(offsets).zip(deltas.iter())).all(|((a, b), d)| {
+                        d.checked_mul(*rows).and_then(|x| x.checked_add(*a)) == Some(*b)
+                    });
+                if fits {
+                    *rows += 1;
+                }
+                fits
+            }
         }
     }
 }

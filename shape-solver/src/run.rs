@@ -884,11 +884,13 @@ impl SolvedGraph {
             let mut given = inputs.tensors.remove(&t);
             let axis = crate::ragged::ragged_position(self, t)?;
             if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
-                let data = data.into_ragged(axis).map_err(|e| GraphError::RaggedLayout {
-                    tensor: graph.tensor_ref(t).ok().map(Box::new),
-                    shape: self.shape(t).map(|s| s.to_string()).unwrap_or_default(),
-                    reason: e.to_string(),
-                })?;
+                let data = data
+                    .into_ragged(axis)
+                    .map_err(|e| GraphError::RaggedLayout {
+                        tensor: graph.tensor_ref(t).ok().map(Box::new),
+                        shape: self.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                        reason: e.to_string(),
+                    })?;
                 rows.extend(data.ragged.clone().map(|r| (t, r)));
                 given = Some(data);
             }

@@ -525,3 +525,94 @@ fn the_differential_harness_takes_ragged_programs() {
     }
     assert_backends_agree(&program, &mut runners, Tolerance::GPU);
 }
+
+/// The CPU reference, counting the launches that read operands.
+struct Counting {
+    cpu: CpuBackend,
+    launches: usize,
+}
+
+impl Backend for Counting {
+    type Buffer = Vec<f32>;
+    type Error = backend_cpu::CpuError;
+    fn name(&self) -> String {
+        "counting".into()
+    }
+    fn alloc(&mut self, len: usize) -> Result<Vec<f32>, Self::Error> {
+        self.cpu.alloc(len)
+    }
+    fn upload(&mut self, data: &[f32]) -> Result<Vec<f32>, Self::Error> {
+        self.cpu.upload(data)
+    }
+    fn download(&mut self, buffer: &Vec<f32>) -> Result<Vec<f32>, Self::Error> {
+        self.cpu.download(buffer)
+    }
+    fn len(&self, buffer: &Vec<f32>) -> u64 {
+        self.cpu.len(buffer)
+    }
+    fn execute(
+        &mut self,
+        kernel: &shape_core::kernel::Kernel,
+        launch: &shape_core::kernel::Launch,
+        result: &mut Vec<f32>,
+        operands: &[&Vec<f32>],
+    ) -> Result<(), Self::Error> {
+        // A fill (a kernel of no operand) is not an operation's launch.
+        if !operands.is_empty() {
+            self.launches += 1;
+        }
+        self.cpu.execute(kernel, launch, result, operands)
+    }
+}
+
+#[test]
+fn consecutive_rows_of_one_length_share_a_launch() {
+    let mut g = Graph::new();
+    let x = g.input("x", "6, var").unwrap();
+    let b = g.input("b", "6, 1").unwrap();
+    let y = g.add(x, b).unwrap();
+    let s = g.einsum("ij=>i", &[y]).unwrap();
+    let solved = g.solve().unwrap();
+    let run = |lengths: &[u64]| {
+        let total: u64 = lengths.iter().sum();
+        let inputs = Inputs::new()
+            .with(
+                x,
+                HostTensor::ragged(vec![6], lengths, vec![], values(3, total)).unwrap(),
+            )
+            .with(b, dense(&[6, 1], &values(5, 6)));
+        let mut counting = Counting {
+            cpu: CpuBackend::reference(),
+            launches: 0,
+        };
+        let out = solved
+            .run(
+                &mut counting,
+                inputs.clone(),
+                &[y, s],
+                &RunOptions::default(),
+            )
+            .unwrap();
+        // One launch per row gives the same values.
+        let rows = shape_tests::gpu::with_shared_wgpu("ragged", |gpu| {
+            solved
+                .run(gpu, inputs.clone(), &[y, s], &RunOptions::default())
+                .unwrap()
+        });
+        if let Some(rows) = rows {
+            assert_eq!(rows.get(s).unwrap().values().len(), 6);
+        }
+        (counting.launches, out.get(s).unwrap().values().to_vec())
+    };
+    // Two operations; rows of one length: one launch each.
+    let (launches, sums) = run(&[3; 6]);
+    assert_eq!(launches, 2);
+    assert_eq!(sums.len(), 6);
+    // Runs of equal lengths: [2, 2, 2], [3, 3], [0] -> three launches each.
+    let (launches, sums) = run(&[2, 2, 2, 3, 3, 0]);
+    assert_eq!(launches, 6);
+    assert_eq!(sums[5], 0.0);
+    // Every row its own length: a launch per row.
+    let (launches, _) = run(&[1, 2, 3, 4, 5, 0]);
+    assert_eq!(launches, 12);
+}
