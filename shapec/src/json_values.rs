@@ -65,17 +65,30 @@ pub fn read_json_input(
             "it is a directory",
         )));
     }
-    let mut text = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut text)
-        .map_err(read_error)?;
-    if text.len() as u64 > limit {
-        return Err(data_error(format!(
-            "the file is longer than {limit} bytes, more than {elements} values can take"
-        )));
-    }
-    let value: Value =
-        serde_json::from_slice(&text).map_err(|e| data_error(format!("it is not JSON ({e})")))?;
+    let value: Value = if ragged.is_some() {
+        // Parsed as it is read, so that what is not JSON (`/dev/zero`)
+        // fails at its first byte; at most `limit` bytes are read.
+        let reader = std::io::BufReader::new(file.take(limit));
+        serde_json::from_reader(reader).map_err(|e| {
+            let what = if e.is_eof() {
+                format!("it ends early, or is longer than the {limit} bytes memory allows ({e})")
+            } else {
+                format!("it is not JSON ({e})")
+            };
+            data_error(what)
+        })?
+    } else {
+        let mut text = Vec::new();
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut text)
+            .map_err(read_error)?;
+        if text.len() as u64 > limit {
+            return Err(data_error(format!(
+                "the file is longer than {limit} bytes, more than {elements} values can take"
+            )));
+        }
+        serde_json::from_slice(&text).map_err(|e| data_error(format!("it is not JSON ({e})")))?
+    };
     let reserve = if ragged.is_some() { 0 } else { elements };
     let mut out = crate::npy::try_vec(usize::try_from(reserve).unwrap_or(usize::MAX))
         .ok_or_else(|| data_error("there is not enough memory for the values".into()))?;

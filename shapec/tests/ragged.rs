@@ -197,6 +197,45 @@ fn rows_that_do_not_broadcast_are_placed_errors() {
         "{}",
         out.stderr
     );
+    // Not JSON at all: refused at the first byte, not read to the end.
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=/dev/zero",
+            "--input",
+            "b=b.json",
+        ],
+    );
+    assert_eq!(out.status, 1);
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=/dev/zero.json",
+            "--input",
+            "b=b.json",
+        ],
+    );
+    assert_eq!(out.status, 1);
+    std::fs::write(dir.join("zeros.json"), vec![0u8; 1 << 20]).unwrap();
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "p.shape",
+            "--input",
+            "a=zeros.json",
+            "--input",
+            "b=b.json",
+        ],
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("it is not JSON"), "{}", out.stderr);
     // Three rows where the shape has two.
     std::fs::write(dir.join("three.json"), "[[1], [2], [3]]").unwrap();
     let out = shapec(
