@@ -315,7 +315,7 @@ impl SolvedGraph {
         // rows and the ragged axes are.
         let placeholder: Vec<SolvedShape> = tensors
             .iter()
-            .map(|t| with_ragged_as(t.shape, |_| 2))
+            .map(|t| with_ragged_as(t.shape, 2))
             .collect();
         let structure = project(operation.as_ref(), placeholder.iter().collect());
         let mut row_iters: Vec<usize> = Vec::new();
@@ -389,10 +389,17 @@ impl SolvedGraph {
                 var,
             )
         };
-        let mut lengths: Vec<Vec<u64>> = Vec::with_capacity(points as usize);
+        // Each point's length for every tensor (0 for a dense one), in one
+        // vector: `tensors.len()` entries a point.
+        let width = tensors.len();
+        let mut lengths: Vec<u64> = Vec::new();
+        lengths
+            .try_reserve_exact((points as usize).saturating_mul(width))
+            .map_err(|_| unsupported("it has more rows than fit in memory".into()))?;
         let mut point = vec![0u64; row_iters.len()];
+        let mut ls = vec![0u64; width];
         for _ in 0..points {
-            let mut ls = vec![0u64; tensors.len()];
+            ls.fill(0);
             for (t, tensor) in tensors.iter().enumerate().skip(1) {
                 if let Some((_, Some(data))) = tensor.ragged {
                     let r = row_of(t, &point);
@@ -433,7 +440,7 @@ impl SolvedGraph {
                     }
                 }
             }
-            lengths.push(ls);
+            lengths.extend_from_slice(&ls);
             advance(&mut point, &row_sizes);
         }
 
@@ -443,7 +450,7 @@ impl SolvedGraph {
                 let rows: u64 = tensors[0].dims[..var].iter().product();
                 let mut row_len = vec![0u64; rows as usize];
                 let mut point = vec![0u64; row_iters.len()];
-                for ls in &lengths {
+                for ls in lengths.chunks(width) {
                     row_len[row_of(0, &point)] = ls[0];
                     advance(&mut point, &row_sizes);
                 }
@@ -467,7 +474,7 @@ impl SolvedGraph {
         let mut runs: Vec<RowRun> = Vec::new();
         let mut key: Vec<u64> = Vec::with_capacity(ragged_slots.len());
         let mut point = vec![0u64; row_iters.len()];
-        for ls in &lengths {
+        for ls in lengths.chunks(width) {
             key.clear();
             key.extend(ragged_slots.iter().map(|&t| ls[t]));
             let id = match plan_of.get(&key) {
@@ -476,7 +483,7 @@ impl SolvedGraph {
                     let shapes: Vec<SolvedShape> = tensors
                         .iter()
                         .enumerate()
-                        .map(|(t, tensor)| with_ragged_as(tensor.shape, |_| ls[t]))
+                        .map(|(t, tensor)| with_ragged_as(tensor.shape, ls[t]))
                         .collect();
                     let projections = project(operation.as_ref(), shapes.iter().collect());
                     let cx = LoweringCx {
@@ -811,22 +818,12 @@ fn advance(point: &mut [u64], sizes: &[u64]) {
     }
 }
 
-/// `shape` with each ragged axis given a size by `size` (called with the
-/// axis's memory-order position).
-fn with_ragged_as(shape: &SolvedShape, size: impl Fn(usize) -> u64) -> SolvedShape {
+/// `shape` with its ragged axis (if any) of size `n`.
+fn with_ragged_as(shape: &SolvedShape, n: u64) -> SolvedShape {
     let mut out = shape.clone();
-    let mut j = 0;
-    for kind in RowKind::MEMORY_ORDER {
-        let row = match kind {
-            RowKind::Batch => &mut out.batch,
-            RowKind::Output => &mut out.output,
-            RowKind::Input => &mut out.input,
-        };
-        for d in row.iter_mut() {
-            if d.is_ragged() {
-                *d = KnownDim::sized(size(j)).with_label(d.label().cloned());
-            }
-            j += 1;
+    for row in [&mut out.batch, &mut out.output, &mut out.input] {
+        for d in row.iter_mut().filter(|d| d.is_ragged()) {
+            *d = KnownDim::sized(n).with_label(d.label().cloned());
         }
     }
     out
