@@ -313,10 +313,8 @@ impl SolvedGraph {
         // The structure: every ragged axis as a placeholder size above 1,
         // so that the operation's own projections say which iterators the
         // rows and the ragged axes are.
-        let placeholder: Vec<SolvedShape> = tensors
-            .iter()
-            .map(|t| with_ragged_as(t.shape, 2))
-            .collect();
+        let placeholder: Vec<SolvedShape> =
+            tensors.iter().map(|t| with_ragged_as(t.shape, 2)).collect();
         let structure = project(operation.as_ref(), placeholder.iter().collect());
         let mut row_iters: Vec<usize> = Vec::new();
         let mut var_iters: Vec<usize> = Vec::new();

@@ -634,26 +634,8 @@ impl RunReport<'_> {
         })
     }
 
-    /// The dims in memory order as JSON: numbers, and `"var"` for a
-    /// ragged axis.
     fn dims_json(&self, t: TensorId) -> Result<Value, CliError> {
-        let dims = self.shape(t)?.memory_dims();
-        let ragged = self
-            .solved
-            .ragged_axis(t)
-            .map_err(|e| CliError::Program(self.compiled.map.locate(e, None)))?;
-        Ok(Value::Array(
-            dims.iter()
-                .enumerate()
-                .map(|(j, &d)| {
-                    if Some(j) == ragged {
-                        json!("var")
-                    } else {
-                        json!(d)
-                    }
-                })
-                .collect(),
-        ))
+        dims_json(self.compiled, self.solved, t)
     }
 
     fn files(&self) -> Result<Vec<ResultFile<'_>>, CliError> {
@@ -884,6 +866,25 @@ fn diff_text(
     write!(out, "{s}").map_err(stdout_error)
 }
 
+/// A tensor's dims in memory order as JSON: numbers, and `"var"` for a
+/// ragged axis.
+fn dims_json(compiled: &Compiled, solved: &SolvedGraph, t: TensorId) -> Result<Value, CliError> {
+    let located = |e| CliError::Program(compiled.map.locate(e, None));
+    let dims = solved.shape(t).map_err(located)?.memory_dims();
+    let ragged = solved.ragged_axis(t).map_err(located)?;
+    Ok(Value::Array(
+        (dims.iter().enumerate())
+            .map(|(j, &d)| {
+                if Some(j) == ragged {
+                    json!("var")
+                } else {
+                    json!(d)
+                }
+            })
+            .collect(),
+    ))
+}
+
 fn diff_json(
     compiled: &Compiled,
     solved: &SolvedGraph,
@@ -897,7 +898,7 @@ fn diff_json(
         results.push(json!({
             "name": compiled.graph.name(t).unwrap_or("?"),
             "shape": infer::shape_json(shape),
-            "dims": shape.memory_dims(),
+            "dims": dims_json(compiled, solved, t)?,
         }));
     }
     let place = |w: &Option<Worst>| w.as_ref().map_or(Value::Null, |w| place_json(compiled, w));

@@ -266,3 +266,51 @@ fn var_is_refused_where_it_has_no_meaning() {
     let v = json_of(&out.stdout);
     assert_eq!(v["error"]["kind"], "ragged_unsupported", "{v}");
 }
+
+#[test]
+fn the_ragged_example_runs_on_both_backends() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let args = [
+        "run",
+        "ragged.shape",
+        "--input",
+        "words=data/words.json",
+        "--json",
+    ];
+    let out = shapec(&examples, &args);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    let padded = &v["results"][2];
+    assert_eq!(padded["name"], "padded");
+    // The middle sentence's one vector fills both places.
+    assert_eq!(
+        padded["values"][1],
+        json!([[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]])
+    );
+    assert_eq!(v["results"][0]["dims"], json!([3, "var", 4]));
+    let diff = shapec(
+        &examples,
+        &[
+            "diff",
+            "ragged.shape",
+            "--input",
+            "words=data/words.json",
+            "--backend",
+            "wgpu",
+            "--json",
+        ],
+    );
+    let required = std::env::var("SHAPE_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    if diff.status != 0 && !required {
+        assert!(diff.stdout.contains("no GPU adapter") || diff.stderr.contains("no GPU adapter"));
+        return;
+    }
+    assert_eq!(diff.status, 0, "{}{}", diff.stdout, diff.stderr);
+    // 20 ragged values, 12 sums, 24 padded.
+    assert!(diff.stdout.contains("\"elements\":56"), "{}", diff.stdout);
+    assert!(
+        diff.stdout.contains("\"dims\":[3,\"var\",4]"),
+        "{}",
+        diff.stdout
+    );
+}
