@@ -1067,23 +1067,14 @@ impl Solver {
         else {
             return Ok(());
         };
-        if (x.is_ragged() || y.is_ragged()) && !x.same_size(&y) && relation == Relation::Equal {
-            // A ragged axis equals only a ragged axis: its rows' lengths
-            // are no number.
-            return Err(ShapeError::DimMismatch {
-                context: self.origin_arc(why.origin),
-                axis: why.axis_from_end(),
-                relation,
-                left: Box::new(self.fact(x, sx)),
-                right: Box::new(self.fact(y, sy)),
-            });
-        }
-        if x.is_ragged() || y.is_ragged() {
-            // DyND's rule: var against var, 1 or n broadcasts, and each
-            // row's length is checked (1 or the length it meets) when the
-            // data is known, where the run lowers the operation row by
-            // row (`crate::ragged`).
-        } else if !x.same_size(&y) && (x.symbolic_size().is_some() || y.symbolic_size().is_some()) {
+        let ragged = x.is_ragged() || y.is_ragged();
+        let symbolic = x.symbolic_size().is_some() || y.symbolic_size().is_some();
+        if x.same_size(&y) || (ragged && relation == Relation::Broadcasts) {
+            // Equal; or DyND's rule for a ragged axis, which broadcasts
+            // with var, 1 or n, each row's length checked (1 or the length
+            // it meets) when the data is known, where the run lowers the
+            // operation row by row (`crate::ragged`).
+        } else if symbolic && !ragged {
             if !symbolic_equal(&x, &y) {
                 let guard = match relation {
                     Relation::Equal => RawGuard::Equal(x.clone(), sx, y.clone(), sy),
@@ -1091,7 +1082,9 @@ impl Solver {
                 };
                 self.guards.push_back((guard, why));
             }
-        } else if !x.same_size(&y) {
+        } else {
+            // Different numbers; or a ragged axis that must equal a size
+            // other than ragged, which its rows' lengths are not.
             return Err(ShapeError::DimMismatch {
                 context: self.origin_arc(why.origin),
                 axis: why.axis_from_end(),
