@@ -41,7 +41,8 @@ fn bench(c: &mut Criterion) {
     // once, then binding it to sizes and reading every shape (which is
     // what running it at another size costs the solver).
     let mut group = c.benchmark_group("run_time_sizes");
-    for n in [1_000usize, 10_000] {
+    // 10k and 20k: binding is linear in the tensors (20k/10k near 2).
+    for n in [1_000usize, 10_000, 20_000] {
         group.sample_size(10);
         group.bench_with_input(BenchmarkId::new("solve", n), &n, |b, &n| {
             b.iter_custom(|iters| {

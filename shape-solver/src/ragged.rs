@@ -41,6 +41,7 @@ use crate::run::{DataError, RunOptions};
 /// let rows = RaggedAxis::from_lengths(1, &[1, 2]).unwrap();
 /// assert_eq!(rows.offsets(), &[0, 1, 3]);
 /// assert_eq!(rows.row_len(1), 2);
+/// assert_eq!(rows.row_len(7), 0);
 /// assert_eq!(rows.longest(), 2);
 /// assert!(RaggedAxis::new(1, vec![0, 2, 1]).is_err());
 /// ```
@@ -114,14 +115,18 @@ impl RaggedAxis {
         self.offsets.len() - 1
     }
 
-    /// The length of row `r`.
+    /// The length of row `r` (0 past the last row).
     pub fn row_len(&self, r: usize) -> u64 {
-        self.offsets[r + 1] - self.offsets[r]
+        match (self.offsets.get(r), self.offsets.get(r + 1)) {
+            (Some(start), Some(end)) => end - start,
+            _ => 0,
+        }
     }
 
-    /// Where row `r` starts, in positions along the axis.
+    /// Where row `r` starts, in positions along the axis (the total past
+    /// the last row).
     pub fn row_start(&self, r: usize) -> u64 {
-        self.offsets[r]
+        self.offsets.get(r).copied().unwrap_or(self.total())
     }
 
     /// The sum of the rows' lengths.
