@@ -293,8 +293,10 @@ pub enum GraphError {
     /// A size id that this graph did not make.
     #[error("unknown size id {0}: it was not made by this graph")]
     UnknownSize(usize),
-    /// A solved size that breaks a bound stated on it.
-    #[error("the size `{name}` is {value}, which breaks the statement `size {name} {bound}`")]
+    /// A solved size that breaks a bound stated on it, or a run-time size
+    /// bound to 0 (run-time sizes are at least 1; `statement` is then
+    /// `usize::MAX`).
+    #[error("{}", size_bound_text(name, bound, *value, *statement))]
     SizeBound {
         /// The size.
         name: Arc<str>,
@@ -455,6 +457,16 @@ impl GraphError {
             | GraphError::Constant { .. } => None,
             GraphError::Guard(g) => g.guard.context.op(),
         }
+    }
+}
+
+fn size_bound_text(name: &str, bound: &SizeBound, value: u64, statement: usize) -> String {
+    if statement == usize::MAX {
+        format!(
+            "the run-time size `{name}` is {value}, but run-time sizes are at least 1 (a bound such as `size {name} >= 0` does not lower that); write a size that may be 0 as a number"
+        )
+    } else {
+        format!("the size `{name}` is {value}, which breaks the statement `size {name} {bound}`")
     }
 }
 
