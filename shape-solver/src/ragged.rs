@@ -465,6 +465,26 @@ impl SolvedGraph {
             None => None,
         };
 
+        if let Some(step) = self.flat_step(
+            operation.as_ref(),
+            &op_ref,
+            &structure,
+            &tensors,
+            &row_iters,
+            &var_iters,
+            &result_rows,
+            options,
+        )? {
+            return Ok(RaggedLowered {
+                lowered: Lowered {
+                    scratch: Vec::new(),
+                    steps: vec![step],
+                },
+                result_len: tensors[0].len,
+                result_rows,
+            });
+        }
+
         // One lowering per distinct set of lengths (a `RowPlan`), then a
         // launch per row; consecutive rows of the same lengths, evenly
         // spaced in every buffer, share one launch (DyND's coalescing,
@@ -551,6 +571,111 @@ impl SolvedGraph {
             result_len: tensors[0].len,
             result_rows,
         })
+    }
+
+    /// The whole operation as one launch over the rows laid end to end,
+    /// when that is the same computation: every ragged tensor has the
+    /// same rows (the same lengths, indexed by the same axes), their
+    /// ragged axis is one parallel iterator, and no dense tensor varies
+    /// along the rows or the ragged axis (a function of a ragged tensor,
+    /// two ragged tensors of one structure, a weight along the axes after
+    /// the ragged one). Then the rows are one row of the total length.
+    #[allow(clippy::too_many_arguments)]
+    fn flat_step(
+        &self,
+        operation: &dyn crate::Operation,
+        op_ref: &std::sync::Arc<crate::origin::OpRef>,
+        structure: &Projections,
+        tensors: &[Tensor<'_>],
+        row_iters: &[usize],
+        var_iters: &[usize],
+        result_rows: &Option<RaggedAxis>,
+        options: &RunOptions,
+    ) -> Result<Option<Step>, GraphError> {
+        let [k] = var_iters else { return Ok(None) };
+        let Some((result_var, _)) = tensors[0].ragged else {
+            return Ok(None);
+        };
+        if structure.kinds[*k] != IterKind::Parallel {
+            return Ok(None);
+        }
+        let outer = &axes_of(structure, 0)[..result_var];
+        let Some(rows) = result_rows else {
+            return Ok(None);
+        };
+        for (t, tensor) in tensors.iter().enumerate() {
+            let axes = axes_of(structure, t);
+            match tensor.ragged {
+                Some((var, data)) => {
+                    let same_rows = t == 0 || data.is_some_and(|d| d.offsets() == rows.offsets());
+                    if !same_rows
+                        || axes[..var] != *outer
+                        || tensor.dims[..var] != tensors[0].dims[..result_var]
+                    {
+                        return Ok(None);
+                    }
+                }
+                None => {
+                    let along = |a: &AxisIndex| match a {
+                        AxisIndex::Iterator(i) => i == k || row_iters.contains(i),
+                        _ => false,
+                    };
+                    if axes.iter().any(along) {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        // One row of every position: the outer axes of 1, the ragged axis
+        // of the total length.
+        let total = rows.total();
+        let shapes: Vec<SolvedShape> = tensors
+            .iter()
+            .map(|tensor| {
+                let mut shape = with_ragged_as(tensor.shape, total);
+                if let Some((var, _)) = tensor.ragged {
+                    let mut j = 0;
+                    for row in [&mut shape.batch, &mut shape.output, &mut shape.input] {
+                        for d in row.iter_mut() {
+                            if j < var {
+                                *d = KnownDim::one().with_label(d.label().cloned());
+                            }
+                            j += 1;
+                        }
+                    }
+                }
+                shape
+            })
+            .collect();
+        let projections = project(operation, shapes.iter().collect());
+        let cx = LoweringCx {
+            op: op_ref.clone(),
+            shapes: shapes.iter().collect(),
+            projections,
+            options,
+        };
+        let mut lowered = operation.lower(&cx)?;
+        let single = lowered.steps.len() == 1
+            && lowered.scratch.is_empty()
+            && lowered.steps[0].result == BufferRef::Result
+            && (lowered.steps[0].operands.iter()).all(|b| matches!(b, BufferRef::Operand(_)));
+        if !single {
+            return Ok(None);
+        }
+        let mut step = lowered.steps.remove(0);
+        // The ragged tensors' buffers hold exactly the rows.
+        let slots = std::iter::once(0).chain(step.operands.iter().map(|b| match *b {
+            BufferRef::Operand(i) => i + 1,
+            _ => 0,
+        }));
+        let launch = &mut step.launch;
+        let layouts = std::iter::once(&mut launch.result).chain(&mut launch.operands);
+        for (layout, t) in layouts.zip(slots.collect::<Vec<_>>()) {
+            if tensors[t].ragged.is_some() {
+                layout.len = tensors[t].len;
+            }
+        }
+        Ok(Some(step))
     }
 
     /// A row whose length does not fit what it meets.

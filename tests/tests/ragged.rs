@@ -616,3 +616,77 @@ fn consecutive_rows_of_one_length_share_a_launch() {
     let (launches, _) = run(&[1, 2, 3, 4, 5, 0]);
     assert_eq!(launches, 12);
 }
+
+#[test]
+fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
+    // exp of a ragged tensor, a product of two of the same rows, and a
+    // weight along the axis after the ragged one: the rows laid end to end
+    // are one row, whatever their lengths.
+    let mut g = Graph::new();
+    let x = g.input("x", "4, var, 2").unwrap();
+    let y = g.input("y", "4, var, 2").unwrap();
+    let w = g.input("w", "2").unwrap();
+    let e = g.unary("exp", x).unwrap();
+    let p = g.mul(e, y).unwrap();
+    let q = g.mul(p, w).unwrap();
+    let solved = g.solve().unwrap();
+    let lengths = [3, 0, 1, 2];
+    let xs = values(1, 12);
+    let ys = values(2, 12);
+    let inputs = Inputs::new()
+        .with(
+            x,
+            HostTensor::ragged(vec![4], &lengths, vec![2], xs.clone()).unwrap(),
+        )
+        .with(
+            y,
+            HostTensor::ragged(vec![4], &lengths, vec![2], ys.clone()).unwrap(),
+        )
+        .with(w, dense(&[2], &[2.0, -1.0]));
+    let mut counting = Counting {
+        cpu: CpuBackend::reference(),
+        launches: 0,
+    };
+    let out = solved
+        .run(&mut counting, inputs.clone(), &[q], &RunOptions::default())
+        .unwrap();
+    assert_eq!(counting.launches, 3);
+    let q_out = out.get(q).unwrap();
+    assert_eq!(q_out.ragged_axis().unwrap().lengths(), lengths);
+    for i in 0..12 {
+        let expected = xs[i].exp() * ys[i] * [2.0, -1.0][i % 2];
+        assert_eq!(q_out.values()[i], expected, "{i}");
+    }
+    // wgpu too (its `exp` within the GPU tolerance).
+    let on_gpu = shape_tests::gpu::with_shared_wgpu("ragged", |gpu| {
+        solved
+            .run(gpu, inputs.clone(), &[q], &RunOptions::default())
+            .unwrap()
+    });
+    if let Some(on_gpu) = on_gpu {
+        let g = on_gpu.get(q).unwrap();
+        assert_eq!(g.ragged_axis(), q_out.ragged_axis());
+        for (a, b) in g.values().iter().zip(q_out.values()) {
+            assert!(Tolerance::GPU.agrees(*a, *b), "{a} against {b}");
+        }
+    }
+    // Rows that broadcast (a row of 1 against a longer one) go row by row.
+    let inputs = Inputs::new()
+        .with(
+            x,
+            HostTensor::ragged(vec![4], &lengths, vec![2], xs).unwrap(),
+        )
+        .with(
+            y,
+            HostTensor::ragged(vec![4], &[1, 0, 1, 1], vec![2], values(2, 6)).unwrap(),
+        )
+        .with(w, dense(&[2], &[2.0, -1.0]));
+    let mut counting = Counting {
+        cpu: CpuBackend::reference(),
+        launches: 0,
+    };
+    solved
+        .run(&mut counting, inputs, &[q], &RunOptions::default())
+        .unwrap();
+    assert!(counting.launches > 3, "{}", counting.launches);
+}
