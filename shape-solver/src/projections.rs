@@ -195,6 +195,9 @@ pub struct ProjectionBuilder<'a> {
     fixed: Vec<Option<AxisIndex>>,
     /// Affine axes: slot, stride, output slot, dilation, kernel, padded.
     affines: Vec<(usize, u64, usize, u64, Option<AffineKernel>, bool)>,
+    /// Slots tied as equal (not broadcast): a ragged run checks their rows
+    /// for equal lengths.
+    ties: Vec<usize>,
 }
 
 impl<'a> ProjectionBuilder<'a> {
@@ -214,6 +217,7 @@ impl<'a> ProjectionBuilder<'a> {
             },
             fixed: vec![None; total],
             affines: Vec::new(),
+            ties: Vec::new(),
         }
     }
 
@@ -274,6 +278,7 @@ impl<'a> ProjectionBuilder<'a> {
     pub fn tie(&mut self, a: AxisSite, b: AxisSite) {
         let (a, b) = (self.slot(a).0, self.slot(b).0);
         self.classes.union(a, b);
+        self.ties.extend([a, b]);
     }
 
     /// The axis is indexed by `index` rather than by an iterator.
@@ -332,6 +337,23 @@ impl<'a> ProjectionBuilder<'a> {
     }
 
     /// One iterator per class of size above 1, in order of first use.
+    /// For every slot (the tensors' axes in memory order, tensor after
+    /// tensor, the result first): its class (tied slots share one, as do
+    /// axes a broadcast lines up unless one side is size 1 against a
+    /// larger one), and whether it was tied as equal; with the
+    /// projections.
+    pub(crate) fn finish_with_classes(mut self) -> (Projections, Vec<(usize, bool)>) {
+        let total = self.fixed.len();
+        let mut tied = vec![false; total];
+        for &slot in &self.ties {
+            tied[slot] = true;
+        }
+        let classes = (0..total)
+            .map(|slot| (self.classes.find(slot), tied[slot]))
+            .collect();
+        (self.finish(), classes)
+    }
+
     pub(crate) fn finish(mut self) -> Projections {
         let total = self.fixed.len();
         let mut iter_of: Vec<Option<usize>> = vec![None; total];

@@ -199,8 +199,10 @@ struct Tensor<'a> {
 }
 
 impl Tensor<'_> {
+    /// The values of one position of the ragged axis (saturating: a
+    /// length past 2^64 fails allocation clearly).
     fn inner(&self, var: usize) -> u64 {
-        self.dims[var + 1..].iter().product()
+        product(&self.dims[var + 1..])
     }
 }
 
@@ -210,16 +212,6 @@ fn axes_of(p: &Projections, t: usize) -> &[AxisIndex] {
         &p.result
     } else {
         &p.operands[t - 1]
-    }
-}
-
-/// `a` and `b` broadcast row by row: equal, or one of them 1.
-fn broadcast(a: Option<u64>, b: u64) -> Result<u64, u64> {
-    match a {
-        None => Ok(b),
-        Some(a) if a == b || b == 1 => Ok(a),
-        Some(1) => Ok(b),
-        Some(a) => Err(a),
     }
 }
 
@@ -293,7 +285,7 @@ impl SolvedGraph {
             }
             let len = match (var, data) {
                 (Some(v), Some(r)) => {
-                    let inner: u64 = dims[v + 1..].iter().product();
+                    let inner = product(&dims[v + 1..]);
                     r.total().saturating_mul(inner)
                 }
                 (Some(_), None) if t > 0 => {
@@ -320,7 +312,12 @@ impl SolvedGraph {
         // rows and the ragged axes are.
         let placeholder: Vec<SolvedShape> =
             tensors.iter().map(|t| with_ragged_as(t.shape, 2)).collect();
-        let structure = project(operation.as_ref(), placeholder.iter().collect());
+        let (structure, slot_classes) = {
+            let mut builder = ProjectionBuilder::new(placeholder.iter().collect());
+            operation.project(&mut builder);
+            builder.finish_with_classes()
+        };
+        let classes = VarClass::of(&tensors, &slot_classes);
         let mut row_iters: Vec<usize> = Vec::new();
         let mut var_iters: Vec<usize> = Vec::new();
         for (t, tensor) in tensors.iter().enumerate() {
@@ -416,30 +413,20 @@ impl SolvedGraph {
                     ls[t] = data.row_len(r);
                 }
             }
-            // Each ragged axis's iterator: the lengths and sizes it meets.
-            for &k in &var_iters {
-                let mut extent: Option<u64> = None;
-                for (t, tensor) in tensors.iter().enumerate() {
-                    let ragged_var = tensor.ragged.map(|(v, _)| v);
-                    for (j, a) in axes_of(&structure, t).iter().enumerate() {
-                        if *a != AxisIndex::Iterator(k) {
-                            continue;
-                        }
-                        let is_var = ragged_var == Some(j);
-                        if t == 0 && is_var {
-                            continue;
-                        }
-                        let n = if is_var { ls[t] } else { tensor.dims[j] };
-                        extent =
-                            Some(broadcast(extent, n).map_err(|other| {
-                                self.row_error(op, t, j, &point, n, other, is_var)
-                            })?);
+            // Each class of axes a ragged axis is in: the length its rows
+            // must have, checked for every member.
+            for class in &classes {
+                let required = class.required(&tensors, &ls);
+                for &(t, j, tied) in &class.members {
+                    let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
+                    if t == 0 && is_var {
+                        ls[0] = required;
+                        continue;
                     }
-                }
-                if let Some((var, _)) = tensors[0].ragged {
-                    if axes_of(&structure, 0)[var] == AxisIndex::Iterator(k) {
-                        // Only size-1 axes (read at 0) met it: rows of 1.
-                        ls[0] = extent.unwrap_or(1);
+                    let n = if is_var { ls[t] } else { tensors[t].dims[j] };
+                    let fits = n == required || (n == 1 && !tied);
+                    if !fits {
+                        return Err(self.row_error(op, t, j, &point, n, required, is_var));
                     }
                 }
             }
@@ -450,8 +437,14 @@ impl SolvedGraph {
         // The result's rows, in its own order.
         let result_rows = match tensors[0].ragged {
             Some((var, _)) => {
-                let rows: u64 = tensors[0].dims[..var].iter().product();
-                let mut row_len = vec![0u64; rows as usize];
+                let rows = product(&tensors[0].dims[..var]);
+                let mut row_len: Vec<u64> = Vec::new();
+                row_len
+                    .try_reserve_exact(usize::try_from(rows).unwrap_or(usize::MAX))
+                    .map_err(|_| {
+                        unsupported("its result has more rows than fit in memory".into())
+                    })?;
+                row_len.resize(rows as usize, 0);
                 let mut point = vec![0u64; row_iters.len()];
                 for ls in lengths.chunks(width) {
                     row_len[row_of(0, &point)] = ls[0];
@@ -515,18 +508,11 @@ impl SolvedGraph {
                         projections,
                         options,
                     };
-                    let mut lowered = operation.lower(&cx)?;
-                    let single = lowered.steps.len() == 1
-                        && lowered.scratch.is_empty()
-                        && lowered.steps[0].result == BufferRef::Result
-                        && (lowered.steps[0].operands.iter())
-                            .all(|b| matches!(b, BufferRef::Operand(_)));
-                    if !single {
+                    let Some(step) = single_step(operation.lower(&cx)?) else {
                         return Err(unsupported(
                             "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
                         ));
-                    }
-                    let step = lowered.steps.remove(0);
+                    };
                     let plan =
                         RowPlan::new(step, &cx.projections, &structure, &tensors, &row_iters, ls)
                             .map_err(|(t, var, required)| {
@@ -608,7 +594,15 @@ impl SolvedGraph {
             match tensor.ragged {
                 Some((var, data)) => {
                     let same_rows = t == 0 || data.is_some_and(|d| d.offsets() == rows.offsets());
+                    // Within the row, only its own axes (the rows laid end
+                    // to end have no row iterator).
+                    let within = axes[var + 1..].iter().all(|a| match a {
+                        AxisIndex::Iterator(i) => i != k && !row_iters.contains(i),
+                        _ => true,
+                    });
                     if !same_rows
+                        || !within
+                        || axes[var] != AxisIndex::Iterator(*k)
                         || axes[..var] != *outer
                         || tensor.dims[..var] != tensors[0].dims[..result_var]
                     {
@@ -654,23 +648,14 @@ impl SolvedGraph {
             projections,
             options,
         };
-        let mut lowered = operation.lower(&cx)?;
-        let single = lowered.steps.len() == 1
-            && lowered.scratch.is_empty()
-            && lowered.steps[0].result == BufferRef::Result
-            && (lowered.steps[0].operands.iter()).all(|b| matches!(b, BufferRef::Operand(_)));
-        if !single {
+        let Some(mut step) = single_step(operation.lower(&cx)?) else {
             return Ok(None);
-        }
-        let mut step = lowered.steps.remove(0);
+        };
         // The ragged tensors' buffers hold exactly the rows.
-        let slots = std::iter::once(0).chain(step.operands.iter().map(|b| match *b {
-            BufferRef::Operand(i) => i + 1,
-            _ => 0,
-        }));
+        let slots = slot_tensors(&step);
         let launch = &mut step.launch;
         let layouts = std::iter::once(&mut launch.result).chain(&mut launch.operands);
-        for (layout, t) in layouts.zip(slots.collect::<Vec<_>>()) {
+        for (layout, t) in layouts.zip(slots) {
             if tensors[t].ragged.is_some() {
                 layout.len = tensors[t].len;
             }
@@ -717,6 +702,70 @@ impl SolvedGraph {
             required,
             ragged,
         }
+    }
+}
+
+/// The axes of an operation's tensors in one class with a ragged axis
+/// (lined up by a broadcast, or tied as equal): `(tensor, axis, tied)`,
+/// axes in memory order.
+struct VarClass {
+    members: Vec<(usize, usize, bool)>,
+}
+
+impl VarClass {
+    /// The classes of the tensors' ragged axes, from each slot's class
+    /// (slots numbered tensor after tensor, axes in memory order).
+    fn of(tensors: &[Tensor<'_>], slot_classes: &[(usize, bool)]) -> Vec<VarClass> {
+        let mut base = Vec::with_capacity(tensors.len());
+        let mut next = 0;
+        for t in tensors {
+            base.push(next);
+            next += t.dims.len();
+        }
+        let mut roots: Vec<usize> = tensors
+            .iter()
+            .zip(&base)
+            .filter_map(|(t, &b)| t.ragged.map(|(var, _)| slot_classes[b + var].0))
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
+        let mut classes: Vec<VarClass> = roots
+            .iter()
+            .map(|_| VarClass {
+                members: Vec::new(),
+            })
+            .collect();
+        for (t, tensor) in tensors.iter().enumerate() {
+            for j in 0..tensor.dims.len() {
+                let (root, tied) = slot_classes[base[t] + j];
+                if let Ok(c) = roots.binary_search(&root) {
+                    classes[c].members.push((t, j, tied));
+                }
+            }
+        }
+        classes
+    }
+
+    /// The length the class's rows must have at one point, where `ls`
+    /// gives each ragged tensor's row length: the result's own size when
+    /// it is a number (a destination does not broadcast), else the first
+    /// length other than 1 among the operands, else 1.
+    fn required(&self, tensors: &[Tensor<'_>], ls: &[u64]) -> u64 {
+        let extent = |&(t, j, _): &(usize, usize, bool)| match tensors[t].ragged {
+            Some((var, _)) if var == j => ls[t],
+            _ => tensors[t].dims[j],
+        };
+        let result_var = |&&(t, j, _): &&(usize, usize, bool)| {
+            t == 0 && tensors[0].ragged.is_some_and(|(v, _)| v == j)
+        };
+        if let Some(m) = self.members.iter().find(|m| m.0 == 0 && !result_var(m)) {
+            return extent(m);
+        }
+        (self.members.iter())
+            .filter(|m| !result_var(m))
+            .map(extent)
+            .find(|&n| n != 1)
+            .unwrap_or(1)
     }
 }
 
@@ -772,11 +821,8 @@ impl RowPlan {
                 }
             }
         }
-        let slots: Vec<(usize, Option<usize>)> = std::iter::once(0)
-            .chain(step.operands.iter().map(|b| match *b {
-                BufferRef::Operand(i) => i + 1,
-                _ => 0,
-            }))
+        let slots: Vec<(usize, Option<usize>)> = slot_tensors(&step)
+            .into_iter()
             .map(|t| (t, tensors[t].ragged.map(|(var, _)| var)))
             .collect();
         let pinned = |k: usize| pins.iter().any(|&(p, _)| p == k);
@@ -933,6 +979,32 @@ fn row_number(
         r = r * dims[j] + i;
     }
     r as usize
+}
+
+/// The one step of a lowering that writes the result from the operands
+/// (what a row takes), or `None`.
+fn single_step(mut lowered: Lowered) -> Option<Step> {
+    let single = lowered.steps.len() == 1
+        && lowered.scratch.is_empty()
+        && lowered.steps[0].result == BufferRef::Result
+        && (lowered.steps[0].operands.iter()).all(|b| matches!(b, BufferRef::Operand(_)));
+    single.then(|| lowered.steps.remove(0))
+}
+
+/// The tensor (0: the result) of each of a step's layouts, result first.
+fn slot_tensors(step: &Step) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(step.operands.iter().map(|b| match *b {
+            BufferRef::Operand(i) => i + 1,
+            _ => 0,
+        }))
+        .collect()
+}
+
+/// The product of `dims`, saturating: a size past 2^64 fails allocation
+/// clearly instead of wrapping.
+fn product(dims: &[u64]) -> u64 {
+    dims.iter().fold(1u64, |a, &d| a.saturating_mul(d))
 }
 
 /// Steps a row-major multi-index.

@@ -158,7 +158,15 @@ impl HostTensor {
         }
         let rows = elements(&self.dims[..axis]);
         let len = self.dims[axis];
-        let lengths = vec![len; usize::try_from(rows).unwrap_or(usize::MAX)];
+        let mut lengths = Vec::new();
+        let count = usize::try_from(rows).unwrap_or(usize::MAX);
+        lengths
+            .try_reserve_exact(count)
+            .map_err(|_| DataError::OutOfMemory {
+                elements: rows,
+                bytes: rows.saturating_mul(8),
+            })?;
+        lengths.resize(count, len);
         HostTensor::ragged(
             self.dims[..axis].to_vec(),
             &lengths,
@@ -240,12 +248,12 @@ impl HostTensor {
             Some(rows) => {
                 let axis = rows.axis();
                 let inner = &self.dims[axis + 1..];
-                let per: u64 = inner.iter().product();
+                let per = inner.iter().fold(1u64, |a, &d| a.saturating_mul(d));
                 let mut dims = vec![0u64; inner.len() + 1];
                 dims[1..].copy_from_slice(inner);
                 nested_grid(w, &self.dims[..axis], &mut |w, r| {
                     dims[0] = rows.row_len(r as usize);
-                    let start = rows.row_start(r as usize) * per;
+                    let start = rows.row_start(r as usize).saturating_mul(per);
                     nested_grid(w, &dims, &mut |w, k| value(w, at(start + k)))
                 })
             }
@@ -1029,10 +1037,16 @@ impl SolvedGraph {
                     &r.lengths(),
                     dims[r.axis() + 1..].to_vec(),
                     data,
-                ),
-                None => HostTensor::new(dims, data),
-            }
-            .map_err(|_| GraphError::UnknownTensor(t.index()))?;
+                )
+                .map_err(|e| GraphError::RaggedLayout {
+                    tensor: graph.tensor_ref(t).ok().map(Box::new),
+                    shape: self.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                    reason: format!("the values returned do not fill its rows: {e}"),
+                })?,
+                None => {
+                    HostTensor::new(dims, data).map_err(|_| GraphError::UnknownTensor(t.index()))?
+                }
+            };
             values.insert(t, tensor);
         }
         Ok(RunOutputs { tensors: values })

@@ -633,6 +633,9 @@ impl Solver {
         let mut unknown: Vec<DimVar> = Vec::new();
         for d in rr.dims.iter() {
             match self.env.resolve_dim(d, why)? {
+                ResolvedDim::Known { value, source, .. } if value.is_ragged() => {
+                    return Err(self.ragged_error(value, source, why, "an element count"))
+                }
                 ResolvedDim::Known { value, source, .. } => known.push((value, source)),
                 ResolvedDim::Var(v) => unknown.push(v),
             }
@@ -857,8 +860,7 @@ impl Solver {
                 let r = known(reach(&o, &k));
                 self.unify_dim(input, &Dim::Known(r), *why)
             }
-            (Some(i), None, k) if *padded => {
-                let _ = k;
+            (Some(i), None, _) if *padded => {
                 divides(self, sym(&i));
                 let o = known(sym(&i).divided_by_static(s));
                 self.unify_dim(over, &Dim::Known(o), *why)
@@ -1176,11 +1178,11 @@ impl Solver {
             {
                 // v >= b for a run-time b: v is b, or anything when b is 1.
                 // Waits on v, whose value then meets b (a guard if it is
-                // not b); finalization closes v to b (`least_size`).
+                // not b); finalization closes v to b (`least_size`). The
+                // same for a ragged `var`, whose rows may be 1.
                 self.has_minimums = true;
                 // `subr` as given: resolved later, it still names where
                 // the run-time size came from.
-                let _ = value;
                 let c = Constraint::DimIneq {
                     cur: Dim::Var(v),
                     subr: subr.clone(),

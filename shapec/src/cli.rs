@@ -682,7 +682,7 @@ impl RunReport<'_> {
         for &t in &self.compiled.results {
             let (name, shape) = (self.name(t), self.shape(t)?);
             let rows = match self.ragged(t) {
-                Some(r) => format!(" (rows of lengths {})", preview_lengths(&r.lengths())),
+                Some(r) => format!(" (rows of lengths {})", preview(&r.lengths())),
                 None => String::new(),
             };
             s.push_str(&format!(
@@ -949,15 +949,7 @@ fn stdout_error(e: std::io::Error) -> CliError {
 }
 
 /// Up to eight values, then how many more.
-fn preview(v: &[f32]) -> String {
-    preview_of(v)
-}
-
-fn preview_lengths(v: &[u64]) -> String {
-    preview_of(v)
-}
-
-fn preview_of<T: std::fmt::Display>(v: &[T]) -> String {
+fn preview<T: std::fmt::Display>(v: &[T]) -> String {
     let shown: Vec<String> = v.iter().take(8).map(|x| format!("{x}")).collect();
     let more = v.len().saturating_sub(8);
     if more > 0 {

@@ -50,9 +50,10 @@ pub fn read_json_input(
         .filter(|&(j, _)| Some(j) != ragged)
         .try_fold(1u64, |a, (_, &d)| a.checked_mul(d))
         .unwrap_or(u64::MAX);
-    // A ragged file is bounded by what memory can hold, not by its shape.
+    // A ragged file is bounded by what memory can hold, not by its shape:
+    // a parsed number takes up to 32 bytes for its 2 of text.
     let limit = if ragged.is_some() {
-        crate::memory::available().map_or(u64::MAX, |b| b.bytes / 4)
+        crate::memory::available().map_or(u64::MAX, |b| b.bytes / 64)
     } else {
         elements
             .saturating_mul(BYTES_PER_VALUE)

@@ -87,10 +87,20 @@ pub fn read_input(
         dims[axis] = header.shape[axis];
     }
     if header.shape != dims {
+        let expected = match ragged {
+            // Any length at the ragged axis.
+            Some(axis) => {
+                let mut text: Vec<String> = dims.iter().map(u64::to_string).collect();
+                if let Some(t) = text.get_mut(axis) {
+                    *t = "any".into();
+                }
+                format!("({})", text.join(", "))
+            }
+            None => tuple(&dims),
+        };
         return Err(CliError::Data(format!(
-            "{}: `{name}` has the solved shape {shape}, so its array must have the shape {} (batch, then output, then input axes), but the file holds {}",
+            "{}: `{name}` has the solved shape {shape}, so its array must have the shape {expected} (batch, then output, then input axes), but the file holds {}",
             path.display(),
-            tuple(&dims),
             tuple(&header.shape)
         )));
     }

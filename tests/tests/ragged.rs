@@ -690,3 +690,56 @@ fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
         .unwrap();
     assert!(counting.launches > 3, "{}", counting.launches);
 }
+
+#[test]
+fn a_row_iterator_inside_the_row_is_read_row_by_row() {
+    // x[r, j, r]: the diagonal of the rows' axis and the axis after the
+    // ragged one, which the rows laid end to end would lose.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var, 2").unwrap();
+    let d = g.permute("iji=>ij", x).unwrap();
+    let data = HostTensor::ragged(
+        vec![2],
+        &[1, 2],
+        vec![2],
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+    )
+    .unwrap();
+    assert_eq!(run_all(&g, &[(x, data)], d).unwrap(), "[[1], [4, 6]]");
+}
+
+#[test]
+fn a_destination_of_size_one_takes_rows_of_one_only() {
+    let mut g = Graph::new();
+    let a = g.input("a", "2, var").unwrap();
+    let d = g.unary("id", a).unwrap();
+    g.require(d, "2, 1").unwrap();
+    let ones = HostTensor::ragged(vec![2], &[1, 1], vec![], vec![7.0, 8.0]).unwrap();
+    assert_eq!(run_all(&g, &[(a, ones)], d).unwrap(), "[[7], [8]]");
+    // A row of 2 does not fit one place, nor does an empty row.
+    for lengths in [[1, 2], [1, 0]] {
+        let total: u64 = lengths.iter().sum();
+        let rows = HostTensor::ragged(vec![2], &lengths, vec![], values(1, total)).unwrap();
+        let e = run_all(&g, &[(a, rows)], d).unwrap_err();
+        assert!(e.starts_with("ragged_row") && e.contains("row (1)"), "{e}");
+        assert!(e.contains("where 1 is needed"), "{e}");
+    }
+}
+
+#[test]
+fn a_contraction_over_ragged_rows_needs_equal_lengths() {
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var").unwrap();
+    let y = g.input("y", "2, var").unwrap();
+    let dot = g.einsum("ij;ij=>i", &[x, y]).unwrap();
+    let xs = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![2.0, 3.0, 4.0]).unwrap();
+    let ys = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![5.0, 6.0, 7.0]).unwrap();
+    assert_eq!(
+        run_all(&g, &[(x, xs.clone()), (y, ys)], dot).unwrap(),
+        "[10, 46]"
+    );
+    // A row of 1 against a row of 3 is no broadcast in a contraction.
+    let ys = HostTensor::ragged(vec![2], &[3, 2], vec![], vec![5.0, 6.0, 7.0, 8.0, 9.0]).unwrap();
+    let e = run_all(&g, &[(x, xs), (y, ys)], dot).unwrap_err();
+    assert!(e.starts_with("ragged_row") && e.contains("row (0)"), "{e}");
+}
