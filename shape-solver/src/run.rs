@@ -408,7 +408,7 @@ pub enum RunError<E: std::error::Error + 'static> {
         shape: SolvedShape,
     },
     /// Data whose dims differ from the tensor's solved shape.
-    #[error("`{}` needs dims {:?} (its solved shape is {shape}, in memory order: batch, output, input) but was given dims {found:?}", tensor.name, shape.memory_dims())]
+    #[error("`{}` needs dims {} (its solved shape is {shape}, in memory order: batch, output, input) but was given dims {found:?}", tensor.name, dims_text(shape))]
     DataShape {
         /// The tensor.
         tensor: TensorRef,
@@ -445,6 +445,14 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// What is wrong.
         problem: &'static str,
     },
+}
+
+/// A shape's dims in memory order, `var` for a ragged axis: `[2, var]`.
+fn dims_text(shape: &SolvedShape) -> String {
+    let dims: Vec<String> = (shape_core::RowKind::MEMORY_ORDER.iter())
+        .flat_map(|&k| shape.row(k).iter().map(|d| d.extent().to_string()))
+        .collect();
+    format!("[{}]", dims.join(", "))
 }
 
 fn kind_name(kind: TensorKind) -> &'static str {
@@ -840,24 +848,19 @@ impl SolvedGraph {
                     shape: shape.clone(),
                 });
             };
-            if let Some(axis) = crate::ragged::ragged_position(self, t)? {
+            let dims = shape.memory_dims();
+            let fits = match crate::ragged::ragged_position(self, t)? {
                 // Ragged data along that axis, or dense data of any length
                 // there; the other dims as the shape has them.
-                let dims = shape.memory_dims();
-                let fits = given.dims().len() == dims.len()
-                    && (given.dims().iter().zip(&dims).enumerate())
-                        .all(|(j, (g, d))| j == axis || g == d)
-                    && given.ragged.as_ref().is_none_or(|r| r.axis() == axis);
-                if fits {
-                    continue;
+                Some(axis) => {
+                    given.dims().len() == dims.len()
+                        && (given.dims().iter().zip(&dims).enumerate())
+                            .all(|(j, (g, d))| j == axis || g == d)
+                        && given.ragged.as_ref().is_none_or(|r| r.axis() == axis)
                 }
-                return Err(RunError::DataShape {
-                    tensor: tensor()?,
-                    shape: shape.clone(),
-                    found: given.dims().to_vec(),
-                });
-            }
-            if given.ragged.is_some() || given.dims() != shape.memory_dims() {
+                None => given.ragged.is_none() && given.dims() == dims,
+            };
+            if !fits {
                 return Err(RunError::DataShape {
                     tensor: tensor()?,
                     shape: shape.clone(),
