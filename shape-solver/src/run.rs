@@ -82,6 +82,16 @@ impl HostTensor {
     /// ```
     pub fn new(dims: Vec<u64>, values: Vec<f32>) -> Result<HostTensor, DataError> {
         let expected = elements(&dims);
+        HostTensor::checked(dims, values, None, expected)
+    }
+
+    /// The tensor, when `values` holds the `expected` number of values.
+    fn checked(
+        dims: Vec<u64>,
+        values: Vec<f32>,
+        ragged: Option<RaggedAxis>,
+        expected: u128,
+    ) -> Result<HostTensor, DataError> {
         if expected != values.len() as u128 {
             return Err(DataError::Length {
                 dims,
@@ -92,7 +102,7 @@ impl HostTensor {
         Ok(HostTensor {
             dims,
             values,
-            ragged: None,
+            ragged,
         })
     }
 
@@ -131,18 +141,7 @@ impl HostTensor {
         let mut dims = outer;
         dims.push(axis.longest());
         dims.extend(inner);
-        if expected != values.len() as u128 {
-            return Err(DataError::Length {
-                dims,
-                expected,
-                found: values.len(),
-            });
-        }
-        Ok(HostTensor {
-            dims,
-            values,
-            ragged: Some(axis),
-        })
+        HostTensor::checked(dims, values, Some(axis), expected)
     }
 
     /// The rows of the ragged axis, for ragged values.
