@@ -381,6 +381,16 @@ impl SolvedGraph {
                     .into(),
             });
         }
+        self.lower_dense(op, options)
+    }
+
+    /// [`SolvedGraph::lower`] for an operation known to touch no ragged
+    /// tensor (a plan has checked each one already).
+    pub(crate) fn lower_dense(
+        &self,
+        op: OpId,
+        options: &RunOptions,
+    ) -> Result<Lowered, GraphError> {
         let (operation, operands, result) = self.op_parts(op)?;
         let mut shapes = Vec::with_capacity(operands.len() + 1);
         shapes.push(self.shape(result)?);

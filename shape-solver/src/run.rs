@@ -679,7 +679,7 @@ impl SolvedGraph {
             lowered.push(Some(if ragged.contains(&op) {
                 Lowered::default()
             } else {
-                self.lower(op, options)?
+                self.lower_dense(op, options)?
             }));
         }
         if !options.unfused && ragged.is_empty() {
