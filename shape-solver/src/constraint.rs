@@ -51,6 +51,21 @@ pub enum Constraint {
         /// Why.
         why: Why,
     },
+    /// `dest >= source` one way only: an assignment into a declared shape
+    /// (`d: 2, 3 <- s`). Sizes flow from `source` to `dest` (a source size
+    /// above 1 is the destination's), never back: unlike
+    /// [`Constraint::RowIneq`] it gives the source no upper bound, so a
+    /// source nothing else sizes closes as an unused intermediate would,
+    /// and is then checked against the destination. Waits while either row
+    /// is open and for the source's unknown sizes.
+    Assign {
+        /// The destination's row.
+        dest: Row,
+        /// The source's row.
+        source: Row,
+        /// Why.
+        why: Why,
+    },
     /// The product of the row's dims is `total`.
     TotalElems {
         /// The row.
@@ -138,6 +153,7 @@ impl Constraint {
             | Constraint::DimIneq { why, .. }
             | Constraint::RowEq { why, .. }
             | Constraint::RowIneq { why, .. }
+            | Constraint::Assign { why, .. }
             | Constraint::TotalElems { why, .. }
             | Constraint::DimSum { why, .. }
             | Constraint::DimAtLeast { why, .. }

@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use imbl::Vector;
-use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar};
+use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size, SymSize};
 
 use crate::constraint::Constraint;
 use crate::env::{
@@ -635,6 +635,22 @@ impl Solver {
                             affine_waiting.get_or_insert_with(|| c.clone());
                         }
                     }
+                    Constraint::Assign { dest, source, why } => {
+                        // A destination size waits for its source's: a
+                        // default closing it first would size the source
+                        // from the destination, which an assignment never
+                        // does.
+                        let (rd, rs) = (resolve_row(env, dest)?, resolve_row(env, source)?);
+                        if rd.tail == RowTail::Closed && rs.tail == RowTail::Closed {
+                            for (d, s) in rd.dims.iter().rev().zip(rs.dims.iter().rev()) {
+                                if let (ResolvedDim::Var(d), ResolvedDim::Var(_)) =
+                                    (resolve_dim(env, d, *why)?, resolve_dim(env, s, *why)?)
+                                {
+                                    dims.insert(d);
+                                }
+                            }
+                        }
+                    }
                     Constraint::DropFirst { whole, rest, .. } => {
                         let (m, rest_tail) = crate::env::extent(env, rest.dims.len(), rest.tail)?;
                         if let RowTail::Open(r) = rest_tail {
@@ -1212,7 +1228,9 @@ impl Solution {
 
     /// The run-time guards inference left: checks on symbolic sizes that
     /// binding them must pass (none without symbolic sizes). Two guards
-    /// that say the same are given once.
+    /// that say the same are given once, and of the lower bounds on one
+    /// expression (`b-1 >= 2`, `b-5 >= 2`, each `b >= n`) only the
+    /// strongest is kept, in the place of the first: it implies the others.
     pub fn guards(&self) -> Vec<SizeGuard> {
         let fact = |value: &KnownDim, why: Why| DimFact {
             value: value.clone(),
@@ -1221,7 +1239,36 @@ impl Solution {
         };
         let mut out: Vec<SizeGuard> = Vec::with_capacity(self.guards.len());
         let mut seen = std::collections::HashSet::new();
+        // Lower bounds by the expression they bound: (index in `out`, bound).
+        let mut strongest: std::collections::HashMap<String, (usize, u64)> =
+            std::collections::HashMap::new();
         for (raw, why) in &self.guards {
+            if let RawGuard::AtLeast(a, wa, min) = raw {
+                let Some((dim, min)) = at_least_on_symbols(a, *min) else {
+                    continue;
+                };
+                let key = dim.extent().to_string();
+                let guard = SizeGuard {
+                    context: self.origin(*why),
+                    axis: why.axis_from_end(),
+                    requirement: Requirement::AtLeast {
+                        dim: fact(&dim, *wa),
+                        min,
+                    },
+                };
+                match strongest.get_mut(&key) {
+                    Some((_, m)) if *m >= min => {}
+                    Some((at, m)) => {
+                        *m = min;
+                        out[*at] = guard;
+                    }
+                    None => {
+                        strongest.insert(key, (out.len(), min));
+                        out.push(guard);
+                    }
+                }
+                continue;
+            }
             let requirement = match raw {
                 RawGuard::Equal(a, wa, b, wb) => Requirement::Equal {
                     left: fact(a, *wa),
@@ -1231,10 +1278,7 @@ impl Solution {
                     to: fact(a, *wa),
                     from: fact(b, *wb),
                 },
-                RawGuard::AtLeast(a, wa, min) => Requirement::AtLeast {
-                    dim: fact(a, *wa),
-                    min: *min,
-                },
+                RawGuard::AtLeast(..) => continue,
             };
             let guard = SizeGuard {
                 context: self.origin(*why),
@@ -1395,5 +1439,34 @@ impl Solution {
                 id: v.0,
             }),
         }
+    }
+}
+
+/// `size >= min` as a bound on the symbols' part of `size`: `b-3 >= 2` is
+/// `b >= 5` (so that bounds on one expression compare); `None` when it
+/// always holds (sizes are at least 1).
+fn at_least_on_symbols(size: &KnownDim, min: u64) -> Option<(KnownDim, u64)> {
+    let Size::Symbolic(s) = size.extent() else {
+        return Some((size.clone(), min));
+    };
+    let Some((rest, c)) = crate::symbolic::split_constant(s.expr()) else {
+        return Some((size.clone(), min));
+    };
+    let bound = i128::from(min) - i128::from(c);
+    match u64::try_from(bound) {
+        Ok(b)
+            if b <= 1
+                && rest
+                    .as_ref()
+                    .iter()
+                    .all(|n| matches!(n, shape_core::size::Sym::Var(_))) =>
+        {
+            None
+        }
+        Ok(b) => Some((
+            KnownDim::of_size(Size::Symbolic(SymSize::from_expr(rest))),
+            b,
+        )),
+        Err(_) => Some((size.clone(), min)),
     }
 }

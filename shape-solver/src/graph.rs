@@ -167,8 +167,9 @@ fn names(ts: &[Arc<str>]) -> String {
     }
 }
 
-/// Operations of one name, by spec text.
-type BySpec = HashMap<Arc<str>, Arc<dyn Operation>>;
+/// Operations of one name, by spec text and operand count (an entry such
+/// as `concat` builds a different operation for each count).
+type BySpec = HashMap<(Arc<str>, usize), Arc<dyn Operation>>;
 
 /// An operation with its operands and result.
 pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId);
@@ -550,9 +551,9 @@ pub struct Graph {
     tensors: Vector<Tensor>,
     ops: Vector<OpNode>,
     registry: Arc<Registry>,
-    /// Operations built by name so far, by name and spec text ("" for
-    /// none): a spec used many times is parsed once, and a function's
-    /// applications share one instance.
+    /// Operations built by name so far, by name, spec text ("" for none)
+    /// and operand count: a spec used many times is parsed once, and a
+    /// function's applications share one instance.
     built: HashMap<Arc<str>, BySpec>,
     /// Declared shape specs parsed so far, by their text (which origins
     /// share rather than copy).
@@ -1011,8 +1012,8 @@ impl Graph {
         spec: Option<&str>,
         operands: usize,
     ) -> Result<Arc<dyn Operation>, GraphError> {
-        let key = spec.unwrap_or("");
-        if let Some(op) = self.built.get(name).and_then(|m| m.get(key)) {
+        let key = (Arc::<str>::from(spec.unwrap_or("")), operands);
+        if let Some(op) = self.built.get(name).and_then(|m| m.get(&key)) {
             return Ok(op.clone());
         }
         let entry = self.registry.lookup(name)?;
@@ -1037,7 +1038,7 @@ impl Graph {
         self.built
             .entry(Arc::from(name))
             .or_default()
-            .insert(Arc::from(key), op.clone());
+            .insert(key, op.clone());
         Ok(op)
     }
 

@@ -44,6 +44,7 @@ mod sample;
 mod solver;
 mod store;
 pub mod symbolic;
+mod widened;
 
 pub use constraint::Constraint;
 pub use error::{
@@ -66,3 +67,4 @@ pub use run::{
 };
 pub use sample::SampleCx;
 pub use solver::{Solver, SolverStats, StepBudget};
+pub use widened::{WidenedAxis, WidenedUse};

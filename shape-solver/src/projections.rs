@@ -124,7 +124,9 @@ impl Projections {
     /// `len` elements along it: the elements added before and after, as
     /// OCANNL splits them (for a kernel spanning `e = dilation × (taps − 1)
     /// + 1` elements, `e / 2` before, and after as many as the last window
-    /// needs). `None` for any other axis.
+    /// needs). `None` for any other axis, and where nothing is added (a
+    /// kernel of one tap whose windows stay inside the axis): such an
+    /// axis reads as if it were not padded.
     pub fn padding(&self, index: &AxisIndex, len: u64) -> Option<(u64, u64)> {
         let AxisIndex::Affine {
             stride,
@@ -141,7 +143,7 @@ impl Projections {
         let before = span / 2;
         let reach = stride.saturating_mul(size(over) - 1).saturating_add(span);
         let after = reach.saturating_sub(before.saturating_add(len));
-        Some((before, after))
+        (before > 0 || after > 0).then_some((before, after))
     }
 
     /// Whether some iterator is reduced.

@@ -432,6 +432,18 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// The backend's error.
         source: E,
     },
+    /// A maximum, minimum or assignment over a reduction of no values
+    /// (an empty axis), which has no value. Checked for every operation
+    /// before any runs, so the earliest such operation in the graph's
+    /// order is the one reported, whatever the backend and the plan's
+    /// order.
+    #[error("{op} cannot run: {source}")]
+    EmptyReduction {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// What is empty.
+        source: shape_core::kernel::LaunchError,
+    },
     /// An operation's lowering asks for something the runner cannot do
     /// (a step that reads the buffer it writes, or a buffer it does not
     /// have): a defect of that operation.
@@ -870,6 +882,31 @@ impl SolvedGraph {
         Ok(())
     }
 
+    /// The first operation, in the graph's order, whose kernels reduce
+    /// no values where that has no value (see
+    /// [`RunError::EmptyReduction`]). Ragged operations are lowered, and
+    /// checked, row by row as they run.
+    fn check_empty_reductions<E: std::error::Error + 'static>(
+        &self,
+        plan: &RunPlan,
+    ) -> Result<(), RunError<E>> {
+        let mut dense: Vec<&PlannedOp> = plan.ops.iter().filter(|p| !p.ragged).collect();
+        dense.sort_by_key(|p| p.op.index());
+        for planned in dense {
+            for step in &planned.lowered.steps {
+                if let Err(e @ shape_core::kernel::LaunchError::EmptyReduction { .. }) =
+                    step.launch.empty_reduction(&step.kernel)
+                {
+                    return Err(RunError::EmptyReduction {
+                        op: self.graph().op_ref(planned.op)?,
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs a plan made by [`SolvedGraph::plan`] for this graph.
     pub fn run_plan<B: Backend>(
         &self,
@@ -878,6 +915,7 @@ impl SolvedGraph {
         mut inputs: Inputs,
     ) -> Result<RunOutputs, RunError<B::Error>> {
         self.check_inputs(plan, &inputs)?;
+        self.check_empty_reductions(plan)?;
         let graph = self.graph();
         let moving = |backend: &B| {
             let name = backend.name();

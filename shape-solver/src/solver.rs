@@ -418,6 +418,7 @@ impl Solver {
                 self.row_constraints_of(&subr, why);
                 self.row_ineq(cur, subr, why)
             }
+            Constraint::Assign { dest, source, why } => self.assign(dest, source, why),
             Constraint::TotalElems { row, total, why } => self.total_elems(row, total, why),
             Constraint::DimSum { total, parts, why } => self.dim_sum(total, parts, why),
             Constraint::DimAtLeast { dim, min, why } => self.dim_at_least(dim, min, why),
@@ -441,6 +442,7 @@ impl Solver {
             | Constraint::DimIneq { .. }
             | Constraint::RowEq { .. }
             | Constraint::RowIneq { .. }
+            | Constraint::Assign { .. }
             | Constraint::DropFirst { .. } => return Ok(()),
             Constraint::TotalElems { row, .. } => (row.dims.iter().collect(), "an element count"),
             Constraint::RowCount { row, count, .. } => (
@@ -1509,6 +1511,58 @@ impl Solver {
         Ok(())
     }
 
+    /// `dest >= source` one way ([`Constraint::Assign`]): once both rows
+    /// are closed, aligned at the end, each known source size meets its
+    /// destination axis as in `dim_ineq` (which only ever decides the
+    /// destination from it); an unknown source size waits, and so does the
+    /// whole while a row is open, so the destination never bounds the
+    /// source.
+    fn assign(&mut self, dest: Row, source: Row, why: Why) -> Result<(), ShapeError> {
+        let rd = self.env.resolve_row(&dest)?;
+        let rs = self.env.resolve_row(&source)?;
+        let open: Vec<RowVar> = [rd.tail, rs.tail]
+            .into_iter()
+            .filter_map(|t| match t {
+                RowTail::Open(v) => Some(v),
+                RowTail::Closed => None,
+            })
+            .collect();
+        let c = Constraint::Assign {
+            dest: dest.clone(),
+            source: source.clone(),
+            why,
+        };
+        if !open.is_empty() {
+            for r in open {
+                self.defer(c.clone(), &[], Some(r));
+            }
+            return Ok(());
+        }
+        let (ld, ls) = (rd.dims.len(), rs.dims.len());
+        if ld < ls {
+            return Err(ShapeError::AxisCountMismatch {
+                context: self.origin_arc(why.origin),
+                relation: Relation::Broadcasts,
+                left_row: Box::new(self.row_fact(&rd)),
+                left_len: ld,
+                right_row: Box::new(self.row_fact(&rs)),
+                right_len: ls,
+            });
+        }
+        let mut waiting = Vec::new();
+        for i in 0..ls {
+            let (d, s) = (&rd.dims[ld - 1 - i], &rs.dims[ls - 1 - i]);
+            match self.env.resolve_dim(s, why)? {
+                ResolvedDim::Var(v) => waiting.push(v),
+                ResolvedDim::Known { .. } => self.dim_ineq(d, s, why.at_axis(i))?,
+            }
+        }
+        if !waiting.is_empty() {
+            self.defer(c, &waiting, None);
+        }
+        Ok(())
+    }
+
     /// Whether a row made at this template depth is a sign of a cycle that
     /// adds axes on every round (a backstop: the rank-cycle guard finds
     /// such cycles first).
@@ -2064,7 +2118,9 @@ impl WorkQueue {
     fn push(&mut self, c: Constraint) {
         match c {
             Constraint::DimEq { .. } | Constraint::DimIneq { .. } => self.dims.push(c),
-            Constraint::RowEq { .. } | Constraint::RowIneq { .. } => self.rows.push(c),
+            Constraint::RowEq { .. } | Constraint::RowIneq { .. } | Constraint::Assign { .. } => {
+                self.rows.push(c)
+            }
             Constraint::TotalElems { .. }
             | Constraint::DimSum { .. }
             | Constraint::DimAtLeast { .. }

@@ -247,8 +247,10 @@ fn read_source(path: &Path) -> Result<String, CliError> {
 
 fn load(text: &str) -> Result<Loaded, ProgramError> {
     let program = syntax::parse(text)?;
-    let compiled = compile(&program)?;
+    let mut compiled = compile(&program)?;
     let solved = compiled.solve()?;
+    let widened = crate::compile::widened_warnings(&compiled, &solved);
+    compiled.warnings.extend(widened);
     Ok(Loaded { compiled, solved })
 }
 
@@ -321,10 +323,10 @@ pub fn main_with(
     };
     let name = file.as_ref().map(|p| p.display().to_string());
     let shown = name.as_deref().zip(source.as_deref());
-    let result = execute(&cli.command, source.as_deref(), out, err, &|w, err| {
+    let result = execute(&cli.command, source.as_deref(), out, err, &|ws, err| {
         if let Some((name, text)) = shown {
             let source = diagnostics::Source { name, text };
-            let _ = write!(err, "{}", diagnostics::render_warning(w, source, color));
+            let _ = diagnostics::render_warnings(ws, source, color, err);
         }
     });
     match result {
@@ -380,7 +382,7 @@ fn execute(
     source: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
-    warn: &dyn Fn(&crate::compile::Warning, &mut dyn Write),
+    warn: &dyn Fn(&[crate::compile::Warning], &mut dyn Write),
 ) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {
@@ -435,9 +437,10 @@ fn execute(
             ..
         } => {
             let Loaded { compiled, solved } = load(text)?;
-            compiled.warnings.iter().for_each(|w| warn(w, err));
+            warn(&compiled.warnings, err);
             let s = if *json {
                 let mut v = infer::shapes_json(&compiled, &solved)?;
+                v["warnings"] = diagnostics::warnings_json(text, &compiled.warnings);
                 if *projections {
                     v["projections"] = infer::projections_json(&compiled, &solved)?;
                 }
@@ -477,7 +480,7 @@ fn execute(
         Command::Run { run, out: dir, .. } => {
             let Loaded { compiled, solved } = load(text)?;
             let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
-            compiled.warnings.iter().for_each(|w| warn(w, err));
+            warn(&compiled.warnings, err);
             let outputs = &compiled.results;
             let out_dir = match dir {
                 Some(d) if !outputs.is_empty() => {
@@ -517,6 +520,7 @@ fn execute(
                 sources: &data.sources,
                 seed: run.seed,
                 values: &values,
+                warnings: diagnostics::warnings_json(text, &compiled.warnings),
             };
             let written = match &out_dir {
                 Some(d) => {
@@ -535,7 +539,7 @@ fn execute(
         Command::Diff { run, tolerance, .. } => {
             let Loaded { compiled, solved } = load(text)?;
             let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
-            compiled.warnings.iter().for_each(|w| warn(w, err));
+            warn(&compiled.warnings, err);
             let plan = checks::plan(&compiled, &solved, &run.options())?;
             // The reference always runs on the CPU.
             checks::buffers_fit(
@@ -557,7 +561,8 @@ fn execute(
             };
             let d = on_backend(run.backend, &mut job, err)?;
             if run.json {
-                diff_json(&compiled, &solved, &d, *tolerance, out)?;
+                let warnings = diagnostics::warnings_json(text, &compiled.warnings);
+                diff_json(&compiled, &solved, &d, *tolerance, warnings, out)?;
             } else {
                 diff_text(&compiled, &d, *tolerance, out)?;
             }
@@ -604,6 +609,8 @@ struct RunReport<'a> {
     sources: &'a [(TensorId, Source)],
     seed: u64,
     values: &'a HashMap<TensorId, HostTensor>,
+    /// The program's warnings, as JSON (`--json`'s `warnings`).
+    warnings: Value,
 }
 
 impl RunReport<'_> {
@@ -729,7 +736,7 @@ impl RunReport<'_> {
                 "source": source,
             }));
         }
-        let mut head = json!({"backend": self.backend, "data": data});
+        let mut head = json!({"backend": self.backend, "data": data, "warnings": self.warnings});
         let bound = self.solved.bound_sizes();
         if !bound.is_empty() {
             let sizes: serde_json::Map<String, serde_json::Value> = bound
@@ -890,6 +897,7 @@ fn diff_json(
     solved: &SolvedGraph,
     d: &Diff,
     tolerance: Option<Tolerance>,
+    warnings: Value,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut results = Vec::new();
@@ -918,6 +926,7 @@ fn diff_json(
         "results": results,
         "largest": {"absolute": place(&d.abs), "relative": place(&d.rel)},
         "tolerance": tolerance,
+        "warnings": warnings,
     });
     writeln!(out, "{v}").map_err(stdout_error)
 }

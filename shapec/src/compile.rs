@@ -13,6 +13,7 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use shape_core::spec::ShapeSpec;
 use shape_core::SpecError;
@@ -430,18 +431,18 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             full_shape(spec)?;
             let mut counter = 0;
             let source = expression(c, expr, &name.text, &mut counter, false)?;
-            // A copy whose result is at least its operand (the operand
-            // broadcasts to it) and exactly the declared shape.
-            let t = apply(
-                c,
-                "id",
-                None,
-                &[source],
-                &expr.span,
-                &name.text,
-                &mut counter,
-                true,
-            )?;
+            // A copy into exactly the declared shape, from a source that
+            // broadcasts to it one way (the destination never sizes it).
+            let t = c
+                .graph
+                .apply_named(&name.text, Arc::new(shape_solver::ops::Assign), &[source])
+                .map_err(|e| graph_error(c, e, &expr.span, None))?;
+            c.map.ops.push(expr.span.clone());
+            c.map.tensors.push(TensorSite {
+                span: expr.span.clone(),
+                spec: None,
+                values: None,
+            });
             c.map
                 .requires
                 .push((t.index(), spec.text.clone(), spec.span.clone()));
@@ -648,6 +649,65 @@ fn warn_result_digits(c: &mut Compiled, func: &str, spec: &SpecText) {
             });
         }
     }
+}
+
+/// A `widened` warning for each axis a later use widened where the
+/// widened size changes a value ([`SolvedGraph::widened_axes`]), placed
+/// at the operation that sees it. A result whose shape a `<-` or a
+/// `require` declares is not widened by a use: it has its declared size.
+pub fn widened_warnings(c: &Compiled, solved: &SolvedGraph) -> Vec<Warning> {
+    // Warnings are advice: an analysis that fails (it computes the same
+    // projections a run would, which would then report the error) adds none.
+    let Ok(found) = solved.widened_axes() else {
+        return Vec::new();
+    };
+    let declared: std::collections::HashSet<usize> =
+        c.map.requires.iter().map(|(t, _, _)| *t).collect();
+    let g = &c.graph;
+    let name = |t: TensorId| g.name(t).unwrap_or("?");
+    let statement = |op: shape_solver::OpId| {
+        g.op(op)
+            .map(|(o, operands, _)| {
+                let names: Vec<&str> = operands.iter().map(|&t| name(t)).collect();
+                o.spell(&names)
+            })
+            .unwrap_or_default()
+    };
+    found
+        .into_iter()
+        .filter(|w| !declared.contains(&w.tensor.index()))
+        .filter_map(|w| {
+            let span = c.map.ops.get(w.seen_by.index())?.clone();
+            let by = match w.widened_by {
+                Some(op) => format!(
+                    "the later use `{} = {}`",
+                    g.op(op).map_or("?", |(_, _, r)| name(r)),
+                    statement(op)
+                ),
+                None => "a later use".to_string(),
+            };
+            let seer = g.op(w.seen_by).map_or("?", |(_, _, r)| name(r));
+            Some(Warning {
+                code: "widened",
+                message: format!(
+                    "`{t}` is computed from operands of size 1 (or none) along its {row} axis {axis}, \
+                     but {by} widens it to {size}; `{seer} = {op}` {verb} along that axis, so its \
+                     values depend on the later use",
+                    t = name(w.tensor),
+                    row = w.row,
+                    axis = w.axis,
+                    size = w.size,
+                    op = statement(w.seen_by),
+                    verb = w.seen_as.verb(),
+                ),
+                span,
+                note: "an intermediate is as large as its uses allow (OCANNL's rule, see \
+                       docs/deviations.md); to keep it at its operands' size, declare it \
+                       (`require NAME: SHAPE`) or copy it into a declared shape with `<-`"
+                    .into(),
+            })
+        })
+        .collect()
 }
 
 /// `n elements`, or `1 element`.

@@ -76,15 +76,30 @@ pub fn diagnostic(e: &CliError, with_source: bool) -> Diagnostic<()> {
     }
 }
 
-/// Renders a warning about a program for a terminal, like an error.
-pub fn render_warning(w: &crate::compile::Warning, source: Source<'_>, color: bool) -> String {
+/// Writes warnings about a program for a terminal, like errors. The
+/// text's lines are indexed once for all of them (a program may draw one
+/// warning per statement).
+pub fn render_warnings(
+    warnings: &[crate::compile::Warning],
+    source: Source<'_>,
+    color: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    if warnings.is_empty() {
+        return Ok(());
+    }
     let file = SimpleFile::new(source.name, source.text);
-    let d = Diagnostic::warning()
-        .with_code(w.code)
-        .with_message(w.message.clone())
-        .with_labels(vec![Label::primary((), w.span.clone())])
-        .with_notes(vec![w.note.clone()]);
-    emit(&file, &d, color).unwrap_or_else(|| format!("warning[{}]: {}\n", w.code, w.message))
+    for w in warnings {
+        let d = Diagnostic::warning()
+            .with_code(w.code)
+            .with_message(w.message.clone())
+            .with_labels(vec![Label::primary((), w.span.clone())])
+            .with_notes(vec![w.note.clone()]);
+        let text = emit(&file, &d, color)
+            .unwrap_or_else(|| format!("warning[{}]: {}\n", w.code, w.message));
+        out.write_all(text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// A diagnostic as text for a terminal, in colour or not; `None` when a
@@ -113,21 +128,68 @@ pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {
     emit(&file, &d, color).unwrap_or_else(|| format!("error[{}]: {e}\n", e.kind()))
 }
 
+/// The program's warnings in JSON, in order: `[{"kind", "message",
+/// "span", "note"}]`, each span as [`span_json`] writes it (the text's
+/// lines indexed once for all of them).
+pub fn warnings_json(text: &str, warnings: &[crate::compile::Warning]) -> Value {
+    let lines = LineIndex::new(text);
+    Value::Array(
+        warnings
+            .iter()
+            .map(|w| {
+                json!({
+                    "kind": w.code,
+                    "message": w.message,
+                    "span": lines.span_json(text, &w.span),
+                    "note": w.note,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Where each line of a text starts, to find the line of an offset in
+/// logarithmic time (a program may have one warning per statement).
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    /// The index of `text`'s lines.
+    pub fn new(text: &str) -> LineIndex {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts }
+    }
+
+    /// The line (from 1) of a byte offset.
+    pub fn line_of(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset).max(1)
+    }
+
+    /// [`span_json`], with the line found in this index.
+    pub fn span_json(&self, text: &str, span: &crate::syntax::Span) -> Value {
+        let start = span.start.min(text.len());
+        let line = self.line_of(start);
+        let line_start = self.starts[line - 1];
+        let column = text
+            .get(line_start..start)
+            .map_or(1, |s| s.chars().count() + 1);
+        json!({
+            "start": span.start,
+            "end": span.end,
+            "line": line,
+            "column": column,
+        })
+    }
+}
+
 /// A span of the program text in JSON: `{"start", "end", "line",
 /// "column"}`: byte offsets (end exclusive), and the line and column of
 /// its start, both from 1, the column counted in characters.
 pub fn span_json(text: &str, span: &crate::syntax::Span) -> Value {
-    let start = span.start.min(text.len());
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let column = text
-        .get(line_start..start)
-        .map_or(1, |s| s.chars().count() + 1);
-    json!({
-        "start": span.start,
-        "end": span.end,
-        "line": Compiled::line_of(text, start),
-        "column": column,
-    })
+    LineIndex::new(text).span_json(text, span)
 }
 
 /// The JSON form of an error: `{"error": {"kind", "message", "op", "line",

@@ -156,7 +156,8 @@ fn infer_json_schema() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
     let obj = v.as_object().unwrap();
-    assert_eq!(obj.keys().collect::<Vec<_>>(), ["tensors"]);
+    assert_eq!(obj.keys().collect::<Vec<_>>(), ["tensors", "warnings"]);
+    assert_eq!(v["warnings"], serde_json::json!([]));
     let tensors = v["tensors"].as_object().unwrap();
     let mut names: Vec<&str> = tensors.keys().map(String::as_str).collect();
     names.sort();

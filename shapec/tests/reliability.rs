@@ -758,7 +758,7 @@ fn infer_json_gains_projections_and_explain_only_when_asked() {
     let plain = json_of(&shapec_in(&programs, &["infer", "matmul.shape", "--json"]).stdout);
     assert_eq!(
         plain.as_object().unwrap().keys().collect::<Vec<_>>(),
-        ["tensors"]
+        ["tensors", "warnings"]
     );
     let out = shapec_in(
         &programs,
@@ -907,5 +907,98 @@ fn infer_kernels_lists_each_operations_steps() {
     assert_eq!(
         v["kernels"][0]["steps"][1]["reads"],
         serde_json::json!(["scratch0", "k"])
+    );
+}
+
+// ---- issue 25 (round 3) ---------------------------------------------------
+
+/// Finding 6: a later use that widens an intermediate along an axis that
+/// an earlier statement reduces draws `warning[widened]` on standard
+/// error, and with `--json` a `warnings` array beside the existing keys.
+#[test]
+fn a_widened_axis_that_a_reduction_sees_draws_a_warning() {
+    let program =
+        "const x: 2, 1 = [1, 2]\ninput y: 2, 4\nh = x * 1\ns = einsum(\"a,b=>a\", h)\nm = y + h\n";
+    let dir = scratch("widened", &[("w.shape", program)]);
+    let out = shapec_in(&dir, &["infer", "w.shape"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("warning[widened]"), "{}", out.stderr);
+    assert!(out.stderr.contains("`h`"), "{}", out.stderr);
+    assert!(out.stderr.contains("`m = add(y, h)`"), "{}", out.stderr);
+    assert!(out.stderr.contains("4 │ s = einsum"), "{}", out.stderr);
+    let out = shapec_in(&dir, &["infer", "w.shape", "--json"]);
+    let v = json_of(&out.stdout);
+    let warnings = v["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{v}");
+    assert_eq!(warnings[0]["kind"], "widened");
+    assert_eq!(warnings[0]["span"]["line"], 4);
+    assert_eq!(v["tensors"]["h"]["output"], json!([2, 4]));
+    // Without the reduction nothing changes a value: no warning.
+    let quiet = scratch(
+        "widened_quiet",
+        &[(
+            "q.shape",
+            "const x: 2, 1 = [1, 2]\ninput y: 2, 4\nh = x * 1\nm = y + h\n",
+        )],
+    );
+    let out = shapec_in(&quiet, &["infer", "q.shape", "--json"]);
+    assert_eq!(json_of(&out.stdout)["warnings"], json!([]));
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+}
+
+/// Finding 6: `fixed_index` warnings are in the JSON `warnings` too.
+#[test]
+fn fixed_index_warnings_are_in_json() {
+    let dir = scratch(
+        "fixed_index_json",
+        &[("f.shape", "input x: 3\ny = permute(\"a=>a,1\", x)\n")],
+    );
+    let out = shapec_in(&dir, &["infer", "f.shape", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["warnings"][0]["kind"], "fixed_index", "{v}");
+    assert_eq!(v["warnings"][0]["span"]["line"], 2);
+}
+
+/// Finding 8: of two operations that reduce no values, the earlier one in
+/// the program is reported, on every backend (the plan ran the later one
+/// first).
+#[test]
+fn the_earliest_empty_reduction_is_reported_on_every_backend() {
+    let program = "input x: 0\na = einsum_max(\"i=>\", x)\nb = einsum_max(\"i=>\", x)\n";
+    let dir = scratch("empty_reduction_order", &[("e.shape", program)]);
+    for backend in ["cpu", "wgpu"] {
+        let out = shapec_in(&dir, &["run", "e.shape", "--backend", backend]);
+        if backend == "wgpu" && out.stderr.contains("no GPU adapter") {
+            continue;
+        }
+        assert_eq!(out.status, 1, "{backend}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("(op #0) cannot run"),
+            "{backend}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("2 │ a = einsum_max"),
+            "{backend}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// Finding 11: a one-tap "padded" window pads nothing, so a maximum over
+/// it runs (it was refused as `padding_unsupported`).
+#[test]
+fn a_one_tap_padded_window_under_a_maximum_runs() {
+    let program =
+        "const x: 4 = [1, -2, 3, 4]\nconst k: 1 = [2]\ny = einsum_max(\"o=+a;a=>o\", x, k)\n";
+    let dir = scratch("one_tap", &[("c.shape", program)]);
+    let out = shapec_in(&dir, &["run", "c.shape", "--backend", "cpu", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        v["results"][0]["values"],
+        json!([2.0, -4.0, 6.0, 8.0]),
+        "{v}"
     );
 }

@@ -30,8 +30,10 @@ builtin_operations!(
     concat
 );
 
+mod assign;
 pub(crate) mod terminal;
 
+pub use assign::Assign;
 pub use batch_slice::{BatchSlice, BatchSliceRange};
 pub use binary::{Binary, BinaryFunction};
 pub use compose::Compose;

@@ -21,6 +21,9 @@ use egg::{
 };
 
 pub use shape_core::size::{Sym, SymExpr};
+
+mod normal;
+pub use normal::{normal_form, split_constant};
 use shape_core::{Size, SymSize};
 
 /// The symbol for a name.
@@ -276,7 +279,7 @@ fn fold_sizes(sizes: &[&Size], op: fn([Id; 2]) -> Sym) -> Option<Size> {
         });
     }
     acc?;
-    expr_size(Simplifier::new().simplify(&e))
+    expr_size(simplest(&e))
 }
 
 /// The product of `sizes`, simplified (`b*s`).
@@ -312,13 +315,45 @@ pub(crate) fn exact_quotient(total: &Size, by: &Size) -> Option<Size> {
     }
 }
 
-/// `size` in its simplest form (a number when it folds to one).
+/// `size` in its simplest form (a number when it folds to one): its
+/// normal form ([`normal_form`]), which the e-graph only sees when a
+/// maximum is left in it (the one operation whose rules need sizes to be
+/// positive).
 pub(crate) fn simplified(size: &SymSize) -> Size {
-    expr_size(Simplifier::new().simplify(size.expr())).unwrap_or(Size::Symbolic(size.clone()))
+    expr_size(simplest(size.expr())).unwrap_or(Size::Symbolic(size.clone()))
 }
 
-/// Whether two sizes are equal for every value of their symbols, as far
-/// as the e-graph's rules can show.
+/// The simplest form of `e`: its normal form, given to the e-graph only
+/// where a maximum or a division by a symbol is left in it (whose rules
+/// need sizes to be positive, which the normal form does not assume).
+fn simplest(e: &SymExpr) -> SymExpr {
+    let Some(n) = normal_form(e) else {
+        return Simplifier::new().simplify(e);
+    };
+    let nodes = n.as_ref();
+    let by_symbol = |id: &Id| !matches!(nodes[usize::from(*id)], Sym::Num(_));
+    let needs_rules = nodes.iter().any(|x| match x {
+        Sym::Max(_) => true,
+        Sym::Div([_, d]) | Sym::Mod([_, d]) => by_symbol(d),
+        _ => false,
+    });
+    if needs_rules {
+        Simplifier::new().simplify(&n)
+    } else {
+        n
+    }
+}
+
+/// Whether two sizes are equal for every value of their symbols: their
+/// normal forms are, or else the e-graph's rules show it.
 pub(crate) fn sizes_equal(a: &Size, b: &Size) -> bool {
-    a == b || Simplifier::new().equivalent(&size_expr(a), &size_expr(b))
+    if a == b {
+        return true;
+    }
+    let (x, y) = (size_expr(a), size_expr(b));
+    let (nx, ny) = (normal_form(&x), normal_form(&y));
+    if nx.is_some() && nx == ny {
+        return true;
+    }
+    Simplifier::new().equivalent(&nx.unwrap_or(x), &ny.unwrap_or(y))
 }

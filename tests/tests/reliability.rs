@@ -1,0 +1,118 @@
+//! Issue 25 (reliability, round 3): each finding of the hostile runs as a
+//! program with what it must infer, or the error it must give. The
+//! command-line findings (files, `--out`) are in `shapec/tests/`.
+
+use shape_tests::inference::infer;
+
+fn shape_of(shapes: &str, name: &str) -> String {
+    let prefix = format!("{name} ");
+    shapes
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.split_once(" : "))
+        .map(|(_, s)| s.to_string())
+        .unwrap_or_else(|| panic!("no `{name}` in\n{shapes}"))
+}
+
+fn guards(shapes: &str) -> Vec<String> {
+    shapes
+        .lines()
+        .filter(|l| l.starts_with("guard "))
+        .filter_map(|l| l.split_once(" : ").map(|(_, g)| g.to_string()))
+        .collect()
+}
+
+fn convolution_chain(layers: usize, spec: &str, taps: usize) -> String {
+    let mut text = String::from("size b\ninput x: b\n");
+    let mut prev = "x".to_string();
+    for i in 0..layers {
+        text.push_str(&format!(
+            "param w{i}: {taps}\nh{i} = einsum(\"{spec}\", {prev}, w{i})\n"
+        ));
+        prev = format!("h{i}");
+    }
+    text
+}
+
+/// Finding 1: the sizes of a chain of valid convolutions over a run-time
+/// size fold to one affine form, with one guard that implies the others
+/// (they printed as `b-1-1-…-1`, with a guard per layer).
+#[test]
+fn a_chain_of_convolutions_folds_its_sizes_and_keeps_one_guard() {
+    let shapes = infer(&convolution_chain(40, "o<+k;k=>o", 2));
+    assert_eq!(shape_of(&shapes, "h39"), "|->b-40,");
+    assert_eq!(shape_of(&shapes, "h0"), "|->b-1,");
+    assert_eq!(guards(&shapes), ["b >= 41"]);
+}
+
+/// Finding 1, strided: each layer's floor division folds into the last
+/// (`((b-3)/2+1-3)/2+1` is `(b-7)/4+1`).
+#[test]
+fn a_strided_chain_folds_its_divisions() {
+    let shapes = infer(&convolution_chain(3, "2*o<+t;t=>o", 3));
+    assert_eq!(shape_of(&shapes, "h0"), "|->(b-3)/2+1,");
+    assert_eq!(shape_of(&shapes, "h1"), "|->(b-7)/4+1,");
+    assert_eq!(shape_of(&shapes, "h2"), "|->(b-15)/8+1,");
+}
+
+/// Finding 7: each `concat` may have 2 to 64 operands, whatever an earlier
+/// one had (the first call's count was kept for every later one).
+#[test]
+fn concat_takes_a_different_operand_count_at_each_call() {
+    let shapes = infer(
+        "
+        input a: 2
+        input b: 3
+        input c: 4
+        x = concat(a, b)
+        y = concat(a, b, c)
+        z = concat(c, b)
+        ",
+    );
+    assert_eq!(shape_of(&shapes, "x"), "|->5");
+    assert_eq!(shape_of(&shapes, "y"), "|->9");
+    assert_eq!(shape_of(&shapes, "z"), "|->7");
+}
+
+/// Finding 6: `<-` is one-way: the destination never sizes its source
+/// (with `id` and a requirement, `h` became `1, 2, 3`).
+#[test]
+fn an_assignment_never_widens_its_source() {
+    let shapes = infer(
+        "
+        input x: 2, 3
+        h = x + x
+        d: 1, 2, 3 <- h
+        ",
+    );
+    assert_eq!(shape_of(&shapes, "h"), "|->2, 3");
+    assert_eq!(shape_of(&shapes, "d"), "|->1, 2, 3");
+    // A source nothing else sizes closes as an unused intermediate would,
+    // then broadcasts into the destination.
+    let shapes = infer(
+        "
+        const b: 3 = [1, 2, 3]
+        t: 2, 3 <- b * 2
+        ",
+    );
+    assert_eq!(shape_of(&shapes, "t.1"), "|->3");
+    // The reverse is still refused.
+    assert!(infer("input x: 3\na: 1 <- x\n").starts_with("error[dim_mismatch]"));
+    assert!(infer("input x: 2, 3\na: 3 <- x\n").starts_with("error[axis_count_mismatch]"));
+}
+
+/// Finding 6: the widening itself is OCANNL's rule and stays; the
+/// command line warns where it changes a value (see shapec's tests).
+#[test]
+fn a_later_use_still_widens_an_intermediate() {
+    let shapes = infer(
+        "
+        const x: 2, 1 = [1, 2]
+        input y: 2, 4
+        h = x * 1
+        s = einsum(\"a,b=>a\", h)
+        m = y + h
+        ",
+    );
+    assert_eq!(shape_of(&shapes, "h"), "|->2, 4");
+}
