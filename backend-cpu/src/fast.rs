@@ -25,7 +25,7 @@ pub(crate) fn map1_op(
         UnaryOp::Exp => map1(out, o, os, a, n, f32::exp),
         UnaryOp::Log => map1(out, o, os, a, n, f32::ln),
         UnaryOp::Sqrt => map1(out, o, os, a, n, f32::sqrt),
-        UnaryOp::Relu => map1(out, o, os, a, n, |x| x.max(0.0)),
+        UnaryOp::Relu => map1(out, o, os, a, n, shape_core::kernel::relu),
         // A function without a specialised loop: the reference evaluation.
         op => {
             let body = Expr::Unary(op, Box::new(Expr::Load(0)));

@@ -369,7 +369,8 @@ fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u
 // max and min as Rust's f32::max and f32::min: a NaN operand yields the other.
 fn fmax(a: f32, b: f32) -> f32 { return select(select(max(a, b), a, is_nan(b)), b, is_nan(a)); }
 fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), b, is_nan(a)); }
-fn relu(x: f32) -> f32 { return fmax(x, 0.0); }
+// relu keeps NaN, as numpy and torch do (shape_core::kernel::relu).
+fn relu(x: f32) -> f32 { return select(fmax(x, 0.0), x, is_nan(x)); }
 ";
 
 /// What a shader may assume about one stride (or offset) of a launch:

@@ -163,7 +163,9 @@ impl Inferred {
 }
 
 /// Why dynamic shapes do not broadcast, or a declared result does not fit.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum DynError {

@@ -60,6 +60,16 @@ impl Accumulate {
     }
 }
 
+/// `max(x, 0)`, with NaN kept (as numpy's and torch's `relu` keep it; a
+/// plain `f32::max` would give 0). Every backend computes `relu` as this.
+pub fn relu(x: f32) -> f32 {
+    if x.is_nan() {
+        x
+    } else {
+        x.max(0.0)
+    }
+}
+
 /// A unary scalar function.
 ///
 /// `#[non_exhaustive]`: new functions are additions; a backend that meets
@@ -167,7 +177,7 @@ impl Expr {
                     UnaryOp::Exp => x.exp(),
                     UnaryOp::Log => x.ln(),
                     UnaryOp::Sqrt => x.sqrt(),
-                    UnaryOp::Relu => x.max(0.0),
+                    UnaryOp::Relu => relu(x),
                 }
             }
             Expr::Binary(op, a, b) => {

@@ -330,7 +330,9 @@ fn sizes_text(parts: &[Option<KnownDim>]) -> String {
 /// (`context`), which names the operation, the tensors and the rows.
 ///
 /// Its [`kind`](ShapeError::kind) is the variant's name in snake case.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum ShapeError {

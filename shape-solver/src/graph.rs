@@ -179,7 +179,9 @@ pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId)
 /// [`GraphError::kind`] names each kind of failure for programs (shapec's
 /// `--json` prints it): the variant's name in snake case, or the
 /// [`ShapeError`]'s own kind.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum GraphError {

@@ -122,11 +122,11 @@ impl Projections {
 
     /// For a padded affine axis `axis` (memory order) of an operand of
     /// `len` elements along it: the elements added before and after, as
-    /// OCANNL splits them (for a kernel spanning `e = dilation × (taps − 1)
-    /// + 1` elements, `e / 2` before, and after as many as the last window
-    /// needs). `None` for any other axis, and where nothing is added (a
-    /// kernel of one tap whose windows stay inside the axis): such an
-    /// axis reads as if it were not padded.
+    /// OCANNL splits them (for a kernel spanning
+    /// `e = dilation × (taps − 1) + 1` elements, `e / 2` before, and after
+    /// as many as the last window needs). `None` for any other axis, and
+    /// where nothing is added (one tap, windows inside the axis), which
+    /// reads as unpadded.
     pub fn padding(&self, index: &AxisIndex, len: u64) -> Option<(u64, u64)> {
         let AxisIndex::Affine {
             stride,

@@ -22,7 +22,7 @@ pub struct Note {
 ///
 /// [`ProgramError::kind`] is the variant's name in snake case (or the
 /// library error's own kind), written beside the variant where it differs.
-#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum ProgramError {
     /// The text does not parse.
@@ -172,7 +172,7 @@ impl ProgramError {
 ///
 /// [`CliError::kind`] is the variant's name in snake case (or the program
 /// error's own kind), written beside the variant where it differs.
-#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum CliError {
     /// A file could not be read.

@@ -414,7 +414,12 @@ fn holds(sol: &shape_solver::Solution, c: &Constraint) -> bool {
         Constraint::DimEq { a, b, .. } => dim(a) == dim(b),
         Constraint::DimIneq { cur, subr, .. } => broadcasts(dim(cur), dim(subr)),
         Constraint::RowEq { a, b, .. } => row(a) == row(b),
-        Constraint::RowIneq { cur, subr, .. } => {
+        Constraint::RowIneq { cur, subr, .. }
+        | Constraint::Assign {
+            dest: cur,
+            source: subr,
+            ..
+        } => {
             let (c, s) = (row(cur), row(subr));
             c.len() >= s.len()
                 && c.iter()

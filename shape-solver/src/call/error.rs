@@ -18,7 +18,9 @@ pub(crate) fn quoted(text: &str) -> String {
 /// read, an argument that cannot bind to its parameter, no overload or
 /// several, or sizes that break broadcasting at call time. Argument paths
 /// are `a`, `p.position` (a struct field) or `_result`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum CallError {
