@@ -7,11 +7,40 @@
 //! `[[1], [2, 3]]` for `2, var`. Written by
 //! [`shape_solver::HostTensor::write_nested`]. Finite values are numbers; NaN and the infinities are the
 //! strings `"nan"`, `"inf"` and `"-inf"`, which JSON numbers cannot write.
+//!
+//! # Reading
+//!
+//! [`read_json_input`] parses the file as it reads it (serde's streaming
+//! deserializer with a visitor of its own) and writes each number straight
+//! into one buffer of `f32`: no tree of JSON values is built, so a file
+//! takes about 4 bytes of memory a value, whatever its text. A dense
+//! tensor's buffer is reserved once, for the elements its shape has; a
+//! ragged tensor's grows as its rows come, as does the list of their
+//! lengths. Every allocation is fallible: one that fails is
+//! `error[memory]`, never an abort. The bytes read are bounded too: a
+//! dense file by its element count (64 bytes a value), a ragged one by the
+//! memory available; what is not JSON (`/dev/zero`) fails at its first
+//! byte.
+//!
+//! Lists are checked against the shape as they come. The error reported is
+//! the first in document order, a list's own length before what it holds
+//! (so `[1, 2, 3, 4, 5, 6]` for `2, 3` is a list of 6 where 2 are
+//! expected, not a number where a list is expected); what is not JSON
+//! anywhere in the file is reported before any of these.
+//!
+//! A number must fit an `f32`: a finite number too large in magnitude to
+//! round to a finite `f32` (`3.5e38`, `1e39`, anything past
+//! `3.4028235677973366e38`) is `error[data]` naming the file and the
+//! entry (`entry [1][0] is 1e39, ...`), where a cast would have made it an
+//! infinity. An infinity is written deliberately as `"inf"` or `"-inf"`.
+//! Numbers past the range of `f64` (`1e400`) are not JSON that can be
+//! read.
 
+use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use shape_solver::HostTensor;
 
 use crate::error::CliError;
@@ -44,6 +73,11 @@ pub fn read_json_input(
             lengths(dims, ragged)
         ))
     };
+    let out_of_memory = |needed: u128| CliError::OutOfMemory {
+        what: format!("the values of `{name}` read from {}", path.display()),
+        needed,
+        budget: None,
+    };
     let elements: u64 = dims
         .iter()
         .enumerate()
@@ -51,117 +85,298 @@ pub fn read_json_input(
         .try_fold(1u64, |a, (_, &d)| a.checked_mul(d))
         .unwrap_or(u64::MAX);
     // A ragged file is bounded by what memory can hold, not by its shape:
-    // a parsed number takes up to 32 bytes for its 2 of text.
+    // a value takes at least 2 bytes of text (`0,`) and 4 bytes of memory,
+    // 8 while its buffer doubles; a row at least 3 (`[],`), and 8 bytes for
+    // its length (16 while that list doubles) and 8 for its offset. At 16
+    // bytes of memory a byte of text, half of what there is is enough.
     let limit = if ragged.is_some() {
-        crate::memory::available().map_or(u64::MAX, |b| b.bytes / 64)
+        crate::memory::available().map_or(u64::MAX, |b| b.bytes / 16)
     } else {
         elements
             .saturating_mul(BYTES_PER_VALUE)
             .saturating_add(4096)
     };
+    let longer = || match ragged {
+        Some(_) => data_error(format!("it is longer than the {limit} bytes memory allows")),
+        None => data_error(format!(
+            "the file is longer than {limit} bytes, more than {elements} values can take"
+        )),
+    };
     let file = std::fs::File::open(path).map_err(read_error)?;
-    if file.metadata().map_err(read_error)?.is_dir() {
+    let meta = file.metadata().map_err(read_error)?;
+    if meta.is_dir() {
         return Err(read_error(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "it is a directory",
         )));
     }
-    let value: Value = if ragged.is_some() {
-        // Parsed as it is read, so that what is not JSON (`/dev/zero`)
-        // fails at its first byte; at most `limit` bytes are read.
-        let reader = std::io::BufReader::new(file.take(limit));
-        serde_json::from_reader(reader).map_err(|e| {
-            let what = if e.is_eof() {
-                format!("it ends early, or is longer than the {limit} bytes memory allows ({e})")
-            } else {
-                format!("it is not JSON ({e})")
-            };
-            data_error(what)
-        })?
-    } else {
-        let mut text = Vec::new();
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut text)
-            .map_err(read_error)?;
-        if text.len() as u64 > limit {
-            return Err(data_error(format!(
-                "the file is longer than {limit} bytes, more than {elements} values can take"
-            )));
-        }
-        serde_json::from_slice(&text).map_err(|e| data_error(format!("it is not JSON ({e})")))?
-    };
+    if meta.is_file() && meta.len() > limit {
+        return Err(longer());
+    }
     let reserve = if ragged.is_some() { 0 } else { elements };
-    let mut out = crate::npy::try_vec(usize::try_from(reserve).unwrap_or(usize::MAX))
-        .ok_or_else(|| data_error("there is not enough memory for the values".into()))?;
-    let mut lengths: Vec<u64> = Vec::new();
-    // Depth first without recursion: (value, level, index path).
-    let mut stack: Vec<(&Value, usize, Vec<u64>)> = vec![(&value, 0, Vec::new())];
-    while let Some((v, level, at)) = stack.pop() {
-        if level == dims.len() {
-            out.push(number(v).ok_or_else(|| {
-                data_error(format!("{} is {}, not a number", place(&at), describe(v)))
-            })?);
-            continue;
+    let values = usize::try_from(reserve)
+        .ok()
+        .and_then(crate::npy::try_vec)
+        .ok_or_else(|| out_of_memory(reserve as u128 * 4))?;
+    let mut reader = Reader {
+        dims,
+        ragged,
+        values,
+        lengths: Vec::new(),
+        at: Vec::new(),
+        problem: None,
+        memory: None,
+    };
+    // Parsed as it is read, so that what is not JSON (`/dev/zero`) fails
+    // at its first byte; at most one byte past `limit` is read, which
+    // tells a file that is too long (a pipe's length is not known before).
+    let mut source = std::io::BufReader::new(file.take(limit.saturating_add(1)));
+    let parsed = {
+        let mut de = serde_json::Deserializer::from_reader(&mut source);
+        Level {
+            reader: &mut reader,
+            level: 0,
         }
-        let Value::Array(items) = v else {
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+    };
+    let over = source.get_ref().limit() == 0;
+    if let Some(needed) = reader.memory {
+        return Err(out_of_memory(needed));
+    }
+    match parsed {
+        Err(e) if e.is_io() => return Err(read_error(e.into())),
+        Err(e) if e.is_eof() && over => return Err(longer()),
+        Err(e) if e.is_eof() && ragged.is_some() => {
             return Err(data_error(format!(
-                "{} is {}, where a list of {} is expected",
-                place(&at),
-                describe(v),
-                dims[level]
-            )));
-        };
-        if Some(level) == ragged {
-            lengths.push(items.len() as u64);
-        } else if items.len() as u64 != dims[level] {
-            return Err(data_error(format!(
-                "{} has {} entries, where axis {level} has {}",
-                place(&at),
-                items.len(),
-                dims[level]
-            )));
+                "it ends early, or is longer than the {limit} bytes memory allows ({e})"
+            )))
         }
-        // Pushed in reverse so that they are read in order.
-        for (k, item) in items.iter().enumerate().rev() {
-            let mut next = at.clone();
-            next.push(k as u64);
-            stack.push((item, level + 1, next));
-        }
+        Err(e) => return Err(data_error(format!("it is not JSON ({e})"))),
+        Ok(()) if over => return Err(longer()),
+        Ok(()) => {}
+    }
+    if let Some(what) = reader.problem {
+        return Err(data_error(what));
     }
     let tensor = match ragged {
         Some(axis) => HostTensor::ragged(
             dims[..axis].to_vec(),
-            &lengths,
+            &reader.lengths,
             dims[axis + 1..].to_vec(),
-            out,
+            reader.values,
         ),
-        None => HostTensor::new(dims.to_vec(), out),
+        None => HostTensor::new(dims.to_vec(), reader.values),
     };
     tensor.map_err(|e| data_error(e.to_string()))
 }
 
-/// A JSON value as an `f32`: a number, or `"nan"`, `"inf"`, `"-inf"`.
-fn number(v: &Value) -> Option<f32> {
-    match v {
-        Value::Number(n) => n.as_f64().map(|x| x as f32),
-        Value::String(s) => match s.as_str() {
-            "nan" => Some(f32::NAN),
-            "inf" => Some(f32::INFINITY),
-            "-inf" => Some(f32::NEG_INFINITY),
-            _ => None,
-        },
-        _ => None,
+/// What the parse has read so far.
+struct Reader<'d> {
+    dims: &'d [u64],
+    ragged: Option<usize>,
+    /// The values, in order.
+    values: Vec<f32>,
+    /// The length of each list at the ragged axis, in order.
+    lengths: Vec<u64>,
+    /// The index of the value being read.
+    at: Vec<u64>,
+    /// The first fault in document order; once there is one, the rest of
+    /// the file is only parsed (lists that hold it still check their own
+    /// lengths, which come first).
+    problem: Option<String>,
+    /// Bytes that could not be allocated: the parse stops.
+    memory: Option<u128>,
+}
+
+impl Reader<'_> {
+    /// Grows `values` or `lengths` by one, fallibly.
+    fn room<T>(list: &mut Vec<T>, memory: &mut Option<u128>) -> bool {
+        if list.len() < list.capacity() || list.try_reserve(1).is_ok() {
+            return true;
+        }
+        let wanted = list.len().saturating_mul(2).max(8) as u128;
+        *memory = Some(wanted * std::mem::size_of::<T>() as u128);
+        false
     }
 }
 
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+/// The value at one level of nesting: level `dims.len()` is a number, any
+/// other a list.
+struct Level<'r, 'd> {
+    reader: &'r mut Reader<'d>,
+    level: usize,
+}
+
+fn stop<E: de::Error>() -> E {
+    E::custom("out of memory")
+}
+
+impl Level<'_, '_> {
+    fn is_leaf(&self) -> bool {
+        self.level == self.reader.dims.len()
+    }
+
+    /// Something other than what belongs here: `found` is what it is.
+    fn wrong(self, found: &str) {
+        let r = self.reader;
+        let what = if self.level == r.dims.len() {
+            format!("{} is {found}, not a number", place(&r.at))
+        } else if Some(self.level) == r.ragged {
+            format!(
+                "{} is {found}, where a list (a row of any length) is expected",
+                place(&r.at)
+            )
+        } else {
+            format!(
+                "{} is {found}, where a list of {} is expected",
+                place(&r.at),
+                r.dims[self.level]
+            )
+        };
+        r.problem.get_or_insert(what);
+    }
+
+    fn value<E: de::Error>(self, v: f32) -> Result<(), E> {
+        if !self.is_leaf() {
+            self.wrong("a number");
+            return Ok(());
+        }
+        let r = self.reader;
+        if !Reader::room(&mut r.values, &mut r.memory) {
+            return Err(stop());
+        }
+        r.values.push(v);
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Level<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.reader.problem.is_some() {
+            // After the first fault the file is only parsed.
+            d.deserialize_ignored_any(IgnoredAny)?;
+            return Ok(());
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Level<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_leaf() {
+            f.write_str("a number")
+        } else {
+            f.write_str("a list")
+        }
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.wrong("a boolean");
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.value(v as f64 as f32)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.value(v as f64 as f32)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        let x = v as f32;
+        if v.is_finite() && x.is_infinite() && self.is_leaf() {
+            let r = self.reader;
+            r.problem.get_or_insert(format!(
+                "{} is {v:e}, past the range of f32 (whose largest magnitude is {:e}); write \"inf\" or \"-inf\" for an infinity",
+                place(&r.at),
+                f32::MAX
+            ));
+            return Ok(());
+        }
+        self.value(x)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        if !self.is_leaf() {
+            self.wrong("a string");
+            return Ok(());
+        }
+        match v {
+            "nan" => self.value(f32::NAN),
+            "inf" => self.value(f32::INFINITY),
+            "-inf" => self.value(f32::NEG_INFINITY),
+            _ => {
+                self.wrong("a string");
+                Ok(())
+            }
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.wrong("null");
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.visit_unit()
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        self.wrong("an object");
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if self.is_leaf() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            self.wrong("a list");
+            return Ok(());
+        }
+        let level = self.level;
+        let r = self.reader;
+        let ragged = Some(level) == r.ragged;
+        let size = r.dims[level];
+        // A list is read when it begins after no fault (see `deserialize`),
+        // so any fault found now is in what it holds, and its own length,
+        // which comes first in document order, takes its place.
+        let mut count: u64 = 0;
+        loop {
+            let more = if ragged || count < size {
+                r.at.push(count);
+                let more = seq.next_element_seed(Level {
+                    reader: &mut *r,
+                    level: level + 1,
+                })?;
+                r.at.pop();
+                more.is_some()
+            } else {
+                // Past the length: parsed, and counted for the message.
+                seq.next_element::<IgnoredAny>()?.is_some()
+            };
+            if !more {
+                break;
+            }
+            count += 1;
+        }
+        if !ragged && count != size {
+            r.problem = Some(format!(
+                "{} has {count} entries, where axis {level} has {size}",
+                place(&r.at)
+            ));
+        } else if ragged && r.problem.is_none() {
+            if !Reader::room(&mut r.lengths, &mut r.memory) {
+                return Err(stop());
+            }
+            r.lengths.push(count);
+        }
+        Ok(())
     }
 }
 

@@ -6,6 +6,11 @@
 //! 3.0 in C order with dtype `<f4`, `>f4`, `<f8` or `>f8` (doubles are
 //! rounded to `f32`).
 //!
+//! A double must fit an `f32`: a finite one too large in magnitude to round
+//! to a finite `f32` (past `3.4028235677973366e38`, as `1e39`) is refused
+//! ([`NpyError::OutOfRange`], with its index), where a cast would have
+//! made it an infinity. NaN and the infinities stay what they are.
+//!
 //! Reading is in two steps, so that nothing large is allocated for a file
 //! that cannot be right: [`read_header`] reads only the header (at most
 //! [`MAX_HEADER_BYTES`]) and checks it, and [`read_data`] then reads
@@ -100,6 +105,17 @@ pub enum NpyError {
         shape: Vec<u64>,
         /// Bytes needed.
         expected: u128,
+    },
+    /// A finite `float64` too large in magnitude for `float32`: the first
+    /// such element.
+    #[error("element {} (flat index {flat}) is {value}, past the range of float32 (whose largest magnitude is {:e}); an infinity is saved as inf", tuple(index), f32::MAX)]
+    OutOfRange {
+        /// Its index in C order, one entry per axis.
+        index: Vec<u64>,
+        /// Its index in the flat data.
+        flat: u64,
+        /// The value, as written by `{:e}`.
+        value: String,
     },
     /// The array is larger than memory can hold.
     #[error("out of memory: the array needs {bytes} bytes")]
@@ -346,6 +362,8 @@ pub fn read_data<R: Read>(
     let shape = header.shape.clone();
     let element = header.element;
     let mut counted = Counting { inner: r, read: 0 };
+    // The first double past the range of `f32`: its flat index and value.
+    let mut past: Option<(u64, f64)> = None;
     {
         let file = npyz::NpyFile::with_header(header.parsed, &mut counted);
         let dtype_error = |e: npyz::DTypeError| NpyError::Dtype(e.to_string());
@@ -354,10 +372,15 @@ pub fn read_data<R: Read>(
                 .data::<f32>()
                 .map_err(dtype_error)?
                 .try_for_each(|v| v.map(|v| out.push(v))),
-            Element::F64 => file
-                .data::<f64>()
-                .map_err(dtype_error)?
-                .try_for_each(|v| v.map(|v| out.push(v as f32))),
+            Element::F64 => file.data::<f64>().map_err(dtype_error)?.try_for_each(|v| {
+                v.map(|v| {
+                    let x = v as f32;
+                    if past.is_none() && v.is_finite() && x.is_infinite() {
+                        past = Some((out.len() as u64, v));
+                    }
+                    out.push(x);
+                })
+            }),
         };
         if let Err(e) = read {
             return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -373,7 +396,37 @@ pub fn read_data<R: Read>(
             return Err(NpyError::Longer { shape, expected });
         }
     }
+    if let Some((flat, v)) = past {
+        return Err(NpyError::OutOfRange {
+            index: unravel(flat, &shape),
+            flat,
+            value: format!("{v:e}"),
+        });
+    }
     Ok(out)
+}
+
+/// The C-order index of the element at `flat` in an array of `shape`.
+fn unravel(mut flat: u64, shape: &[u64]) -> Vec<u64> {
+    let mut index = vec![0; shape.len()];
+    for (i, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            index[i] = flat % d;
+            flat /= d;
+        }
+    }
+    index
+}
+
+/// `(1, 0)`, `(3,)` or `()`, as Python writes a tuple.
+fn tuple(index: &[u64]) -> String {
+    match index {
+        [one] => format!("({one},)"),
+        _ => {
+            let parts: Vec<String> = index.iter().map(u64::to_string).collect();
+            format!("({})", parts.join(", "))
+        }
+    }
 }
 
 /// Reads a whole `.npy` file's bytes.
@@ -539,6 +592,69 @@ mod tests {
         b.extend_from_slice(h.as_bytes());
         b.extend_from_slice(&0.25f32.to_be_bytes());
         assert_eq!(read(&b).unwrap().data, vec![0.25]);
+    }
+
+    /// A version 1.0 file of `<f8` with `shape` and `values`.
+    fn doubles(shape: &str, values: &[f64]) -> Vec<u8> {
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        let h = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}\n");
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        for v in values {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn doubles_past_the_range_of_f32_are_refused() {
+        // Issue 25: 1e39 as a float64 became inf.
+        let b = doubles("(2, 2)", &[1.0, 2.0, 1e39, 4.0]);
+        let e = read(&b).unwrap_err();
+        assert_eq!(
+            e,
+            NpyError::OutOfRange {
+                index: vec![1, 0],
+                flat: 2,
+                value: "1e39".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "element (1, 0) (flat index 2) is 1e39, past the range of float32 (whose largest magnitude is 3.4028235e38); an infinity is saved as inf"
+        );
+        // The first one is named, negative ones too, and a stream says the
+        // same.
+        let b = doubles("(3,)", &[0.0, -3.5e38, f64::MAX]);
+        assert!(matches!(
+            read(&b),
+            Err(NpyError::OutOfRange { ref index, flat: 1, .. }) if index == &[1]
+        ));
+        let mut r: &[u8] = &b;
+        let h = read_header(&mut r).unwrap();
+        assert!(matches!(
+            read_data(h, r, None),
+            Err(NpyError::OutOfRange { flat: 1, .. })
+        ));
+        // What rounds to f32::MAX fits; NaN and the infinities stay.
+        let b = doubles(
+            "(5,)",
+            &[
+                3.4028235e38,
+                -3.4028235e38,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NAN,
+            ],
+        );
+        let a = read(&b).unwrap();
+        assert_eq!(
+            &a.data[..4],
+            &[f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY]
+        );
+        assert!(a.data[4].is_nan());
+        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
+        assert_eq!(unravel(0, &[]), Vec::<u64>::new());
     }
 
     #[test]

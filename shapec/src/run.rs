@@ -107,7 +107,11 @@ pub fn read_input(
     let data_len = meta
         .is_file()
         .then(|| meta.len().saturating_sub(header.len));
-    let values = npy::read_data(header, reader, data_len).map_err(npy_error)?;
+    let values = npy::read_data(header, reader, data_len).map_err(|e| match e {
+        // A value, not the file's form: a data error.
+        npy::NpyError::OutOfRange { .. } => CliError::Data(format!("{}: {e}", path.display())),
+        e => npy_error(e),
+    })?;
     HostTensor::new(dims, values).map_err(|e| CliError::Data(format!("{}: {e}", path.display())))
 }
 
@@ -326,7 +330,9 @@ impl RunJob<'_> {
             RunError::Graph(g) => self.compiled.map.locate(g, None),
             RunError::Backend {
                 op: Some(ref op), ..
-            } => ProgramError::Run {
+            }
+            | RunError::EmptyReduction { ref op, .. }
+            | RunError::InvalidLowering { ref op, .. } => ProgramError::Run {
                 message: e.to_string(),
                 op: Some(op.name.to_string()),
                 span: self.compiled.map.op_span(op.id),
