@@ -33,6 +33,7 @@ use shape_core::{Dim, KnownDim, RowKind, Size, SolvedShape, SymSize};
 
 use crate::graph::{Graph, GraphError, SizeId, SolvedGraph, TensorId, SHAPE_BLOCK};
 use crate::guard::{GuardCheck, SizeGuard};
+use crate::origin::TensorRef;
 use crate::run::Inputs;
 
 /// The values given to a graph's run-time sizes.
@@ -257,10 +258,16 @@ impl SolvedGraph {
         data: &[(TensorId, &[u64])],
         sizes: &[(SizeId, u64)],
     ) -> Result<SolvedGraph, GraphError> {
-        let mut found: HashMap<Arc<str>, (u64, String)> = HashMap::new();
+        // Each size's value, where it came from, and the tensor whose data
+        // gave it (none for a size given by number).
+        type Found = (u64, String, Option<TensorRef>);
+        let mut found: HashMap<Arc<str>, Found> = HashMap::new();
         for &(s, n) in sizes {
             let (name, _) = self.graph.size_var(s)?;
-            found.insert(name.clone(), (n, format!("the size given (`{name}={n}`)")));
+            found.insert(
+                name.clone(),
+                (n, format!("the size given (`{name}={n}`)"), None),
+            );
         }
         for &(t, data_dims) in data {
             let Ok(shape) = self.symbolic_shape(t) else {
@@ -283,25 +290,28 @@ impl SolvedGraph {
                     format!("the data of {} (axis {axis})", tensor.unwrap_or_default())
                 };
                 match found.get(name) {
-                    Some((m, first_at)) if *m != n => {
+                    Some((m, first_at, first_tensor)) if *m != n => {
                         return Err(GraphError::SizeConflict {
                             name: Arc::from(name),
                             first: *m,
                             first_at: first_at.clone(),
+                            first_tensor: first_tensor.clone(),
                             second: n,
                             second_at: at(),
+                            second_tensor: self.graph.tensor_ref(t).ok(),
                         })
                     }
                     Some(_) => {}
                     None => {
-                        found.insert(Arc::from(name), (n, at()));
+                        let tensor = self.graph.tensor_ref(t).ok();
+                        found.insert(Arc::from(name), (n, at(), tensor));
                     }
                 }
             }
         }
         let mut all = Vec::with_capacity(found.len());
         for (s, name) in self.graph.run_time_sizes() {
-            if let Some((n, _)) = found.get(name) {
+            if let Some((n, _, _)) = found.get(name) {
                 all.push((s, *n));
             }
         }

@@ -44,6 +44,59 @@ impl fmt::Display for AxisFromEnd {
     }
 }
 
+/// What two mismatched sizes break: `784 cannot broadcast from 100`, or
+/// for a matrix product's tied axes `the inner sizes 784 and 100 differ`.
+fn mismatch(context: &Origin, relation: Relation, left: &DimFact, right: &DimFact) -> String {
+    let (l, r) = (&left.value, &right.value);
+    if context.is_contraction() {
+        return format!(
+            "the inner sizes {l} and {r} differ (the axes a product contracts are equal, or the second is 1)"
+        );
+    }
+    match relation {
+        Relation::Equal => format!("{l} is not equal to {r}"),
+        Relation::Broadcasts => format!("{l} cannot broadcast from {r}"),
+    }
+}
+
+/// What two rows of different lengths break, with a hint where the
+/// shorter one is a closed empty row of a product's contracted axes (a
+/// parameter declared `->4` has an empty input row).
+fn axis_counts(
+    context: &Origin,
+    relation: Relation,
+    left_row: &RowFact,
+    left_len: usize,
+    right_row: &RowFact,
+    right_len: usize,
+) -> String {
+    let at_least = |r: &RowFact| if r.open { "at least " } else { "" };
+    let contraction = context.is_contraction();
+    let (left, right, rule) = match relation {
+        Relation::Equal => ("the left row", "the right row", ""),
+        Relation::Broadcasts if contraction => (
+            "the row of contracted axes",
+            "the row contracted with it",
+            "; a product contracts axes that both rows have",
+        ),
+        Relation::Broadcasts => (
+            "the result row",
+            "the operand row",
+            "; an operand cannot have more axes than the result it broadcasts to",
+        ),
+    };
+    let hint = if contraction && left_len == 0 && !left_row.open {
+        " (a spec such as `->4` declares an empty input row; `_->4` or `..i..->4` leaves it open for inference)"
+    } else {
+        ""
+    };
+    format!(
+        "{left} {left_row} has {}{left_len} axes but {right} {right_row} has {}{right_len}{rule}{hint}",
+        at_least(left_row),
+        at_least(right_row),
+    )
+}
+
 fn at_axis(axis: &Option<u32>) -> String {
     match axis {
         Some(a) => format!(", at {}", AxisFromEnd(*a)),
@@ -338,10 +391,9 @@ fn sizes_text(parts: &[Option<KnownDim>]) -> String {
 pub enum ShapeError {
     /// Two sizes that must agree do not.
     #[error(
-        "size mismatch in {context}{}: {} {} {}; {} comes from {}, {} from {}",
-        at_axis(axis), left.value,
-        match relation { Relation::Equal => "is not equal to", Relation::Broadcasts => "cannot broadcast from" },
-        right.value, left.value, left.place(), right.value, right.place()
+        "size mismatch in {context}{}: {}; {} comes from {}, {} from {}",
+        at_axis(axis), mismatch(context, *relation, left, right),
+        left.value, left.place(), right.value, right.place()
     )]
     DimMismatch {
         /// The constraint where the conflict showed up.
@@ -372,12 +424,8 @@ pub enum ShapeError {
     },
     /// Rows with a fixed number of axes disagree on it.
     #[error(
-        "axis count mismatch in {context}: {} {left_row} has {}{left_len} axes but {} {right_row} has {}{right_len}{}",
-        match relation { Relation::Equal => "the left row", Relation::Broadcasts => "the result row" },
-        if left_row.open { "at least " } else { "" },
-        match relation { Relation::Equal => "the right row", Relation::Broadcasts => "the operand row" },
-        if right_row.open { "at least " } else { "" },
-        match relation { Relation::Equal => "", Relation::Broadcasts => "; an operand cannot have more axes than the result it broadcasts to" }
+        "axis count mismatch in {context}: {}",
+        axis_counts(context, *relation, left_row, *left_len, right_row, *right_len)
     )]
     AxisCountMismatch {
         /// The constraint.
@@ -589,7 +637,7 @@ impl fmt::Display for AffineProblem {
             if self.unknowns() >= 2 {
                 write!(
                     f,
-                    " (both unknown: give one of them; a convolution's sizes are never guessed)"
+                    " (both unknown: give one of them, by a declared or required shape or a size statement; an input computed from operands of size 1 along this axis is not sized by them, since 1 broadcasts; a convolution's sizes are never guessed)"
                 )?;
             } else if self.over.is_none() {
                 write!(f, " (the stride does not divide the input)")?;
@@ -601,7 +649,20 @@ impl fmt::Display for AffineProblem {
                 "an input without padding has stride × (output − 1) + dilation × (kernel − 1) + 1 elements, but the input has {i}, the output {o}, the kernel {k}, the stride is {s} and the dilation {d}"
             )?;
             if self.unknowns() >= 2 {
-                write!(f, " (two of them unknown: give all but one; a convolution's sizes are never guessed)")?;
+                let missing: Vec<&str> = [
+                    ("the input", self.input),
+                    ("the output", self.over),
+                    ("the kernel", self.kernel),
+                ]
+                .into_iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(name, _)| name)
+                .collect();
+                write!(
+                    f,
+                    " ({} unknown: give all but one, by a declared or required shape or a size statement; an input computed from operands of size 1 along this axis is not sized by them, since 1 broadcasts; a convolution's sizes are never guessed)",
+                    missing.join(" and ")
+                )?;
             } else if self.over.is_none() || self.kernel.is_none() {
                 write!(f, " (no whole size of at least 1 fits the unknown one)")?;
             }
@@ -651,6 +712,22 @@ impl ShapeError {
             }
             ShapeError::Affine { .. } => ErrorClass::Conflict,
             ShapeError::UnknownVariable { .. } => ErrorClass::Misuse,
+        }
+    }
+
+    /// For a size mismatch, what the two sizes break, as the message says
+    /// it (`784 cannot broadcast from 100`, `the inner sizes 784 and 100
+    /// differ`); `None` for other errors.
+    pub fn mismatch_text(&self) -> Option<String> {
+        match self {
+            ShapeError::DimMismatch {
+                context,
+                relation,
+                left,
+                right,
+                ..
+            } => Some(mismatch(context, *relation, left, right)),
+            _ => None,
         }
     }
 

@@ -326,9 +326,10 @@ pub enum GraphError {
         row_var: bool,
     },
     /// A run-time size with no value where one is needed: reading a
-    /// shape, lowering or running before its sizes are bound.
+    /// shape, lowering or running before its sizes are bound (with
+    /// [`SolvedGraph::bind`] or from the data, [`SolvedGraph::bind_inputs`]).
     #[error(
-        "the run-time size `{name}` has no value{}: bind it (`SolvedGraph::bind`, `shapec run --size {name}=N`) or give data for an input whose shape has it",
+        "the run-time size `{name}` has no value{}: give it a value, or give data for an input whose shape has it",
         tensor.as_ref().map_or(String::new(), |t| format!(" (in the shape of {t})"))
     )]
     UnboundSize {
@@ -353,14 +354,31 @@ pub enum GraphError {
         /// Where: `--size NAME=N`, or the data of a tensor at an axis
         /// (memory order).
         first_at: String,
+        /// The tensor whose data gave the first value, if data did.
+        first_tensor: Option<TensorRef>,
         /// The other value.
         second: u64,
         /// Where.
         second_at: String,
+        /// The tensor whose data gave the other value.
+        second_tensor: Option<TensorRef>,
     },
     /// Bound sizes that break a guard inference left.
     #[error(transparent)]
     Guard(#[from] crate::guard::GuardFailure),
+    /// Two guards on one run-time size that no value passes together
+    /// (`b == 2` from a requirement, `b >= 3` from a size statement):
+    /// found by inference, since every binding would be refused.
+    #[error(
+        "the checks on run-time sizes contradict each other: `{}` ({}) and `{}` ({}) hold for no value",
+        first.requires(), first.context, second.requires(), second.context
+    )]
+    GuardConflict {
+        /// The earlier guard.
+        first: Box<crate::guard::SizeGuard>,
+        /// The guard that contradicts it.
+        second: Box<crate::guard::SizeGuard>,
+    },
     /// A size statement's size is a ragged axis, which has no one value.
     #[error("the size `{name}` is a ragged axis (`var`): its rows have lengths of their own, not one number")]
     RaggedSize {
@@ -459,6 +477,9 @@ impl GraphError {
             | GraphError::SizeConflict { .. }
             | GraphError::Constant { .. } => None,
             GraphError::Guard(g) => g.guard.context.op(),
+            GraphError::GuardConflict { second, first } => {
+                second.context.op().or_else(|| first.context.op())
+            }
         }
     }
 }
@@ -512,8 +533,9 @@ impl NotGiven {
                  its uses, never guessed)"
             }
             NotGiven::Size(_) => {
-                "give it a number, or tie it to a tensor's axis (`size d = j of y`); a size \
-                 is never guessed"
+                "give it a number, or tie it to a tensor's axis that something sizes \
+                 (`size d = j of y`); an axis computed from operands of size 1 there is not \
+                 sized by them, since 1 broadcasts to any size; a size is never guessed"
             }
             NotGiven::Named(_) => {
                 "give it as a number, or require a shape that fixes it (an input's named sizes \
@@ -1205,6 +1227,13 @@ impl Graph {
                 });
             }
         }
+        let guards = solution.guards();
+        if let Some((first, second)) = crate::guard::contradiction(&guards) {
+            return Err(GraphError::GuardConflict {
+                first: Box::new(first.clone()),
+                second: Box::new(second.clone()),
+            });
+        }
         self.solves
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(SolvedGraph {
@@ -1294,8 +1323,14 @@ impl Graph {
 
     /// `size s = n`: the size is `n` (0 is an empty axis).
     pub fn set_size(&mut self, s: SizeId, n: u64) -> Result<(), GraphError> {
+        self.size_is(s, n, format!("= {n}"))
+    }
+
+    /// The size is `n`, by a statement that reads `what` after its name
+    /// (`= 64` or `== 64`, as written, for messages that quote it).
+    fn size_is(&mut self, s: SizeId, n: u64, what: String) -> Result<(), GraphError> {
         let (name, v) = self.size_var(s)?;
-        let why = self.size_origin(name, format!("= {n}"));
+        let why = self.size_origin(name, what);
         self.equal_sizes(Dim::Var(v), Dim::sized(n), why)
     }
 
@@ -1318,7 +1353,7 @@ impl Graph {
         let (name, v) = self.size_var(s)?;
         let statement = self.size_statements;
         match bound {
-            SizeBound::Equal(n) => self.set_size(s, n)?,
+            SizeBound::Equal(n) => self.size_is(s, n, bound.to_string())?,
             SizeBound::AtLeast(n) => {
                 let why = self.size_origin(name, format!(">= {n}"));
                 if let Some(min) = NonZeroU64::new(n) {

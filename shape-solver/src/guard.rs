@@ -180,3 +180,101 @@ pub(crate) enum RawGuard {
     Broadcasts(KnownDim, Why, KnownDim, Why),
     AtLeast(KnownDim, Why, u64),
 }
+
+/// What a guard on one run-time size alone allows of its value, when it
+/// allows a finite set or a lower bound: `b == 4`, `b in {1, 4}`, `b >= 3`.
+enum Allowed {
+    OneOf(Vec<u64>),
+    AtLeast(u64),
+}
+
+impl Allowed {
+    fn admits(&self, v: u64) -> bool {
+        match self {
+            Allowed::OneOf(vs) => vs.contains(&v),
+            Allowed::AtLeast(m) => v >= *m,
+        }
+    }
+}
+
+/// The run-time size a guard is about and what it allows, for guards
+/// between one symbol and a number (others are left to binding).
+fn allowed(g: &SizeGuard) -> Option<(&str, Allowed)> {
+    fn symbol(f: &DimFact) -> Option<&str> {
+        match f.value.extent() {
+            Size::Symbolic(s) => s.as_symbol(),
+            _ => None,
+        }
+    }
+    let number = |f: &DimFact| f.value.static_size();
+    match &g.requirement {
+        Requirement::Equal { left, right } => match (symbol(left), number(right)) {
+            (Some(b), Some(n)) => Some((b, Allowed::OneOf(vec![n]))),
+            _ => match (symbol(right), number(left)) {
+                (Some(b), Some(n)) => Some((b, Allowed::OneOf(vec![n]))),
+                _ => None,
+            },
+        },
+        Requirement::Broadcasts { to, from } => {
+            let (b, n) = (symbol(from)?, number(to)?);
+            Some((b, Allowed::OneOf(vec![1, n])))
+        }
+        Requirement::AtLeast { dim, min } => Some((symbol(dim)?, Allowed::AtLeast(*min))),
+    }
+}
+
+/// Two guards that no value of their run-time size passes together
+/// (`b == 2` and `b >= 3`): inference reports them rather than leave a
+/// program that every binding refuses. Only guards between one symbol
+/// and a number are compared; the pair returned is the first, in the
+/// guards' order, whose second member makes the set unsatisfiable.
+pub(crate) fn contradiction(guards: &[SizeGuard]) -> Option<(&SizeGuard, &SizeGuard)> {
+    let mut by_symbol: std::collections::HashMap<&str, Vec<(usize, Allowed)>> =
+        std::collections::HashMap::new();
+    for (i, g) in guards.iter().enumerate() {
+        if let Some((b, a)) = allowed(g) {
+            by_symbol.entry(b).or_default().push((i, a));
+        }
+    }
+    let mut found: Option<(usize, usize)> = None;
+    for list in by_symbol.values() {
+        // Candidates: the values some guard names (run-time sizes are at
+        // least 1); a set of lower bounds alone always has a value.
+        let candidates: Vec<u64> = list
+            .iter()
+            .flat_map(|(_, a)| match a {
+                Allowed::OneOf(vs) => vs.clone(),
+                Allowed::AtLeast(_) => Vec::new(),
+            })
+            .filter(|v| *v >= 1)
+            .collect();
+        if candidates.is_empty() && list.iter().all(|(_, a)| matches!(a, Allowed::AtLeast(_))) {
+            continue;
+        }
+        // The shortest prefix that nothing passes, and in it the earlier
+        // guard that the last one contradicts.
+        for end in 1..=list.len() {
+            let prefix = &list[..end];
+            let passes = |v: &u64| *v >= 1 && prefix.iter().all(|(_, a)| a.admits(*v));
+            let some_value = candidates.iter().any(passes)
+                || (prefix.iter().all(|(_, a)| matches!(a, Allowed::AtLeast(_))));
+            if !some_value {
+                let (last, a_last) = &prefix[end - 1];
+                let first = prefix[..end - 1]
+                    .iter()
+                    .find(|(_, a)| {
+                        !candidates
+                            .iter()
+                            .any(|v| *v >= 1 && a.admits(*v) && a_last.admits(*v))
+                    })
+                    .map_or(prefix[0].0, |(i, _)| *i);
+                let pair = (first.min(*last), first.max(*last));
+                if found.is_none_or(|f| pair.1 < f.1) {
+                    found = Some(pair);
+                }
+                break;
+            }
+        }
+    }
+    found.map(|(a, b)| (&guards[a], &guards[b]))
+}

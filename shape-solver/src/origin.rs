@@ -187,6 +187,21 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Whether this relates two operands' rows by broadcasting: the axes
+    /// a product contracts (a matrix product's inner axes), which must be
+    /// equal unless the second is 1.
+    pub fn is_contraction(&self) -> bool {
+        matches!(
+            self,
+            Origin::Op {
+                left,
+                right,
+                relation: Relation::Broadcasts,
+                ..
+            } if left.position != 0 && right.position != 0
+        )
+    }
+
     /// The operation behind this origin, if any.
     pub fn op(&self) -> Option<&OpRef> {
         match self {

@@ -570,3 +570,31 @@ proptest! {
         prop_assert_eq!(f.resolve(&forward), f.resolve(&shuffled));
     }
 }
+
+/// Issue 25, finding 9: a run given the wrong number of buffers names the
+/// count and the leaves in order (it said "argument `_result`: 1 buffers
+/// were given for 3 arguments").
+#[test]
+fn a_wrong_number_of_buffers_names_the_count_and_the_leaves() {
+    use shape_solver::call::{Arg, CallArgs, Function};
+    let dot = Function::parse("float dot(float3 a, float3 b)").unwrap();
+    let args = CallArgs::new()
+        .arg(Arg::tensor(&[4, 3]))
+        .arg(Arg::tensor(&[3]));
+    let bound = dot.bind(&args).unwrap();
+    let kernel = bound.kernel(&bound.call(&args).unwrap()).unwrap();
+    let e = kernel.check_buffers([12u64].into_iter()).unwrap_err();
+    assert_eq!(e.kind(), "buffer_count");
+    assert_eq!(
+        e.to_string(),
+        "1 buffer(s) were given, but the call reads 3: one per argument, in order (a, b, _result), the result last"
+    );
+    let e = kernel
+        .buffers(vec![vec![1.0; 12], vec![1.0; 3], vec![0.0; 4]])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("3 inputs were given, but the call reads 2"),
+        "{e}"
+    );
+}

@@ -64,6 +64,14 @@ impl SourceMap {
         self.ops.get(op).cloned()
     }
 
+    /// The first statement about the size `name` (its declaration).
+    fn size_declaration(&self, name: &str) -> Option<Span> {
+        self.sizes
+            .iter()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, span)| span.clone())
+    }
+
     /// Where tensor number `t` is declared or computed.
     pub fn tensor_span(&self, t: usize) -> Option<Span> {
         self.tensors.get(t).map(|site| site.span.clone())
@@ -145,12 +153,75 @@ impl SourceMap {
                     text: String::new(),
                 });
             }
-        } else if let GraphError::SizeBound { statement, .. } = &error {
+        } else if let GraphError::SizeBound {
+            statement, name, ..
+        } = &error
+        {
             if let Some((_, span)) = self.sizes.get(*statement) {
                 primary = Some(Note {
                     span: span.clone(),
                     text: "the bound".into(),
                 });
+            }
+            let declared = self.size_declaration(name);
+            if let Some(span) = declared.filter(|d| primary.as_ref().is_none_or(|p| p.span != *d)) {
+                notes.push(Note {
+                    span,
+                    text: format!("`{name}` is declared here"),
+                });
+            }
+        } else if let GraphError::GuardConflict { first, second } = &error {
+            if let Some(span) = self.origin_span(&second.context, second.axis) {
+                primary = Some(Note {
+                    span,
+                    text: format!("requires `{}`", second.requires()),
+                });
+            }
+            if let Some(span) = self.origin_span(&first.context, first.axis) {
+                notes.push(Note {
+                    span,
+                    text: format!("requires `{}`", first.requires()),
+                });
+            }
+        } else if let GraphError::UnboundSize { name, tensor } = &error {
+            if let Some(span) = self.size_declaration(name) {
+                primary = Some(Note {
+                    span,
+                    text: format!("declared here; give it with `--size {name}=N`"),
+                });
+            }
+            if let Some(site) = tensor.as_ref().and_then(|t| self.tensors.get(t.id)) {
+                notes.push(Note {
+                    span: site.span.clone(),
+                    text: format!(
+                        "the shape of `{}` needs it",
+                        tensor.as_ref().map_or("", |t| &t.name)
+                    ),
+                });
+            }
+        } else if let GraphError::SizeConflict {
+            name,
+            first,
+            first_tensor,
+            second,
+            second_tensor,
+            ..
+        } = &error
+        {
+            if let Some(span) = self.size_declaration(name) {
+                primary = Some(Note {
+                    span,
+                    text: format!("`{name}` is declared here"),
+                });
+            }
+            for (t, value) in [(first_tensor, first), (second_tensor, second)] {
+                if let Some((t, site)) = t.as_ref().and_then(|t| Some((t, self.tensors.get(t.id)?)))
+                {
+                    notes.push(Note {
+                        span: site.span.clone(),
+                        text: format!("the data of `{}` makes `{name}` {value}", t.name),
+                    });
+                }
             }
         } else if let GraphError::NotGiven { tensor, .. } = &error {
             // Placed at the declaration of the tensor nothing gives a
@@ -184,7 +255,8 @@ impl SourceMap {
                 GraphError::SliceOutOfRange { index, size, .. } => {
                     format!("batch index {index} is outside 0..{size}")
                 }
-                _ => String::new(),
+                // A label given where the error was placed stays.
+                _ => std::mem::take(&mut p.text),
             };
         }
         // When the error surfaced elsewhere than in the statement being
@@ -208,23 +280,12 @@ impl SourceMap {
 
 /// A short label for where a shape error showed up.
 fn headline(e: &ShapeError) -> String {
-    use shape_solver::Relation;
     match e {
-        ShapeError::DimMismatch {
-            left,
-            right,
-            relation,
-            axis,
-            ..
-        } => {
-            let rel = match relation {
-                Relation::Equal => "is not equal to",
-                Relation::Broadcasts => "cannot broadcast from",
-            };
+        ShapeError::DimMismatch { axis, .. } => {
             let at = axis
                 .map(|a| format!(" at axis -{}", a + 1))
                 .unwrap_or_default();
-            format!("{} {rel} {}{at}", left.value, right.value)
+            format!("{}{at}", e.mismatch_text().unwrap_or_default())
         }
         ShapeError::LabelMismatch { left, right, .. } => {
             format!("labels differ: {} and {}", left.value, right.value)
@@ -941,7 +1002,7 @@ mod tests {
         };
         let primary = primary.as_ref().unwrap();
         assert_eq!(&src[primary.span.clone()], "w @ z");
-        assert_eq!(primary.text, "784 cannot broadcast from 100 at axis -1");
+        assert_eq!(primary.text, "the inner sizes 784 and 100 differ (the axes a product contracts are equal, or the second is 1) at axis -1");
         let placed: Vec<&str> = notes.iter().map(|n| &src[n.span.clone()]).collect();
         assert_eq!(placed, ["784", "100"]);
         assert_eq!(Compiled::line_of(src, notes[1].span.start), 4);

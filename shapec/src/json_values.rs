@@ -171,6 +171,88 @@ pub fn read_json_input(
     tensor.map_err(|e| data_error(e.to_string()))
 }
 
+/// The dims of the nested lists in a `.json` file, to bind run-time sizes
+/// from (as a `.npy` header's shape binds them): the length of the first
+/// list at each of `rank` levels, when every list at a level has that
+/// length. `None` when the file cannot be read, is not JSON, or is not
+/// such lists; reading its values reports why. Nothing is kept but the
+/// lengths, and at most what memory could hold of it is read.
+pub fn json_dims(path: &Path, rank: usize) -> Option<Vec<u64>> {
+    let file = std::fs::File::open(path).ok()?;
+    if file.metadata().ok()?.is_dir() {
+        return None;
+    }
+    let limit = crate::memory::available().map_or(u64::MAX, |b| b.bytes / 16);
+    let mut probe = Probe {
+        dims: vec![None; rank],
+        uniform: true,
+    };
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(file.take(limit)));
+    ProbeLevel {
+        probe: &mut probe,
+        level: 0,
+    }
+    .deserialize(&mut de)
+    .ok()?;
+    de.end().ok()?;
+    if !probe.uniform {
+        return None;
+    }
+    probe.dims.into_iter().collect()
+}
+
+/// The lengths met at each level so far, and whether they agree.
+struct Probe {
+    dims: Vec<Option<u64>>,
+    uniform: bool,
+}
+
+/// One level of [`json_dims`]'s walk.
+struct ProbeLevel<'p> {
+    probe: &'p mut Probe,
+    level: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ProbeLevel<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.level == self.probe.dims.len() {
+            d.deserialize_ignored_any(IgnoredAny)?;
+            return Ok(());
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ProbeLevel<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("nested lists")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        let mut n: u64 = 0;
+        while items
+            .next_element_seed(ProbeLevel {
+                probe: &mut *self.probe,
+                level: self.level + 1,
+            })?
+            .is_some()
+        {
+            n += 1;
+        }
+        let slot = &mut self.probe.dims[self.level];
+        match slot {
+            None => *slot = Some(n),
+            Some(m) if *m != n => self.probe.uniform = false,
+            Some(_) => {}
+        }
+        Ok(())
+    }
+}
+
 /// What the parse has read so far.
 struct Reader<'d> {
     dims: &'d [u64],

@@ -52,10 +52,7 @@ pub fn read_input(
     shape: &SolvedShape,
     ragged: Option<usize>,
 ) -> Result<HostTensor, CliError> {
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-    {
+    if is_json(path) {
         return crate::json_values::read_json_input(
             path,
             name,
@@ -255,6 +252,19 @@ pub fn bind_sizes(
         let Some(t) = compiled.tensor(name) else {
             continue;
         };
+        if is_json(path) {
+            // Nested lists bind sizes as a `.npy` shape does; rows of a
+            // ragged input have no one length to bind.
+            if solved.ragged_axis(t).ok().flatten().is_none() {
+                let rank = solved
+                    .symbolic_shape(t)
+                    .map_or(0, |s| s.batch.len() + s.output.len() + s.input.len());
+                if let Some(d) = crate::json_values::json_dims(path, rank) {
+                    dims.push((t, d));
+                }
+            }
+            continue;
+        }
         let Ok(file) = std::fs::File::open(path) else {
             continue;
         };
@@ -267,6 +277,12 @@ pub fn bind_sizes(
     solved
         .bind_dims(&dims, &given)
         .map_err(|e| CliError::Program(compiled.map.locate(e, None)))
+}
+
+/// Whether a path names a `.json` file (read as nested lists).
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
 /// A shape written as a Python tuple: `()`, `(3,)`, `(2, 3)`.

@@ -1003,3 +1003,220 @@ fn a_one_tap_padded_window_under_a_maximum_runs() {
         "{v}"
     );
 }
+
+/// Finding 9: a bad divisor or remainder in a size bound names the number
+/// and underlines it (it said "found ` `" with an empty span).
+#[test]
+fn a_bad_size_bound_names_and_underlines_the_number() {
+    let dir = scratch(
+        "size_bound_numbers",
+        &[
+            ("zero.shape", "size d\nsize d % 0 == 0\ninput x: d\n"),
+            ("rem.shape", "size d\nsize d % 3 == 3\ninput x: d\n"),
+        ],
+    );
+    let out = shapec_in(&dir, &["infer", "zero.shape", "--json"]);
+    let e = &json_of(&out.stdout)["error"];
+    assert!(e["message"].as_str().unwrap().ends_with("found `0`"), "{e}");
+    assert_eq!(
+        (e["span"]["start"].as_u64(), e["span"]["end"].as_u64()),
+        (Some(16), Some(17))
+    );
+    let out = shapec_in(&dir, &["infer", "rem.shape", "--json"]);
+    let e = &json_of(&out.stdout)["error"];
+    assert!(e["message"].as_str().unwrap().ends_with("found `3`"), "{e}");
+    assert_eq!(
+        (e["span"]["start"].as_u64(), e["span"]["end"].as_u64()),
+        (Some(21), Some(22))
+    );
+}
+
+/// Finding 9: size errors are placed at the size's declaration and at the
+/// tensors involved; none names a Rust function; JSON data binds sizes.
+#[test]
+fn size_errors_are_placed_and_json_data_binds_sizes() {
+    let dir = scratch(
+        "size_errors",
+        &[
+            ("one.shape", "size b\ninput x: b\ny = exp(x)\n"),
+            ("two.shape", "size b\ninput x: b\ninput y: b\nz = x + y\n"),
+            (
+                "bound.shape",
+                "size b\nsize b >= 3\ninput x: b\ny = exp(x)\n",
+            ),
+            ("x.json", "[1, 2, 3]"),
+            ("y.json", "[1]"),
+        ],
+    );
+    // JSON data binds `b` as a .npy file does.
+    let out = shapec_in(&dir, &["run", "one.shape", "--input", "x=x.json", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(json_of(&out.stdout)["sizes"]["b"], 3);
+    // Unbound: placed at `size b`, and the command line says `--size`.
+    let out = shapec_in(
+        &dir,
+        &["run", "one.shape", "--input", "x=y.json", "--size", "b=2"],
+    );
+    assert_eq!(out.status, 1);
+    let out = shapec_in(&dir, &["infer", "one.shape"]);
+    assert_eq!(out.status, 0);
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            "two.shape",
+            "--input",
+            "x=x.json",
+            "--input",
+            "y=y.json",
+        ],
+    );
+    assert!(
+        out.stderr.contains("error[size_conflict]"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("the data of `x` makes `b` 3"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("the data of `y` makes `b` 1"),
+        "{}",
+        out.stderr
+    );
+    let out = shapec_in(
+        &dir,
+        &[
+            "run",
+            "two.shape",
+            "--input",
+            "x=x.json",
+            "--input",
+            "y=y.json",
+            "--json",
+        ],
+    );
+    assert_eq!(json_of(&out.stdout)["error"]["span"]["line"], 1);
+    let out = shapec_in(&dir, &["run", "bound.shape", "--size", "b=2", "--json"]);
+    let e = &json_of(&out.stdout)["error"];
+    assert_eq!(e["kind"], "size_bound");
+    assert_eq!(e["span"]["line"], 2);
+    assert_eq!(e["notes"][0]["span"]["line"], 1, "{e}");
+    for file in ["one.shape", "two.shape"] {
+        let out = shapec_in(&dir, &["run", file]);
+        assert!(!out.stderr.contains("SolvedGraph"), "{}", out.stderr);
+    }
+}
+
+/// Finding 9: a run with no value for a run-time size is placed at its
+/// declaration and says how to give one.
+#[test]
+fn an_unbound_size_is_placed_at_its_declaration() {
+    let dir = scratch(
+        "unbound",
+        &[("u.shape", "size b\ninput x: b\ny = exp(x)\n")],
+    );
+    let out = shapec_in(&dir, &["run", "u.shape"]);
+    assert_eq!(out.status, 1);
+    assert!(out.stderr.contains("error[unbound_size]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("give it with `--size b=N`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("SolvedGraph"), "{}", out.stderr);
+    let out = shapec_in(&dir, &["run", "u.shape", "--json"]);
+    assert_eq!(json_of(&out.stdout)["error"]["span"]["line"], 1);
+}
+
+/// Finding 10: guards that no value passes together are an inference
+/// error placed at both (every run used to fail at binding).
+#[test]
+fn contradictory_guards_are_an_inference_error() {
+    let dir = scratch(
+        "guard_conflict",
+        &[(
+            "g.shape",
+            "size b\nsize b >= 3\ninput x: b|4\nrequire x: 2|4\n",
+        )],
+    );
+    let out = shapec_in(&dir, &["infer", "g.shape"]);
+    assert_eq!(out.status, 1);
+    assert!(
+        out.stderr.contains("error[guard_conflict]"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("requires `b >= 3`"), "{}", out.stderr);
+    assert!(out.stderr.contains("requires `b == 2`"), "{}", out.stderr);
+    // Guards that some value passes stay guards.
+    let ok = scratch(
+        "guard_no_conflict",
+        &[(
+            "g.shape",
+            "size b\nsize b >= 2\ninput x: b|4\nrequire x: 2|4\n",
+        )],
+    );
+    assert_eq!(shapec_in(&ok, &["infer", "g.shape"]).status, 0);
+}
+
+/// Finding 10: a generic size bound to 0 is refused (it made `float0`).
+#[test]
+fn a_generic_size_of_zero_is_refused() {
+    let dir = scratch("float0", &[]);
+    let out = shapec_in(
+        &dir,
+        &[
+            "call",
+            "float sum<let N : int>(vector<float,N> a)",
+            "a=tensor(5,0)",
+        ],
+    );
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(out.stderr.contains("error[type_shape]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("at least 1 (the generic size `N`)"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Finding 9: messages that say what fixes them.
+#[test]
+fn messages_say_what_fixes_them() {
+    let dir = scratch(
+        "fixes",
+        &[
+            ("closed.shape", "input x: 8|3\nparam w: ->4\ny = w @ x\n"),
+            ("q.shape", "input x: j:3\nsize k = j of x\nsize k == 15\n"),
+            ("conv.shape", "input x: 1\nconst c: 1 = [0]\nh = x + c\nparam k: 3\ny = einsum(\"o<+a;a=>o\", h, k)\n"),
+            ("run_time.shape", "input t: ?|3\n"),
+        ],
+    );
+    let out = shapec_in(&dir, &["infer", "closed.shape"]);
+    assert!(
+        out.stderr
+            .contains("`->4` declares an empty input row; `_->4`"),
+        "{}",
+        out.stderr
+    );
+    let out = shapec_in(&dir, &["infer", "q.shape"]);
+    assert!(out.stderr.contains("`size k == 15`"), "{}", out.stderr);
+    assert!(!out.stderr.contains("`size k = 15`"), "{}", out.stderr);
+    let out = shapec_in(&dir, &["infer", "conv.shape"]);
+    assert!(
+        out.stderr.contains("the input and the output unknown"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("since 1 broadcasts"), "{}", out.stderr);
+    let out = shapec_in(&dir, &["infer", "run_time.shape"]);
+    assert!(
+        out.stderr
+            .contains("declare the name a run-time size (`size b` alone"),
+        "{}",
+        out.stderr
+    );
+}

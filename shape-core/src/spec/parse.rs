@@ -228,11 +228,13 @@ fn push_row_var(text: &str, out: &mut RowSpec, var: (RowVarName, Span)) -> Resul
 /// something else.
 fn reserved(entry: &str) -> Option<String> {
     let what = if entry.starts_with('?') {
-        "a size known only at run time, which is not supported yet"
+        "an unnamed size known only at run time: name it instead (`b` for `?`) and declare \
+         the name a run-time size (`size b` alone in a program)"
     } else if entry.contains(['*', '+', '<', '=']) {
         "an affine (convolution) index, which only einsum operands take"
     } else if entry.contains('^') {
-        "concatenation, which is not supported yet"
+        "concatenation inside a spec, which is not supported: concatenate with the \
+         operation `concat(a, b)`"
     } else if entry.contains('&') {
         "OCANNL's notation, which is not supported yet"
     } else {

@@ -1173,6 +1173,13 @@ impl BoundCall {
                     TypeCheck::Fixed(size) if size != found => Some(format!("{size}")),
                     TypeCheck::Fixed(_) => None,
                     TypeCheck::Slot(s) => match slots[s] {
+                        // A generic size of 0 would spell a type of no
+                        // components (`float0`), which no language has.
+                        None if found == 0 => self
+                            .generic_sizes
+                            .iter()
+                            .find(|(_, c)| *c == TypeCheck::Slot(s))
+                            .map(|(g, _)| format!("at least 1 (the generic size `{g}`)")),
                         None => {
                             slots[s] = Some((found, li));
                             None

@@ -198,6 +198,20 @@ pub enum CallError {
         /// Why.
         message: String,
     },
+    /// A number of buffers other than the call's leaves: one per
+    /// argument leaf (parameters in order, struct fields in order), then
+    /// the result's.
+    #[error(
+        "{given} buffer(s) were given, but the call reads {}: one per argument, in order ({}), the result last",
+        leaves.len(),
+        leaves.join(", ")
+    )]
+    BufferCount {
+        /// How many were given.
+        given: usize,
+        /// The leaves' paths, in the order their buffers are taken.
+        leaves: Vec<String>,
+    },
     /// Data for a run that does not fit the call's arguments.
     #[error("argument `{arg}`: {message}")]
     Data {

@@ -251,40 +251,54 @@ impl CallKernel {
             }
         }
         if given.next().is_some() {
+            let read: Vec<String> = (self.leaves.iter())
+                .filter(|l| !l.allocated)
+                .map(|l| l.path.to_string())
+                .collect();
             return Err(CallError::Data {
-                arg: "_result".into(),
-                message: "more inputs were given than the call has arguments to read".into(),
+                arg: read.last().cloned().unwrap_or_default(),
+                message: format!(
+                    "{} inputs were given, but the call reads {}, one per argument it does not allocate, in order ({})",
+                    read.len() + 1 + given.count(),
+                    read.len(),
+                    read.join(", ")
+                ),
             });
         }
         self.check_buffers(out.iter().map(|v| v.len() as u64))?;
         Ok(out)
     }
 
-    /// Refuses buffers whose lengths are not the leaves'.
+    /// Refuses buffers whose lengths are not the leaves', and a number of
+    /// buffers other than the number of leaves.
     pub fn check_buffers(&self, lens: impl Iterator<Item = u64>) -> Result<(), CallError> {
-        let mut count = 0;
-        for (l, len) in self.leaves.iter().zip(lens) {
-            count += 1;
-            if len != l.len {
-                return Err(CallError::Data {
-                    arg: l.path.to_string(),
-                    message: format!(
-                        "its buffer holds {len} elements, but its shape needs {}",
-                        l.len
-                    ),
-                });
+        let mut given = 0;
+        for len in lens {
+            if let Some(l) = self.leaves.get(given) {
+                if len != l.len {
+                    return Err(CallError::Data {
+                        arg: l.path.to_string(),
+                        message: format!(
+                            "its buffer holds {len} elements, but its shape needs {}",
+                            l.len
+                        ),
+                    });
+                }
             }
+            given += 1;
         }
-        if count != self.leaves.len() {
-            return Err(CallError::Data {
-                arg: "_result".into(),
-                message: format!(
-                    "{count} buffers were given for {} arguments",
-                    self.leaves.len()
-                ),
-            });
+        if given != self.leaves.len() {
+            return Err(self.buffer_count(given));
         }
         Ok(())
+    }
+
+    /// The error for `given` buffers where the call has one per leaf.
+    fn buffer_count(&self, given: usize) -> CallError {
+        CallError::BufferCount {
+            given,
+            leaves: self.leaves.iter().map(|l| l.path.to_string()).collect(),
+        }
     }
 
     /// The number of call indices.

@@ -326,23 +326,31 @@ impl Parser<'_> {
             return Ok(None);
         }
         self.pos += op.len();
-        let first = self.size_number()?;
+        let (first, first_span) = self.size_number_spanned()?;
         Ok(Some(match op {
             ">=" => SizeBound::AtLeast(first),
             "<=" => SizeBound::AtMost(first),
             "==" => SizeBound::Equal(first),
             _ => {
                 let Some(modulus) = std::num::NonZeroU64::new(first) else {
-                    return self.error("a divisor of at least 1 after `%`");
+                    return Err(SyntaxError {
+                        expected: "a divisor of at least 1 after `%`".into(),
+                        found: "`0`".into(),
+                        span: first_span,
+                    });
                 };
                 self.skip_ws();
                 if !self.rest().starts_with("==") {
                     return self.error("`==` and the remainder (`size d % 8 == 0`)");
                 }
                 self.pos += 2;
-                let remainder = self.size_number()?;
+                let (remainder, remainder_span) = self.size_number_spanned()?;
                 if remainder >= modulus.get() {
-                    return self.error(format!("a remainder below the divisor {modulus}"));
+                    return Err(SyntaxError {
+                        expected: format!("a remainder below the divisor {modulus}"),
+                        found: format!("`{remainder}`"),
+                        span: remainder_span,
+                    });
                 }
                 SizeBound::Remainder { modulus, remainder }
             }
@@ -350,6 +358,15 @@ impl Parser<'_> {
     }
 
     /// A whole number that fits in 64 bits.
+    /// [`Parser::size_number`] with the span of its digits.
+    fn size_number_spanned(&mut self) -> Result<(u64, Span), SyntaxError> {
+        let n = self.size_number()?;
+        let digits = self.src[..self.pos]
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .len();
+        Ok((n, digits..self.pos))
+    }
+
     fn size_number(&mut self) -> Result<u64, SyntaxError> {
         self.skip_ws();
         let rest = self.rest();

@@ -30,12 +30,12 @@ fn a_size_broadcasts_from_itself_and_from_one_only() {
         input x: 5
         y = w @ x
     "), @r#"
-        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: 1 cannot broadcast from 5; 1 comes from the declared shape "1->2" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
+        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: the inner sizes 1 and 5 differ (the axes a product contracts are equal, or the second is 1); 1 comes from the declared shape "1->2" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
           line 1: 1 comes from the declared shape "1->2" of `w` (input row) at axis -1
           line 2: 5 comes from the declared shape "5" of `x` (output row) at axis -1
         "#);
     insta::assert_snapshot!(infer("input w: 3->2\ninput x: 5\ny = w @ x"), @r#"
-        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: 3 cannot broadcast from 5; 3 comes from the declared shape "3->2" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
+        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: the inner sizes 3 and 5 differ (the axes a product contracts are equal, or the second is 1); 3 comes from the declared shape "3->2" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
           line 1: 3 comes from the declared shape "3->2" of `w` (input row) at axis -1
           line 2: 5 comes from the declared shape "5" of `x` (output row) at axis -1
         "#);

@@ -57,7 +57,7 @@ fn compose_is_matrix_multiplication_with_a_broadcast_batch() {
         input x: 5
         y = w @ x
     "), @r#"
-        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: 3 cannot broadcast from 5; 3 comes from the declared shape "7|3->4" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
+        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: the inner sizes 3 and 5 differ (the axes a product contracts are equal, or the second is 1); 3 comes from the declared shape "7|3->4" of `w` (input row) at axis -1, 5 from the declared shape "5" of `x` (output row) at axis -1
           line 1: 3 comes from the declared shape "7|3->4" of `w` (input row) at axis -1
           line 2: 5 comes from the declared shape "5" of `x` (output row) at axis -1
         "#);

@@ -96,10 +96,10 @@ fn closed_rows_broadcast_aligned_at_the_end() {
         yc : |->7
         ");
     // An operand cannot have more axes than the result.
-    insta::assert_snapshot!(infer("input w: 2,3->7\ninput x: 5,2,3\ny = w @ x"), @"error[axis_count_mismatch] line 3: axis count mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`: the result row [2, 3] has 2 axes but the operand row [5, 2, 3] has 3; an operand cannot have more axes than the result it broadcasts to");
+    insta::assert_snapshot!(infer("input w: 2,3->7\ninput x: 5,2,3\ny = w @ x"), @"error[axis_count_mismatch] line 3: axis count mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`: the row of contracted axes [2, 3] has 2 axes but the row contracted with it [5, 2, 3] has 3; a product contracts axes that both rows have");
     // The mismatch names the axis, counted from the end.
     insta::assert_snapshot!(infer("input w: 2,3->7\ninput x: 2,4\ny = w @ x"), @r#"
-        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: 3 cannot broadcast from 4; 3 comes from the declared shape "2,3->7" of `w` (input row) at axis -1, 4 from the declared shape "2,4" of `x` (output row) at axis -1
+        error[dim_mismatch] line 3: size mismatch in `y = compose(w, x)` (op #0), which makes the input row of `w` broadcast from the output row of `x`, at axis -1: the inner sizes 3 and 4 differ (the axes a product contracts are equal, or the second is 1); 3 comes from the declared shape "2,3->7" of `w` (input row) at axis -1, 4 from the declared shape "2,4" of `x` (output row) at axis -1
           line 1: 3 comes from the declared shape "2,3->7" of `w` (input row) at axis -1
           line 2: 4 comes from the declared shape "2,4" of `x` (output row) at axis -1
         "#);
