@@ -293,6 +293,17 @@ pub enum GraphError {
         /// The operation.
         op: Arc<OpRef>,
     },
+    /// An operation whose lowering assigns (`Accumulate::Assign`) over
+    /// reduction iterators: each result element would keep only the last
+    /// value along them (the last of six inputs, six times), on every
+    /// backend alike. Refused by [`crate::LoweringCx::single_kernel`]
+    /// unless the operation writes one value per result element and says
+    /// so with [`crate::LoweringCx::single_kernel_writing_once`].
+    #[error("{op} assigns each result element while its loop nest reduces over axes its result does not have, so every element would keep only the last value: give its lowering a reduction (a sum, maximum, minimum or product), or, if each element is written once, lower it with `single_kernel_writing_once`")]
+    AssignOverReduction {
+        /// The operation.
+        op: Arc<OpRef>,
+    },
     /// A size id that this graph did not make.
     #[error("unknown size id {0}: it was not made by this graph")]
     UnknownSize(usize),
@@ -454,6 +465,7 @@ impl GraphError {
             GraphError::Shape(e) => e.context().and_then(Origin::op),
             GraphError::SliceOutOfRange { op, .. }
             | GraphError::PaddingUnsupported { op }
+            | GraphError::AssignOverReduction { op }
             | GraphError::RaggedLowering { op, .. }
             | GraphError::RaggedRow { op, .. } => Some(op),
             GraphError::Spec { .. }

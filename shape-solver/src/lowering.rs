@@ -55,6 +55,12 @@ pub struct Lowered {
 
 impl Lowered {
     /// One kernel that reads every operand in order and writes the result.
+    ///
+    /// The kernel is taken as it is: unlike
+    /// [`LoweringCx::single_kernel`], nothing refuses an
+    /// [`Accumulate::Assign`] over reduction iterators here (each result
+    /// element would keep the last value along them), so an operation's
+    /// lowering should prefer `single_kernel`, which checks.
     pub fn single(kernel: Kernel, launch: Launch) -> Lowered {
         let operands = (0..kernel.operands).map(BufferRef::Operand).collect();
         Lowered {
@@ -143,13 +149,77 @@ impl LoweringCx<'_> {
     /// The kernel over the projections' loop nest that computes `body` at
     /// each point from the operands in order, combining values by
     /// `reduce` when some iterator is reduced (and assigning otherwise).
+    ///
+    /// A `reduce` of [`Accumulate::Assign`] while some iterator is reduced
+    /// is refused with [`GraphError::AssignOverReduction`]: every point
+    /// along the reduced iterators would overwrite the one before, so each
+    /// result element would keep only the last value, on every backend
+    /// alike (a wrong lowering that differential tests cannot see). An
+    /// operation that does write one value per result element (its
+    /// reduced iterators have one element each, or its body is the same
+    /// all along them) says so with
+    /// [`LoweringCx::single_kernel_writing_once`].
+    ///
+    /// ```
+    /// use shape_core::kernel::{Accumulate, Expr};
+    /// use shape_solver::{ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation,
+    ///     ProjectionBuilder, RowSite};
+    /// use shape_core::RowKind;
+    ///
+    /// /// A total of its operand that (wrongly) assigns instead of summing.
+    /// #[derive(Debug)]
+    /// struct LastOnly;
+    /// impl Operation for LastOnly {
+    ///     fn name(&self) -> &str { "last_only" }
+    ///     fn arity(&self) -> usize { 1 }
+    ///     fn constrain(&self, cx: &mut ConstraintCx<'_>) {
+    ///         for kind in RowKind::ALL {
+    ///             cx.row_is(RowSite::result(kind), shape_core::Row::empty(), "a total".into());
+    ///         }
+    ///     }
+    ///     fn project(&self, _cx: &mut ProjectionBuilder<'_>) {}
+    ///     fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, GraphError> {
+    ///         cx.single_kernel(Expr::Load(0), Accumulate::Assign)
+    ///     }
+    ///     fn spell(&self, operands: &[&str]) -> String { format!("last_only({})", operands[0]) }
+    /// }
+    ///
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "6")?;
+    /// let y = g.apply(std::sync::Arc::new(LastOnly), &[x])?;
+    /// let solved = g.solve()?;
+    /// let e = solved.lower(g.producer(y).unwrap(), &Default::default()).unwrap_err();
+    /// assert_eq!(e.kind(), "assign_over_reduction");
+    /// # Ok::<(), GraphError>(())
+    /// ```
     pub fn single_kernel(&self, body: Expr, reduce: Accumulate) -> Result<Lowered, GraphError> {
         let p = &self.projections;
-        let accumulate = if p.has_reduction() {
-            reduce
-        } else {
-            Accumulate::Assign
-        };
+        if !p.has_reduction() {
+            return self.kernel_of(body, Accumulate::Assign);
+        }
+        if reduce == Accumulate::Assign {
+            return Err(GraphError::AssignOverReduction { op: self.op_arc() });
+        }
+        self.kernel_of(body, reduce)
+    }
+
+    /// The kernel over the projections' loop nest that assigns `body` at
+    /// each point, for an operation that writes one value per result
+    /// element: its loop nest has no reduced iterators, or the operation
+    /// guarantees that `body` is the same at every point along them (each
+    /// of them has one element, or nothing `body` reads varies along
+    /// them). Where the guarantee fails, each element keeps the value at
+    /// the last point along the reduced iterators; no backend or
+    /// differential test can tell, so [`LoweringCx::single_kernel`] refuses
+    /// an assignment over reduced iterators and this is the one way to
+    /// ask for it.
+    pub fn single_kernel_writing_once(&self, body: Expr) -> Result<Lowered, GraphError> {
+        self.kernel_of(body, Accumulate::Assign)
+    }
+
+    /// [`LoweringCx::single_kernel`] with the accumulation decided.
+    fn kernel_of(&self, body: Expr, accumulate: Accumulate) -> Result<Lowered, GraphError> {
+        let p = &self.projections;
         let operands = self.shapes.len() - 1;
         let mut lowered = Lowered::default();
         let mut reads = Vec::with_capacity(operands);

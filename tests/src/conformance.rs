@@ -32,7 +32,10 @@ pub fn with<B: Backend>(make: impl FnOnce() -> Option<B>, case: impl FnOnce(&mut
 
 /// Runs `program` on `backend` and on the CPU reference and fails on the
 /// first element that differs by more than `tolerance`; returns the
-/// backend's values.
+/// backend's values. On the CPU reference itself this checks only that
+/// the program runs: each case also compares the values with ones computed
+/// by hand, or composed from the operations' references
+/// ([`random_programs`]).
 fn agree<B: Backend>(
     backend: &mut B,
     program: &Program,
@@ -86,9 +89,37 @@ pub fn pointwise_functions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
             .expect("a pointwise call");
         let mut rev = ramp(12);
         rev.reverse();
-        let p = Program::with_named_data(g, vec![y], [("a", ramp(12)), ("b", rev)])
+        let p = Program::with_named_data(g, vec![y], [("a", ramp(12)), ("b", rev.clone())])
             .expect("data for every input");
-        agree(backend, &p, tolerance);
+        let out = agree(backend, &p, tolerance);
+        // The same function of each element, in plain Rust.
+        let f: fn(f32, f32) -> f32 = match entry.name() {
+            "id" => |a, _| a,
+            "neg" => |a, _| -a,
+            "exp" => |a, _| a.exp(),
+            "log" => |a, _| a.ln(),
+            "sqrt" => |a, _| a.sqrt(),
+            "relu" => |a, _| a.max(0.0),
+            "add" => |a, b| a + b,
+            "sub" => |a, b| a - b,
+            "mul" => |a, b| a * b,
+            "div" => |a, b| a / b,
+            "max" => f32::max,
+            _ => f32::min,
+        };
+        let want: Vec<f32> = ramp(12)
+            .into_iter()
+            .zip(rev)
+            .map(|(a, b)| f(a, b))
+            .collect();
+        for (k, (&have, &want)) in out[&y].iter().zip(&want).enumerate() {
+            assert!(
+                have == want || tolerance.agrees(have, want),
+                "{}: {} at element {k} is {have}, not {want}",
+                backend.name(),
+                entry.name()
+            );
+        }
     }
 }
 
@@ -211,6 +242,19 @@ pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
             "{}",
             backend.name()
         );
+        // `a` is stored [b][o][i] at (b * 4 + o) * 2 + i; its transpose
+        // [b][i][o], and the permute `o|b->i`, stored [o][i][b].
+        let a_at = |b: usize, o: usize, i: usize| values[(b * 4 + o) * 2 + i];
+        let transposed: Vec<f32> = (0..3)
+            .flat_map(|b| (0..2).flat_map(move |i| (0..4).map(move |o| (b, i, o))))
+            .map(|(b, i, o)| a_at(b, o, i))
+            .collect();
+        assert_eq!(out[&t], transposed, "{}", backend.name());
+        let permuted: Vec<f32> = (0..4)
+            .flat_map(|o| (0..2).flat_map(move |i| (0..3).map(move |b| (o, i, b))))
+            .map(|(o, i, b)| a_at(b, o, i))
+            .collect();
+        assert_eq!(out[&p], permuted, "{}", backend.name());
     }
 }
 
@@ -751,16 +795,55 @@ pub fn empty_axes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     );
 }
 
-/// Random programs of built-in operations against the reference.
+/// Random programs of built-in operations against values composed from
+/// each operation's reference closure ([`crate::reference`]), which
+/// depend on no lowering, kernel or backend (the CPU reference backend
+/// compared with itself would check only that programs run), and against
+/// the CPU reference backend.
+///
+/// The composed values go through `exp` and chains of sums whose order the
+/// references do not share with the kernels, so they are held to a
+/// tolerance of a few ulps ([`COMPOSED`]) on top of the backend's own.
 pub fn random_programs<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let references = crate::reference::builtin_references();
+    let slack = Tolerance {
+        abs: tolerance.abs.max(COMPOSED.abs),
+        rel: tolerance.rel.max(COMPOSED.rel),
+    };
     for seed in 0..48 {
-        agree(
-            backend,
-            &program(seed * 7919 + 1, 1 + (seed as usize % 8)),
-            tolerance,
-        );
+        let p = program(seed * 7919 + 1, 1 + (seed as usize % 8));
+        let out = agree(backend, &p, tolerance);
+        let want = references
+            .expected_values(&p)
+            .unwrap_or_else(|e| panic!("the references: {e}"));
+        for &t in &p.results {
+            let (have, want) = (&out[&t], &want[&t]);
+            let name = p.graph.name(t).unwrap_or_default();
+            let at = (0..want.len().max(have.len()))
+                .find(|&k| !matches!((have.get(k), want.get(k)), (Some(&a), Some(&b)) if slack.agrees(a, b)));
+            if let Some(k) = at {
+                panic!(
+                    "{}: `{name}` element {k} is {:?} but its operations' references give {:?} \
+                     ({} values against {})\nthe program (slice {}):\n{}",
+                    backend.name(),
+                    have.get(k),
+                    want.get(k),
+                    have.len(),
+                    want.len(),
+                    p.options.slice,
+                    p.to_text().unwrap_or_default()
+                );
+            }
+        }
     }
 }
+
+/// How far a program's values may be from those composed from its
+/// operations' references (see [`random_programs`]).
+pub const COMPOSED: Tolerance = Tolerance {
+    abs: 1e-6,
+    rel: 1e-6,
+};
 
 /// Runs every case of the suite on backends made by a factory, one
 /// `#[test]` per case. The factory is an expression that gives an

@@ -14,7 +14,10 @@
 //! - [`gpu`]: opening the wgpu backend in a test, failing rather than
 //!   skipping when `SHAPE_REQUIRE_GPU=1`;
 //! - [`conformance`]: the backend conformance suite, which a backend runs
-//!   with one call of [`backend_conformance!`].
+//!   with one call of [`backend_conformance!`];
+//! - [`reference`](mod@reference): each operation's lowering against a plain Rust closure
+//!   ([`reference::assert_op_matches`]), on random shapes its sampler
+//!   draws, and the references of every built-in operation.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -25,6 +28,7 @@ pub mod gpu;
 pub mod inference;
 pub mod kernels;
 pub mod programs;
+pub mod reference;
 
 use shape_solver::{Graph, GraphError, TensorKind};
 

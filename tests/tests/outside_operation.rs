@@ -14,6 +14,7 @@ use shape_solver::{
 use shape_tests::differential::{assert_backends_agree, ProgramRunner, Tolerance};
 use shape_tests::gpu::wgpu_or_skip;
 use shape_tests::programs::{program_with, Program};
+use shape_tests::reference::{assert_op_matches, RefCase};
 
 /// `min(max(x, lo), hi)`, pointwise.
 #[derive(Debug, Clone, Copy)]
@@ -188,4 +189,22 @@ fn random_programs_with_an_outside_operation_agree_across_backends() {
         }
     }
     assert!(used > 10, "clamp was drawn {used} times in 64 programs");
+}
+
+#[test]
+fn an_outside_operation_matches_its_reference() {
+    // The recipe of docs/architecture.md: the lowering against a plain
+    // Rust closure, on random shapes the entry's sampler draws.
+    let registry = registry_with_clamp();
+    let entry = registry.get("clamp").unwrap().clone();
+    assert_op_matches(&entry, |c: &RefCase<'_>| {
+        c.result
+            .fill(|b, o, i| c.operands[0].get(b, o, i).clamp(-0.5, 1.0))
+    });
+    // An `Arc<dyn Operation>`, drawn as a pointwise operation.
+    let op: Arc<dyn Operation> = Arc::new(Clamp { lo: 0.0, hi: 0.5 });
+    assert_op_matches(op, |c: &RefCase<'_>| {
+        c.result
+            .fill(|b, o, i| c.operands[0].get(b, o, i).clamp(0.0, 0.5))
+    });
 }
