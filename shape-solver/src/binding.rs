@@ -295,10 +295,12 @@ impl SolvedGraph {
                             name: Arc::from(name),
                             first: *m,
                             first_at: first_at.clone(),
-                            first_tensor: first_tensor.clone(),
                             second: n,
                             second_at: at(),
-                            second_tensor: self.graph.tensor_ref(t).ok(),
+                            tensors: Box::new(crate::graph::ConflictingData {
+                                first: first_tensor.clone(),
+                                second: self.graph.tensor_ref(t).ok(),
+                            }),
                         })
                     }
                     Some(_) => {}

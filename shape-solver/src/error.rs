@@ -15,14 +15,14 @@ pub struct DimFact {
     /// The constraint that introduced this size.
     pub origin: Arc<Origin>,
     /// The axis within that constraint's row, counted from the end.
-    pub axis_from_end: Option<u32>,
+    pub axis_from_end: Option<AxisFromEnd>,
 }
 
 impl DimFact {
     /// Where the size came from, with the axis when there is one.
     pub fn place(&self) -> String {
         match self.axis_from_end {
-            Some(a) => format!("{} at {}", self.origin, AxisFromEnd(a)),
+            Some(a) => format!("{} at {}", self.origin, a),
             None => self.origin.to_string(),
         }
     }
@@ -34,13 +34,65 @@ impl fmt::Display for DimFact {
     }
 }
 
-/// An axis position written Python-style from the end: `axis -1` is last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AxisFromEnd(pub u32);
+/// An axis counted from the end of its row, written Python-style in
+/// messages and in `Debug` alike: the last axis is `axis -1`
+/// (`AxisFromEnd(-1)`), the one before it `-2`. Errors, guards and
+/// provenance carry axes in this one form.
+///
+/// ```
+/// use shape_solver::AxisFromEnd;
+/// let last = AxisFromEnd::last();
+/// assert_eq!(last.to_string(), "axis -1");
+/// assert_eq!(format!("{last:?}"), "AxisFromEnd(-1)");
+/// assert_eq!(last.python_index(), -1);
+/// assert_eq!(AxisFromEnd::from_python(-2), Some(AxisFromEnd::before_last(1)));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AxisFromEnd(u32);
+
+impl AxisFromEnd {
+    /// The last axis of a row (`-1`).
+    pub fn last() -> AxisFromEnd {
+        AxisFromEnd(0)
+    }
+
+    /// The axis `n` places before the last (`-1 - n`).
+    pub fn before_last(n: u32) -> AxisFromEnd {
+        AxisFromEnd(n)
+    }
+
+    /// The axis of a Python-style negative index (`-1` is the last);
+    /// `None` for an index of 0 or more.
+    pub fn from_python(index: i64) -> Option<AxisFromEnd> {
+        let n = index.checked_neg()?.checked_sub(1)?;
+        u32::try_from(n).ok().map(AxisFromEnd)
+    }
+
+    /// The Python-style index: `-1` for the last axis.
+    pub fn python_index(self) -> i64 {
+        -i64::from(self.0) - 1
+    }
+
+    /// How many axes come after it in its row (0 for the last).
+    pub fn after(self) -> u32 {
+        self.0
+    }
+
+    /// The position from the left in a row of `len` axes, if it is in it.
+    pub fn from_left(self, len: usize) -> Option<usize> {
+        len.checked_sub(1)?.checked_sub(self.0 as usize)
+    }
+}
 
 impl fmt::Display for AxisFromEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "axis -{}", self.0 + 1)
+        write!(f, "axis {}", self.python_index())
+    }
+}
+
+impl fmt::Debug for AxisFromEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AxisFromEnd({})", self.python_index())
     }
 }
 
@@ -97,9 +149,9 @@ fn axis_counts(
     )
 }
 
-fn at_axis(axis: &Option<u32>) -> String {
+fn at_axis(axis: &Option<AxisFromEnd>) -> String {
     match axis {
-        Some(a) => format!(", at {}", AxisFromEnd(*a)),
+        Some(a) => format!(", at {a}"),
         None => String::new(),
     }
 }
@@ -399,7 +451,7 @@ pub enum ShapeError {
         /// The constraint where the conflict showed up.
         context: Arc<Origin>,
         /// The axis of the constraint's rows, from the end.
-        axis: Option<u32>,
+        axis: Option<AxisFromEnd>,
         /// Equality, or broadcasting of `right` to `left`.
         relation: Relation,
         /// The result-side (or first) size.
@@ -416,7 +468,7 @@ pub enum ShapeError {
         /// The constraint where the conflict showed up.
         context: Arc<Origin>,
         /// The axis, from the end.
-        axis: Option<u32>,
+        axis: Option<AxisFromEnd>,
         /// One labeled size.
         left: Box<DimFact>,
         /// The other.
@@ -533,7 +585,7 @@ pub enum ShapeError {
         /// The constraint.
         context: Arc<Origin>,
         /// The input axis, counted from the end of the context's row.
-        axis: Option<u32>,
+        axis: Option<AxisFromEnd>,
         /// What does not fit.
         problem: AffineProblem,
     },
@@ -543,7 +595,7 @@ pub enum ShapeError {
         /// The constraint that needs the elements (an einsum's fixed index).
         context: Arc<Origin>,
         /// The axis, counted from the end of the context's row.
-        axis: Option<u32>,
+        axis: Option<AxisFromEnd>,
         /// The fewest elements the axis may have.
         min: u64,
         /// The size it has, and where that came from.

@@ -504,7 +504,11 @@ impl Solver {
         let mut parts_of_sums: BTreeSet<DimVar> = BTreeSet::new();
         let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
         // Open rows of element counts that need one axis at least.
-        let mut counted: Vec<RowVar> = Vec::new();
+        let mut counted: Vec<(RowVar, u128, u64)> = Vec::new();
+        // The known first axis a slice (or a leading flank) gives a row
+        // variable at the front of its row: part of what a count over
+        // that row already has.
+        let mut first_sizes: BTreeMap<RowVar, u128> = BTreeMap::new();
         // Whether a row count's size, or a convolution's, is held back.
         let mut counts_held = false;
         let mut count_waiting = None;
@@ -549,7 +553,7 @@ impl Solver {
                                 })
                                 .product();
                             if known < u128::from(total.get()) {
-                                counted.push(r);
+                                counted.push((r, known, total.get()));
                             }
                         }
                     }
@@ -651,7 +655,23 @@ impl Solver {
                             }
                         }
                     }
-                    Constraint::DropFirst { whole, rest, .. } => {
+                    Constraint::DropFirst {
+                        whole,
+                        rest,
+                        first,
+                        why,
+                    } => {
+                        if let (Some(first), (0, RowTail::Open(w))) = (
+                            first,
+                            crate::env::extent(env, whole.dims.len(), whole.tail)?,
+                        ) {
+                            if let ResolvedDim::Known { value, .. } = resolve_dim(env, first, *why)?
+                            {
+                                if let Some(n) = value.static_size() {
+                                    first_sizes.insert(w, u128::from(n));
+                                }
+                            }
+                        }
                         let (m, rest_tail) = crate::env::extent(env, rest.dims.len(), rest.tail)?;
                         if let RowTail::Open(r) = rest_tail {
                             rows.insert(r);
@@ -724,18 +744,50 @@ impl Solver {
                 }
             }
         }
+        let mut wholes = smallest_operands(&slices);
+        for (r, known, total) in counted {
+            // A count the known axes do not reach needs one axis of the row
+            // variable beyond those its slices give (the count then decides
+            // it): `..b..|4` with 24 values and a slice fixing b's first
+            // axis at 3 is `3, 2|4`. Where the slice's axis reaches the
+            // count, the slice's axes are enough.
+            let sliced = wholes.get(&r).copied().unwrap_or(0);
+            let need = match first_sizes.get(&r) {
+                _ if sliced == 0 => 1,
+                // The slice's first axis is unknown: the count decides it.
+                None => sliced,
+                Some(&first) if known.saturating_mul(first) < u128::from(total) => sliced + 1,
+                Some(_) => sliced,
+            };
+            wholes.insert(r, need);
+        }
+        // A row above one that needs axes (the operand of a slice, a row
+        // with axes before its row variable) needs them too, less those
+        // it spells out itself: closed empty as an unused result, it would
+        // leave the row below none (`input x: 2, ..r..`, `y = exp(x)`).
+        let mut frontier: Vec<(RowVar, usize)> = wholes.iter().map(|(r, n)| (*r, *n)).collect();
+        while let Some((r, need)) = frontier.pop() {
+            let Some(b) = self.env.row_bounds(r) else {
+                continue;
+            };
+            for c in b.uppers() {
+                if let (n, RowTail::Open(u)) =
+                    crate::env::extent(env, c.cur.dims.len(), c.cur.tail)?
+                {
+                    let above = need.saturating_sub(n);
+                    if u != r && above > 0 && wholes.get(&u).is_none_or(|m| *m < above) {
+                        wholes.insert(u, above);
+                        frontier.push((u, above));
+                    }
+                }
+            }
+        }
         Ok(Pending {
             totals,
             sum_held,
             dims,
             rows,
-            wholes: {
-                let mut wholes = smallest_operands(&slices);
-                for r in counted {
-                    wholes.entry(r).or_insert(1);
-                }
-                wholes
-            },
+            wholes,
             waiting,
             counts_held,
             count_waiting,
@@ -1202,7 +1254,7 @@ pub struct Provenance {
     /// finalization's default.
     pub source: Arc<Origin>,
     /// The axis within the source's row, counted from the end.
-    pub source_axis: Option<u32>,
+    pub source_axis: Option<crate::AxisFromEnd>,
     /// The constraints that carried the size to this dimension, nearest
     /// first.
     pub via: Vec<Arc<Origin>>,

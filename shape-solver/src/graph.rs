@@ -167,6 +167,16 @@ fn names(ts: &[Arc<str>]) -> String {
     }
 }
 
+/// The tensors whose data gave a run-time size two values
+/// ([`GraphError::SizeConflict`]); `None` for a value given by number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConflictingData {
+    /// The tensor whose data gave the first value.
+    pub first: Option<TensorRef>,
+    /// The tensor whose data gave the other value.
+    pub second: Option<TensorRef>,
+}
+
 /// Operations of one name, by spec text and operand count (an entry such
 /// as `concat` builds a different operation for each count).
 type BySpec = HashMap<(Arc<str>, usize), Arc<dyn Operation>>;
@@ -365,14 +375,12 @@ pub enum GraphError {
         /// Where: `--size NAME=N`, or the data of a tensor at an axis
         /// (memory order).
         first_at: String,
-        /// The tensor whose data gave the first value, if data did.
-        first_tensor: Option<TensorRef>,
         /// The other value.
         second: u64,
         /// Where.
         second_at: String,
-        /// The tensor whose data gave the other value.
-        second_tensor: Option<TensorRef>,
+        /// The tensors whose data gave the two values, where data did.
+        tensors: Box<ConflictingData>,
     },
     /// Bound sizes that break a guard inference left.
     #[error(transparent)]

@@ -49,7 +49,7 @@ pub struct SizeGuard {
     /// The constraint that needed it.
     pub context: Arc<Origin>,
     /// The axis of the constraint's row, counted from the end.
-    pub axis: Option<u32>,
+    pub axis: Option<AxisFromEnd>,
     /// What must hold.
     pub requirement: Requirement,
 }
@@ -66,9 +66,7 @@ pub struct GuardFailure {
 }
 
 fn describe(g: &SizeGuard, values: &[u64]) -> String {
-    let at = g
-        .axis
-        .map_or(String::new(), |a| format!(", at {}", AxisFromEnd(a)));
+    let at = g.axis.map_or(String::new(), |a| format!(", at {a}"));
     let named = |f: &DimFact, v: u64| match f.value.extent() {
         Size::Static(_) | Size::Ragged => format!("{v}"),
         Size::Symbolic(s) => format!("`{s}` = {v}"),

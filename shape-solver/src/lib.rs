@@ -53,8 +53,8 @@ pub use error::{
 };
 pub use finalize::{Provenance, RowDefaults, Solution};
 pub use graph::{
-    ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeBound, SizeId, SolvedGraph,
-    SpecContext, TensorId, TensorKind,
+    ConflictingData, ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeBound, SizeId,
+    SolvedGraph, SpecContext, TensorId, TensorKind,
 };
 pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
 pub use operation::{ConstraintCx, Operation};

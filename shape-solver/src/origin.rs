@@ -306,15 +306,15 @@ impl Why {
 
     /// The axis, counted from the end of the row, if the reason is about
     /// one axis.
-    pub fn axis_from_end(self) -> Option<u32> {
-        (self.axis != Self::NO_AXIS).then_some(self.axis)
+    pub fn axis_from_end(self) -> Option<crate::AxisFromEnd> {
+        (self.axis != Self::NO_AXIS).then_some(crate::AxisFromEnd::before_last(self.axis))
     }
 
     /// This reason narrowed to one axis, counted from the end of the rows.
     /// A reason that already carries an offset (a row inequality stored
     /// after its last axes were matched) counts from there.
     pub fn at_axis(self, from_end: usize) -> Why {
-        let base = self.axis_from_end().unwrap_or(0);
+        let base = self.axis_from_end().map_or(0, crate::AxisFromEnd::after);
         let axis = u32::try_from(from_end)
             .ok()
             .and_then(|a| base.checked_add(a))

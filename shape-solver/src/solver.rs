@@ -1961,6 +1961,12 @@ impl Solver {
                             why,
                         });
                     }
+                    // A whole closed by a default to its first axis alone
+                    // leaves the rest empty only by that default (a
+                    // parameter whose row is the rest is then not given).
+                    if let (1, RowTail::Open(r)) = (n, rr.tail) {
+                        self.inherit_default(whole.tail, r)?;
+                    }
                     self.requeue(Constraint::RowEq {
                         a: rest,
                         b: Row::closed(rw.dims[1..].to_vec()),

@@ -87,8 +87,12 @@ fn axis_rows(shape: &shape_core::SolvedShape) -> Vec<(RowKind, usize, usize)> {
 
 impl SolvedGraph {
     /// Every axis a later use widened where the widened size changes a
-    /// value (see the [module](self) documentation), in the order of the
-    /// operations that see them.
+    /// value, in the order of the operations that see them: an axis of a
+    /// pointwise result larger than every operand's axis it was computed
+    /// from (each is 1 or missing), which another operation reduces,
+    /// concatenates, indexes or slides a window along ([`WidenedAxis`]).
+    /// OCANNL's rule makes an intermediate as large as its uses allow;
+    /// numpy never widens a computed array, so a front end can warn here.
     pub fn widened_axes(&self) -> Result<Vec<WidenedAxis>, GraphError> {
         let g = self.graph();
         // The operations that read each tensor, in order.

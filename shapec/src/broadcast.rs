@@ -112,7 +112,8 @@ pub fn broadcast(shapes: &[Vec<u64>]) -> Result<Vec<u64>, CliError> {
                 axis, left, right, ..
             }) => format!(
                 "at axis {}, sizes {} and {} differ and neither is 1",
-                axis.map(|a| format!("-{}", a + 1)).unwrap_or("?".into()),
+                axis.map(|a| a.python_index().to_string())
+                    .unwrap_or("?".into()),
                 left.value.size().min(right.value.size()),
                 left.value.size().max(right.value.size())
             ),

@@ -79,7 +79,12 @@ impl SourceMap {
 
     /// Where a constraint's origin is written, narrowed to one axis of a
     /// written spec when `axis_from_end` says which.
-    pub fn origin_span(&self, origin: &Origin, axis_from_end: Option<u32>) -> Option<Span> {
+    pub fn origin_span(
+        &self,
+        origin: &Origin,
+        axis_from_end: Option<shape_solver::AxisFromEnd>,
+    ) -> Option<Span> {
+        let axis_from_end = axis_from_end.map(shape_solver::AxisFromEnd::after);
         match origin {
             Origin::Declared { tensor, kind, spec } => {
                 let site = self.tensors.get(tensor.id)?;
@@ -202,12 +207,12 @@ impl SourceMap {
         } else if let GraphError::SizeConflict {
             name,
             first,
-            first_tensor,
             second,
-            second_tensor,
+            tensors,
             ..
         } = &error
         {
+            let (first_tensor, second_tensor) = (&tensors.first, &tensors.second);
             if let Some(span) = self.size_declaration(name) {
                 primary = Some(Note {
                     span,
@@ -282,9 +287,7 @@ impl SourceMap {
 fn headline(e: &ShapeError) -> String {
     match e {
         ShapeError::DimMismatch { axis, .. } => {
-            let at = axis
-                .map(|a| format!(" at axis -{}", a + 1))
-                .unwrap_or_default();
+            let at = axis.map(|a| format!(" at {a}")).unwrap_or_default();
             format!("{}{at}", e.mismatch_text().unwrap_or_default())
         }
         ShapeError::LabelMismatch { left, right, .. } => {

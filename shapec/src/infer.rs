@@ -205,7 +205,12 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
 }
 
 /// Where an origin is in the program, as ` (line N)`, or nothing.
-fn at_line(compiled: &Compiled, source: &str, origin: &Origin, axis: Option<u32>) -> String {
+fn at_line(
+    compiled: &Compiled,
+    source: &str,
+    origin: &Origin,
+    axis: Option<shape_solver::AxisFromEnd>,
+) -> String {
     compiled
         .map
         .origin_span(origin, axis)
@@ -254,7 +259,7 @@ pub fn explain(
                 any = true;
                 let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
                 let place = match p.source_axis {
-                    Some(a) => format!("{} at axis -{}", p.source, a + 1),
+                    Some(a) => format!("{} at {a}", p.source),
                     None => p.source.to_string(),
                 };
                 let _ = writeln!(
@@ -289,7 +294,7 @@ pub fn explain_json(
     source: &str,
     name: &str,
 ) -> Result<Vec<Value>, CliError> {
-    let span = |origin: &Origin, axis: Option<u32>| {
+    let span = |origin: &Origin, axis: Option<shape_solver::AxisFromEnd>| {
         compiled
             .map
             .origin_span(origin, axis)
@@ -314,7 +319,7 @@ pub fn explain_json(
                     "size": size_json(p.value.extent()),
                     "source": {
                         "what": p.source.to_string(),
-                        "axis_from_end": p.source_axis,
+                        "axis_from_end": p.source_axis.map(shape_solver::AxisFromEnd::after),
                         "span": span(&p.source, p.source_axis),
                     },
                     "via": via,

@@ -116,3 +116,42 @@ fn a_later_use_still_widens_an_intermediate() {
     );
     assert_eq!(shape_of(&shapes, "h"), "|->2, 4");
 }
+
+/// Finding 9, from the Rust API: a matrix product's mismatch says the
+/// inner sizes differ, and the error's axis field and its message use one
+/// convention (`axis -1` and `AxisFromEnd(-1)`; the field read 0 while
+/// the message said -1).
+#[test]
+fn a_product_mismatch_names_the_inner_sizes_with_one_axis_convention() {
+    use shape_solver::{Graph, GraphError, ShapeError};
+    let mut g = Graph::new();
+    let x = g.input("x", "8|784").unwrap();
+    let w = g.parameter("w").unwrap();
+    let z = g.input("z", "8|100").unwrap();
+    g.compose(w, x).unwrap();
+    let e = g.compose(w, z).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("the inner sizes 784 and 100 differ"),
+        "{text}"
+    );
+    let GraphError::Shape(ShapeError::DimMismatch {
+        axis: Some(axis), ..
+    }) = &e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!(axis.python_index(), -1);
+    assert!(text.contains(&axis.to_string()), "{text}");
+    assert!(format!("{e:?}").contains("AxisFromEnd(-1)"), "{e:?}");
+}
+
+/// Finding 9, from the Rust API: `?` in a spec says how to declare a
+/// run-time size (it said run-time sizes were "not supported yet").
+#[test]
+fn a_question_mark_in_a_spec_says_how_to_declare_a_run_time_size() {
+    let mut g = shape_solver::Graph::new();
+    let e = g.input("t", "?|3").unwrap_err().to_string();
+    assert!(!e.contains("not supported yet"), "{e}");
+    assert!(e.contains("declare the name a run-time size"), "{e}");
+}
