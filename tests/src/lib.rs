@@ -25,6 +25,7 @@ pub mod calls;
 pub mod conformance;
 pub mod differential;
 pub mod gpu;
+pub mod grammar;
 pub mod inference;
 pub mod kernels;
 pub mod programs;

@@ -1,0 +1,95 @@
+//! Coverage of the grammar by the random program generator
+//! ([`shape_tests::grammar`]): over a fixed range of seeds, every
+//! production of the syntax tree is drawn by at least 20 programs that
+//! infer and (where they can run without data: no ragged inputs) run on
+//! the CPU reference.
+
+use std::collections::BTreeMap;
+
+use backend_cpu::CpuBackend;
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use shape_tests::differential::ProgramRunner;
+use shape_tests::grammar::{all_productions, programs, runnable, Inferred};
+
+const PROGRAMS: usize = 2000;
+const AT_LEAST: usize = 20;
+
+#[test]
+fn every_production_is_drawn_by_programs_that_solve_and_run() {
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[26; 32]),
+    );
+    let strategy = programs();
+    let all = all_productions();
+    let mut counts: BTreeMap<String, usize> = all.iter().map(|p| (p.clone(), 0)).collect();
+    let (mut solved, mut ran, mut failed_meant, mut failed) = (0, 0, 0, Vec::new());
+    let mut reference = CpuBackend::reference();
+    for _ in 0..PROGRAMS {
+        let p = strategy.new_tree(&mut runner).expect("a program").current();
+        let text = p.text();
+        for used in &p.productions {
+            assert!(all.contains(used), "production {used} is not in the list");
+        }
+        let ok = match shape_tests::grammar::infer(&text) {
+            Inferred::Shapes(_) => {
+                solved += 1;
+                if p.ragged {
+                    true
+                } else {
+                    match runnable(&text, 3).and_then(|prog| {
+                        let s = prog.graph.solve().map_err(|e| e.to_string())?;
+                        reference.run_solved(&s, &prog)
+                    }) {
+                        Ok(_) => {
+                            ran += 1;
+                            true
+                        }
+                        Err(e) => {
+                            failed.push(format!("does not run: {e}\n{text}"));
+                            false
+                        }
+                    }
+                }
+            }
+            Inferred::Error { kind, message, .. } => {
+                if p.meant_to_fail {
+                    failed_meant += 1;
+                } else {
+                    failed.push(format!("error[{kind}]: {message}\n{text}"));
+                }
+                false
+            }
+        };
+        if ok {
+            for used in &p.productions {
+                *counts.entry(used.clone()).or_default() += 1;
+            }
+        }
+    }
+    println!("{PROGRAMS} programs: {solved} solved, {ran} ran on the CPU reference, {failed_meant} failed as meant, {} failed otherwise", failed.len());
+    for (prod, n) in &counts {
+        println!("{n:6}  {prod}");
+    }
+    for f in failed.iter().take(8) {
+        println!("---\n{f}");
+    }
+    let short: Vec<String> = counts
+        .iter()
+        .filter(|(_, &n)| n < AT_LEAST)
+        .map(|(p, n)| format!("{p} ({n})"))
+        .collect();
+    assert!(
+        short.is_empty(),
+        "productions drawn by fewer than {AT_LEAST} programs that solved and ran: {}",
+        short.join(", ")
+    );
+    // Nearly every program the generator does not mean to fail infers.
+    assert!(
+        failed.len() * 20 <= PROGRAMS,
+        "{} of {PROGRAMS} programs failed unexpectedly; the first:\n{}",
+        failed.len(),
+        failed.first().cloned().unwrap_or_default()
+    );
+}

@@ -1,0 +1,407 @@
+//! Properties that need no oracle (metamorphic), over the programs of
+//! [`shape_tests::grammar`]: a change to a program that must not change
+//! what inference says, or what a run computes.
+//!
+//! `PROPTEST_CASES` raises the number of cases (default 500 each);
+//! failures are saved in `proptest-regressions/metamorphic.txt`.
+
+use std::collections::BTreeMap;
+
+use backend_cpu::CpuBackend;
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use shape_core::spec::{RowSpec, ShapeSpec};
+use shape_core::RowKind;
+use shape_tests::differential::{compare_backends, ProgramRunner, Tolerance};
+use shape_tests::grammar::{infer, programs, runnable, text_of, GrammarProgram, Inferred, Stmt};
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(500),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "../proptest-regressions/metamorphic.txt",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
+
+/// The names of the program's tensors that statements define.
+fn tensor_names(p: &GrammarProgram, shapes: &BTreeMap<String, String>) -> Vec<String> {
+    p.statements
+        .iter()
+        .flat_map(|s| s.defines.iter())
+        .filter(|n| shapes.contains_key(*n))
+        .cloned()
+        .collect()
+}
+
+/// Values of every assigned name on the CPU reference, by name.
+fn values(text: &str) -> Option<BTreeMap<String, Vec<u32>>> {
+    let prog = runnable(text, 3).ok()?;
+    let solved = prog.graph.solve().ok()?;
+    let out = CpuBackend::reference().run_solved(&solved, &prog).ok()?;
+    Some(
+        out.into_iter()
+            .map(|(t, v)| {
+                let name = prog.graph.name(t).unwrap_or("?").to_string();
+                // NaN payloads may differ; compare NaN as one value.
+                let bits = v
+                    .iter()
+                    .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+                    .collect();
+                (name, bits)
+            })
+            .collect(),
+    )
+}
+
+/// A topological order of `stmts` that follows `priorities`: of the
+/// statements whose names are all defined, the one of lowest priority
+/// goes first.
+fn reorder(stmts: &[Stmt], priorities: &[u32]) -> Vec<Stmt> {
+    let mut left: Vec<usize> = (0..stmts.len()).collect();
+    let mut defined: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    while !left.is_empty() {
+        let ready = |i: &usize| {
+            stmts[*i].uses.iter().all(|u| {
+                defined.contains(&u.as_str()) || !stmts.iter().any(|s| s.defines.contains(u))
+            })
+        };
+        let pick = left
+            .iter()
+            .copied()
+            .filter(ready)
+            .min_by_key(|&i| (priorities.get(i).copied().unwrap_or(0), i))
+            .expect("the statements' dependencies have no cycle");
+        left.retain(|&i| i != pick);
+        defined.extend(stmts[pick].defines.iter().map(String::as_str));
+        out.push(stmts[pick].clone());
+    }
+    out
+}
+
+/// Gives a row's new entries from its parsed row, its solved axes and
+/// the spec's text.
+type RowRewrite<'a> = dyn FnMut(&RowSpec, &[String], &str) -> Option<Vec<String>> + 'a;
+
+/// A declaration's spec rewritten row by row: `f` gives each row's
+/// entries from its parsed row and its solved axes.
+fn rewrite_spec(spec_text: &str, solved: &str, f: &mut RowRewrite<'_>) -> Option<String> {
+    let spec = ShapeSpec::parse(spec_text).ok()?;
+    let solved = ShapeSpec::parse(solved).ok()?;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for kind in RowKind::ALL {
+        let axes: Vec<String> = solved
+            .row(kind)
+            .map(|r| r.all_axes().map(|a| solved_entry(&a.kind)).collect())
+            .unwrap_or_default();
+        let row = spec.row(kind).cloned().unwrap_or_default();
+        rows.push(f(&row, &axes, spec_text)?);
+    }
+    if rows.iter().all(|r| r.len() < 2) {
+        rows[2].push(String::new());
+    }
+    Some(format!(
+        "{}|{}->{}",
+        rows[0].join(", "),
+        rows[1].join(", "),
+        rows[2].join(", ")
+    ))
+}
+
+fn solved_entry(kind: &shape_core::spec::AxisKind) -> String {
+    use shape_core::spec::AxisKind;
+    match kind {
+        AxisKind::Size(n) => n.to_string(),
+        AxisKind::LabeledSize(l, n) => format!("{l}:{n}"),
+        AxisKind::Label(l) => l.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The entries of a row with its row variable replaced: `keep` of the
+/// axes it closed to are written before it, the rest replace it when
+/// `keep` is `None`.
+fn explicit_row(
+    row: &RowSpec,
+    solved: &[String],
+    text: &str,
+    keep: Option<usize>,
+) -> Option<Vec<String>> {
+    let entry = |a: &shape_core::spec::AxisSpec| text[a.span.clone()].to_string();
+    let mut out: Vec<String> = row.before.iter().map(entry).collect();
+    if let Some((var, span)) = &row.row_var {
+        let _ = var;
+        let middle = solved
+            .len()
+            .checked_sub(row.before.len() + row.axes.len())?;
+        let closed = &solved[row.before.len()..row.before.len() + middle];
+        match keep {
+            None => out.extend(closed.iter().cloned()),
+            Some(k) => {
+                out.extend(closed.iter().take(k).cloned());
+                out.push(text[span.clone()].to_string());
+            }
+        }
+    }
+    out.extend(row.axes.iter().map(entry));
+    Some(out)
+}
+
+/// A declaration statement's parts: keyword, name, spec, and the rest
+/// (` = [values]`).
+fn split_declaration(text: &str) -> Option<(&str, &str, &str, &str)> {
+    let (word, rest) = text.split_once(' ')?;
+    if !matches!(word, "input" | "param" | "const") {
+        return None;
+    }
+    let (name, spec) = rest.split_once(": ")?;
+    let (spec, tail) = match spec.find(" = [") {
+        Some(i) => (&spec[..i], &spec[i..]),
+        None => (spec, ""),
+    };
+    Some((word, name, spec, tail))
+}
+
+/// Shapes without their labels (`s2:2` is `2`): which label a size
+/// carries depends on which fact reached it first (see
+/// `labels_do_not_depend_on_order` below), its size does not.
+fn unlabeled(shapes: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    shapes
+        .iter()
+        .map(|(k, v)| {
+            let entries = v
+                .split(',')
+                .map(|e| {
+                    // `|s2:2->s3:3` keeps its `|` and `->`.
+                    let mut out = String::new();
+                    let mut word = String::new();
+                    for ch in e.chars() {
+                        if ch == ':' {
+                            word.clear();
+                        } else if ch.is_ascii_alphanumeric() || ch == '_' {
+                            word.push(ch);
+                        } else {
+                            out.push_str(&word);
+                            word.clear();
+                            out.push(ch);
+                        }
+                    }
+                    out.push_str(&word);
+                    out
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            (k.clone(), entries)
+        })
+        .collect()
+}
+
+fn program_shapes(p: &GrammarProgram) -> Option<BTreeMap<String, String>> {
+    infer(&p.text()).shapes().cloned()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Using a tensor (`z = id(t)`, `exp`, `relu`) changes no shape of the
+    /// program, which still infers.
+    #[test]
+    #[ignore = "finds a solver bug: a use changes an element count over a row variable; see use_changes_an_element_count_over_a_row_variable"]
+    fn use_does_not_change_a_declaration(p in programs(), which in any::<prop::sample::Index>(), f in 0..3usize) {
+        let Some(shapes) = program_shapes(&p) else { return Ok(()) };
+        let names = tensor_names(&p, &shapes);
+        prop_assume!(!names.is_empty());
+        let t = which.get(&names);
+        let func = ["id", "exp", "relu"][f];
+        let text = format!("{}zz_use = {func}({t})\n", p.text());
+        match infer(&text) {
+            Inferred::Shapes(after) => {
+                for (name, shape) in &shapes {
+                    prop_assert_eq!(after.get(name), Some(shape), "`{}` changed after `zz_use = {}({})`:\n{}", name, func, t, text);
+                }
+            }
+            Inferred::Error { kind, message, .. } => {
+                prop_assert!(false, "error[{}] after `zz_use = {}({})`: {}\n{}", kind, func, t, message, text);
+            }
+        }
+    }
+
+    /// Any topological order of the statements gives the same shapes and
+    /// values, or an error of the same class.
+    #[test]
+    fn order_does_not_matter(p in programs(), priorities in prop::collection::vec(any::<u32>(), 64)) {
+        let first = infer(&p.text());
+        let reordered = reorder(&p.statements, &priorities);
+        let text = text_of(&reordered);
+        let second = infer(&text);
+        match (&first, &second) {
+            (Inferred::Shapes(a), Inferred::Shapes(b)) => {
+                prop_assert_eq!(unlabeled(a), unlabeled(b), "shapes differ in the order\n{}\nfrom\n{}", text, p.text());
+                if !p.ragged {
+                    prop_assert_eq!(values(&p.text()), values(&text), "values differ in the order\n{}\nfrom\n{}", text, p.text());
+                }
+            }
+            (Inferred::Error { kind: k1, class: c1, .. }, Inferred::Error { kind: k2, class: c2, .. }) => {
+                match (c1, c2) {
+                    (Some(c1), Some(c2)) => prop_assert_eq!(c1, c2, "error classes differ ({} and {}) in the order\n{}\nfrom\n{}", k1, k2, text, p.text()),
+                    _ => prop_assert_eq!(k1, k2, "errors differ in the order\n{}\nfrom\n{}", text, p.text()),
+                }
+            }
+            _ => prop_assert!(false, "one order infers, the other fails:\n{:?}\n{}\n---\n{:?}\n{}", first, p.text(), second, text),
+        }
+    }
+
+    /// Declaring every parameter with its inferred shape, and writing every
+    /// captured size as its number, changes no shape.
+    #[test]
+    fn stating_what_was_inferred_changes_nothing(p in programs()) {
+        prop_assume!(!p.run_time);
+        let Some(shapes) = program_shapes(&p) else { return Ok(()) };
+        let mut changed = 0;
+        let stmts: Vec<Stmt> = p.statements.iter().map(|s| {
+            let mut s = s.clone();
+            if let Some(name) = s.text.strip_prefix("param ") {
+                let name = name.split(':').next().unwrap_or(name).trim().to_string();
+                if let Some(shape) = shapes.get(&name) {
+                    if ShapeSpec::parse(shape).is_ok() {
+                        s.text = format!("param {name}: {shape}");
+                        changed += 1;
+                    }
+                }
+            } else if let Some(rest) = s.text.strip_prefix("size ") {
+                if let Some((name, source)) = rest.split_once(" = ") {
+                    if source.contains(" of ") {
+                        if let Some(v) = shapes.get(&format!("size {name}")) {
+                            s.text = format!("size {name} = {v}");
+                            s.uses.clear();
+                            changed += 1;
+                        }
+                    }
+                }
+            }
+            s
+        }).collect();
+        prop_assume!(changed > 0);
+        let text = text_of(&stmts);
+        match infer(&text) {
+            Inferred::Shapes(after) => prop_assert_eq!(unlabeled(&after), unlabeled(&shapes), "shapes changed:\n{}\nfrom\n{}", text, p.text()),
+            Inferred::Error { kind, message, .. } => prop_assert!(false, "error[{}]: {}\n{}\nfrom\n{}", kind, message, text, p.text()),
+        }
+    }
+
+    /// A row variable written out as the axes it closed to, or with one of
+    /// them moved into its leading flank, gives the same shapes.
+    #[test]
+    fn flank_position_does_not_matter(p in programs(), which in any::<prop::sample::Index>(), moved in any::<bool>()) {
+        let Some(shapes) = program_shapes(&p) else { return Ok(()) };
+        let text = p.text();
+        let with_row_var: Vec<usize> = p.statements.iter().enumerate().filter(|(_, s)| {
+            split_declaration(&s.text).is_some_and(|(_, name, spec, _)| {
+                spec.contains("..") && !text.contains(&format!(" of {name}\n"))
+            })
+        }).map(|(i, _)| i).collect();
+        prop_assume!(!with_row_var.is_empty());
+        let i = *which.get(&with_row_var);
+        let (word, name, spec, tail) = split_declaration(&p.statements[i].text).expect("a declaration");
+        let solved = shapes.get(name).expect("a declared tensor").clone();
+        // A constant's row variable takes one axis at least (its element
+        // count), so only inputs and parameters move an axis out of it.
+        let keep = if moved && word != "const" { Some(1) } else { None };
+        let Some(new_spec) = rewrite_spec(spec, &solved, &mut |row, axes, t| explicit_row(row, axes, t, keep)) else {
+            return Ok(());
+        };
+        let mut stmts = p.statements.clone();
+        stmts[i].text = format!("{word} {name}: {new_spec}{tail}");
+        let new_text = text_of(&stmts);
+        match infer(&new_text) {
+            Inferred::Shapes(after) => prop_assert_eq!(unlabeled(&after), unlabeled(&shapes), "shapes changed:\n{}\nfrom\n{}", new_text, text),
+            Inferred::Error { kind, message, .. } => prop_assert!(false, "error[{}]: {}\n{}\nfrom\n{}", kind, message, new_text, text),
+        }
+    }
+
+    /// Every program that runs gives the same values on the CPU
+    /// reference and the coalesced CPU path (exactly), and on wgpu within
+    /// the GPU tolerance.
+    #[test]
+    fn backends_agree_on_every_program(p in programs()) {
+        prop_assume!(!p.ragged);
+        let Ok(prog) = runnable(&p.text(), 3) else { return Ok(()) };
+        let mut reference = CpuBackend::reference();
+        let mut coalesced = CpuBackend::coalesced();
+        if let Err(d) = compare_backends(&prog, &mut [&mut reference, &mut coalesced], Tolerance::EXACT) {
+            prop_assert!(false, "CPU paths disagree: {}\n{}", d, p.text());
+        }
+        let gpu = shape_tests::gpu::with_shared_wgpu("backends_agree_on_every_program", |gpu| {
+            let mut reference = CpuBackend::reference();
+            compare_backends(&prog, &mut [&mut reference, gpu], Tolerance::GPU).map_err(|d| d.to_string())
+        });
+        if let Some(Err(d)) = gpu {
+            prop_assert!(false, "wgpu disagrees: {}\n{}", d, p.text());
+        }
+    }
+}
+
+/// Found by `use_does_not_change_a_declaration`: adding `z = id(x1)`
+/// closes the row variable of `x1` empty (`3|->1`), where without it
+/// `x1` is `3, 1|->1` (docs/deviations.md, "Element counts over a row
+/// variable": the row variable gets one axis).
+#[test]
+#[ignore = "solver bug found by the metamorphic properties (issue 26, item 8)"]
+fn use_changes_an_element_count_over_a_row_variable() {
+    let base = "const x1: 3, ..n..|->1 = [1, 2, 3]\ny2 = x1 + x1\ny3 = einsum(\"0, ..., 0|->0=>...|->0,\", y2)\n";
+    let before = infer(base);
+    let after = infer(&format!("{base}z = id(x1)\n"));
+    let (Some(before), Some(after)) = (before.shapes(), after.shapes()) else {
+        panic!("both infer: {before:?} {after:?}");
+    };
+    assert_eq!(before.get("x1"), after.get("x1"));
+    assert_eq!(before.get("y2"), after.get("y2"));
+}
+
+/// Found by `order_does_not_matter`: a size's label depends on which fact
+/// reached it first (`b` is `s2:2` when `require b: 2` comes after the
+/// sum, `2` when it comes before).
+#[test]
+#[ignore = "labels depend on statement order (issue 26, item 8); the order property compares shapes without labels"]
+fn labels_do_not_depend_on_order() {
+    let one = infer("input a: s2:2\ninput b: c\ny = a + b\nrequire b: 2\n");
+    let two = infer("input a: s2:2\ninput b: c\nrequire b: 2\ny = a + b\n");
+    assert_eq!(one, two);
+}
+
+/// A constant's element count over a row variable, broadcast against a
+/// longer row: docs/deviations.md says the row variable takes one axis,
+/// which the count sizes (`c` is `|4->3`), but finalization's rule 2 gives
+/// it the two axes of `x`'s row first and the count then fails
+/// (`total_elems`). The generator avoids it (no constant with a row
+/// variable as a broadcast operand).
+#[test]
+#[ignore = "solver bug found while building the grammar generator (issue 26, item 7)"]
+fn element_count_over_a_row_variable_under_broadcasting() {
+    let text = "input x: |2, 4->3\nconst c: |..n..->3 = [1,2,3,4,5,6,7,8,9,10,11,12]\ny = c + x\n";
+    let shapes = infer(text);
+    let shapes = shapes.shapes().unwrap_or_else(|| panic!("{shapes:?}"));
+    assert_eq!(shapes.get("c").map(String::as_str), Some("|4->3"));
+}
+
+#[test]
+fn reorder_keeps_dependencies() {
+    let s = |t: &str, d: &[&str], u: &[&str]| Stmt {
+        text: t.into(),
+        defines: d.iter().map(|x| x.to_string()).collect(),
+        uses: u.iter().map(|x| x.to_string()).collect(),
+    };
+    let stmts = vec![
+        s("input x: 2", &["x"], &[]),
+        s("input y: 2", &["y"], &[]),
+        s("z = x + y", &["z"], &["x", "y"]),
+    ];
+    let out = reorder(&stmts, &[9, 1, 0]);
+    let order: Vec<&str> = out.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(order, ["input y: 2", "input x: 2", "z = x + y"]);
+}
