@@ -56,7 +56,13 @@ fn labels(e: &ProgramError) -> Vec<Label<()>> {
             .collect(),
         ProgramError::SliceOutOfRange { span, size, .. } => span
             .iter()
-            .map(|s| primary(s, format!("takes an index from 0 to {}", size - 1)))
+            .map(|s| {
+                let label = match size.checked_sub(1) {
+                    Some(last) => format!("takes an index from 0 to {last}"),
+                    None => "slices an empty batch axis".to_string(),
+                };
+                primary(s, label)
+            })
             .collect(),
         ProgramError::ConstantTooLarge { span, values, .. } => {
             vec![primary(span, format!("{values} values"))]

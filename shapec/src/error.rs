@@ -91,11 +91,11 @@ pub enum ProgramError {
         notes: Vec<Note>,
     },
     /// `--slice N` is outside the batch axis that a `batch_slice` takes.
-    #[error("--slice {slice} is outside the batch axis of size {size} that `{result}` slices: the index runs from 0 to {}", size - 1)]
+    #[error("--slice {slice} is outside the batch axis of size {size} that `{result}` slices: {}", slice_range(*size))]
     SliceOutOfRange {
         /// The index given.
         slice: u64,
-        /// The size of the axis sliced (at least 1).
+        /// The size of the axis sliced (0 when it is empty).
         size: u64,
         /// The slice's result, by name.
         result: String,
@@ -255,5 +255,13 @@ impl CliError {
             CliError::Call(e) => e.kind(),
             _ => self.into(),
         }
+    }
+}
+
+/// The indices a batch slice takes along an axis of `size`, in words.
+pub(crate) fn slice_range(size: u64) -> String {
+    match size.checked_sub(1) {
+        Some(last) => format!("the index runs from 0 to {last}"),
+        None => "the axis is empty, so there is nothing to slice".to_string(),
     }
 }
