@@ -176,6 +176,10 @@ impl Solver {
         let mut pending = s.pending()?;
         loop {
             s.run()?;
+            if s.close_counted_rows(&pending.counted_rows)? {
+                pending = s.pending()?;
+                continue;
+            }
             if s.close_queued(&mut q, fin, &pending.rows, &pending.sum_held)? {
                 continue;
             }
@@ -504,7 +508,7 @@ impl Solver {
         let mut parts_of_sums: BTreeSet<DimVar> = BTreeSet::new();
         let mut sum_held: BTreeSet<DimVar> = BTreeSet::new();
         // Open rows of element counts that need one axis at least.
-        let mut counted: Vec<(RowVar, u128, u64)> = Vec::new();
+        let mut counted: Vec<(RowVar, u128, u64, Why)> = Vec::new();
         // The known first axis a slice (or a leading flank) gives a row
         // variable at the front of its row: part of what a count over
         // that row already has.
@@ -553,7 +557,7 @@ impl Solver {
                                 })
                                 .product();
                             if known < u128::from(total.get()) {
-                                counted.push((r, known, total.get()));
+                                counted.push((r, known, total.get(), *why));
                             }
                         }
                     }
@@ -745,7 +749,33 @@ impl Solver {
             }
         }
         let mut wholes = smallest_operands(&slices);
-        for (r, known, total) in counted {
+        let mut counted_rows = Vec::new();
+        for &(r, known, total, why) in &counted {
+            let total = u128::from(total);
+            if known == 0 || total % known != 0 {
+                continue;
+            }
+            let left = total / known;
+            let axes = match first_sizes.get(&r) {
+                // A slice's axis the count does not decide: left to it.
+                None if wholes.contains_key(&r) => continue,
+                None => vec![left],
+                Some(&first) if first > 0 && left % first == 0 => match left / first {
+                    1 => vec![first],
+                    rest => vec![first, rest],
+                },
+                Some(_) => continue,
+            };
+            let Ok(axes) = axes
+                .into_iter()
+                .map(u64::try_from)
+                .collect::<Result<Vec<u64>, _>>()
+            else {
+                continue;
+            };
+            counted_rows.push((r, axes, why));
+        }
+        for (r, known, total, _) in counted {
             // A count the known axes do not reach needs one axis of the row
             // variable beyond those its slices give (the count then decides
             // it): `..b..|4` with 24 values and a slice fixing b's first
@@ -761,25 +791,65 @@ impl Solver {
             };
             wholes.insert(r, need);
         }
-        // A row above one that needs axes (the operand of a slice, a row
-        // with axes before its row variable) needs them too, less those
-        // it spells out itself: closed empty as an unused result, it would
-        // leave the row below none (`input x: 2, ..r..`, `y = exp(x)`).
-        let mut frontier: Vec<(RowVar, usize)> = wholes.iter().map(|(r, n)| (*r, *n)).collect();
-        while let Some((r, need)) = frontier.pop() {
-            let Some(b) = self.env.row_bounds(r) else {
-                continue;
+        // What each row variable needs, passed along every relation that
+        // carries a length, to a fixed point:
+        // - a row above one that needs axes (`u` in `[p.., ..u..] >= r`)
+        //   needs them too, less those it spells out: closed empty as an
+        //   unused result, it would leave the row below none (`input x: 2,
+        //   ..r..`, `y = exp(x)`);
+        // - a slice's rest has the axes of its whole but one, less those
+        //   it spells out (`[_, ..s.., d]` of a row of three axes: `s`
+        //   has one), and the whole has the rest's and one more
+        //   (`smallest_operands`), so that closing a result whose rest
+        //   another slice shares (`d, ...` beside `_, ..., d`) never
+        //   leaves that rest too short.
+        // Needs only grow; a contradictory cycle is cut off at `cap` (the
+        // solver reports the contradiction on its own).
+        let cap = slices
+            .iter()
+            .map(|&(_, n, m, _)| n + m + 1)
+            .sum::<usize>()
+            .saturating_add(64);
+        let mut by_whole: BTreeMap<RowVar, Vec<usize>> = BTreeMap::new();
+        let mut by_rest: BTreeMap<RowVar, Vec<usize>> = BTreeMap::new();
+        for (i, &(w, n, m, rest)) in slices.iter().enumerate() {
+            by_whole.entry(w).or_default().push(i);
+            if let RowTail::Open(r) = rest {
+                by_rest.entry(r).or_default().push(i);
+                // The whole spells `n` axes: the rest has `n - 1` at least.
+                let need = (n + wholes.get(&w).copied().unwrap_or(0)).saturating_sub(1 + m);
+                if r != w && need > wholes.get(&r).copied().unwrap_or(0) {
+                    wholes.insert(r, need.min(cap));
+                }
+            }
+        }
+        let mut frontier: Vec<RowVar> = wholes.keys().copied().collect();
+        while let Some(r) = frontier.pop() {
+            let need = wholes.get(&r).copied().unwrap_or(0);
+            let mut raise = |u: RowVar, above: usize, frontier: &mut Vec<RowVar>| {
+                let above = above.min(cap);
+                if u != r && above > 0 && wholes.get(&u).is_none_or(|m| *m < above) {
+                    wholes.insert(u, above);
+                    frontier.push(u);
+                }
             };
-            for c in b.uppers() {
-                if let (n, RowTail::Open(u)) =
-                    crate::env::extent(env, c.cur.dims.len(), c.cur.tail)?
-                {
-                    let above = need.saturating_sub(n);
-                    if u != r && above > 0 && wholes.get(&u).is_none_or(|m| *m < above) {
-                        wholes.insert(u, above);
-                        frontier.push((u, above));
+            if let Some(b) = self.env.row_bounds(r) {
+                for c in b.uppers() {
+                    if let (n, RowTail::Open(u)) =
+                        crate::env::extent(env, c.cur.dims.len(), c.cur.tail)?
+                    {
+                        raise(u, need.saturating_sub(n), &mut frontier);
                     }
                 }
+            }
+            for &i in by_whole.get(&r).map_or(&[][..], Vec::as_slice) {
+                if let (_, n, m, RowTail::Open(rest)) = slices[i] {
+                    raise(rest, (n + need).saturating_sub(1 + m), &mut frontier);
+                }
+            }
+            for &i in by_rest.get(&r).map_or(&[][..], Vec::as_slice) {
+                let (w, n, m, _) = slices[i];
+                raise(w, (1 + m + need).saturating_sub(n), &mut frontier);
             }
         }
         Ok(Pending {
@@ -788,11 +858,43 @@ impl Solver {
             dims,
             rows,
             wholes,
+            counted_rows,
             waiting,
             counts_held,
             count_waiting,
             affine_waiting,
         })
+    }
+
+    /// Element counts first: each row variable that is the only unknown of
+    /// its count takes the axes the count gives it (see
+    /// [`Pending::counted_rows`]); false when none was still open.
+    fn close_counted_rows(
+        &mut self,
+        counted: &[(RowVar, Vec<u64>, Why)],
+    ) -> Result<bool, ShapeError> {
+        let mut any = false;
+        for (r, axes, why) in counted {
+            if !self.env.is_open_row(*r) {
+                continue;
+            }
+            // Each size through an equality with the count's reason, so
+            // that its provenance is the count, not a default.
+            let fresh: Vec<Dim> = axes.iter().map(|_| Dim::Var(self.mint_dim())).collect();
+            self.bind_row(*r, &fresh, RowTail::Closed, *why);
+            for (d, &n) in fresh.iter().zip(axes) {
+                self.requeue(Constraint::DimEq {
+                    a: d.clone(),
+                    b: Dim::sized(n),
+                    why: *why,
+                });
+            }
+            any = true;
+        }
+        if any {
+            self.run()?;
+        }
+        Ok(any)
     }
 
     /// Rule 3.
@@ -1093,6 +1195,13 @@ struct Pending {
     /// more when the slice's result is itself sliced, fewer by what the
     /// operand row spells out.
     wholes: BTreeMap<RowVar, usize>,
+    /// Row variables that are the only unknown of an element count, with
+    /// the axes the count gives them: one axis of what the known sizes
+    /// leave (after a slice's known first axis, where one fixes it).
+    /// Closed before rules 2-5, as OCANNL resolves such a count before it
+    /// closes rows, so that neither the row's uses nor the order of the
+    /// facts decides how the elements are split.
+    counted_rows: Vec<(RowVar, Vec<u64>, Why)>,
     /// One element-count constraint still waiting on two or more unknowns.
     waiting: Option<Constraint>,
     /// Whether the size of a row count is held back (in `dims`).

@@ -374,7 +374,7 @@ impl Solver {
     }
 
     /// Queues a constraint that solving produced.
-    fn requeue(&mut self, c: Constraint) {
+    pub(crate) fn requeue(&mut self, c: Constraint) {
         self.queue.push(c);
     }
 
