@@ -155,3 +155,50 @@ fn a_question_mark_in_a_spec_says_how_to_declare_a_run_time_size() {
     assert!(!e.contains("not supported yet"), "{e}");
     assert!(e.contains("declare the name a run-time size"), "{e}");
 }
+
+/// Finding 10: `relu(NaN)` is NaN, as in numpy and torch, on the CPU
+/// reference, the coalesced path and wgpu (it was 0 everywhere).
+#[test]
+fn relu_keeps_nan_on_every_backend() {
+    use backend_cpu::CpuBackend;
+    use shape_core::Backend;
+    use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
+    let mut g = Graph::new();
+    let x = g.input("x", "4").unwrap();
+    let y = g.unary("relu", x).unwrap();
+    let solved = g.solve().unwrap();
+    let run = |backend: &mut dyn FnMut(Inputs) -> Vec<f32>| {
+        let data = HostTensor::new(vec![4], vec![f32::NAN, -1.0, 0.5, f32::NEG_INFINITY]).unwrap();
+        backend(Inputs::new().with(x, data))
+    };
+    fn on<B: Backend>(
+        solved: &shape_solver::SolvedGraph,
+        b: &mut B,
+        inputs: Inputs,
+        y: shape_solver::TensorId,
+    ) -> Vec<f32> {
+        solved
+            .run(b, inputs, &[y], &RunOptions::default())
+            .unwrap()
+            .remove(y)
+            .unwrap()
+            .into_values()
+    }
+    let mut results = vec![
+        (
+            "reference",
+            run(&mut |i| on(&solved, &mut CpuBackend::reference(), i, y)),
+        ),
+        (
+            "coalesced",
+            run(&mut |i| on(&solved, &mut CpuBackend::new(), i, y)),
+        ),
+    ];
+    if let Some(mut gpu) = shape_tests::gpu::wgpu_or_skip("relu_keeps_nan_on_every_backend") {
+        results.push(("wgpu", run(&mut |i| on(&solved, &mut gpu, i, y))));
+    }
+    for (name, v) in results {
+        assert!(v[0].is_nan(), "{name}: relu(NaN) = {}", v[0]);
+        assert_eq!(&v[1..], &[0.0, 0.5, 0.0], "{name}");
+    }
+}
