@@ -375,7 +375,7 @@ impl Solver {
             if blocked_rows.contains(&r) {
                 return Ok(true);
             }
-            if let Some(len) = self.closed_upper_len(r)? {
+            if let Some(len) = self.closed_upper_len(r, blocked_rows)? {
                 // A row closed empty by bounds that are empty only by a
                 // default is itself empty only by that default.
                 if len == 0 && self.empty_only_by_default(r)? {
@@ -393,8 +393,34 @@ impl Solver {
     /// there are, whether all are closed rows, and the fewest axes any of
     /// them leaves for `r`.
     fn uppers(&mut self, r: RowVar) -> Result<Uppers, ShapeError> {
+        self.uppers_skipping(r, None)
+    }
+
+    /// An open row variable that nothing bounds, decides or waits on: a
+    /// result nobody uses (`zz = exp(w)`), which closes to whatever its
+    /// operands become. As an upper bound it says nothing yet.
+    fn is_free_result(&self, v: RowVar, blocked: &BTreeSet<RowVar>) -> bool {
+        self.env.is_open_row(v)
+            && self.env.first_upper(v) == FirstUpper::None
+            && !blocked.contains(&v)
+            && self
+                .env
+                .row_bounds(v)
+                .is_some_and(|b| b.watchers.is_empty())
+    }
+
+    /// [`Self::uppers`], where with `skip`, upper bounds that end in
+    /// a free result ([`Self::is_free_result`]) are counted but neither
+    /// keep the others from being all closed nor shorten `min_len`
+    /// (`facts` counts the rest).
+    fn uppers_skipping(
+        &mut self,
+        r: RowVar,
+        skip: Option<&BTreeSet<RowVar>>,
+    ) -> Result<Uppers, ShapeError> {
         let mut u = Uppers {
             count: 0,
+            facts: 0,
             all_closed: true,
             min_len: usize::MAX,
         };
@@ -424,6 +450,12 @@ impl Solver {
                 continue;
             }
             u.count += 1;
+            if let (Some(blocked), RowTail::Open(v)) = (skip, ct) {
+                if self.is_free_result(v, blocked) {
+                    continue;
+                }
+            }
+            u.facts += 1;
             u.all_closed &= ct == RowTail::Closed;
             u.min_len = u.min_len.min(lc.saturating_sub(ls));
         }
@@ -435,25 +467,50 @@ impl Solver {
     /// that is not closed, which is all that rules 2 and 3 need to know to
     /// pass `r` by, and the entry tells it without `r`'s bounds being read.
     fn first_upper_open(&mut self, r: RowVar, first: FirstUpper) -> Result<bool, ShapeError> {
+        Ok(self.first_upper_open_var(r, first)?.is_some())
+    }
+
+    /// The open row variable the first upper bound of `r` ends in, if it
+    /// ends in one other than `r` (see [`Self::first_upper_open`]).
+    fn first_upper_open_var(
+        &mut self,
+        r: RowVar,
+        first: FirstUpper,
+    ) -> Result<Option<RowVar>, ShapeError> {
         let FirstUpper::EndsIn(v) = first else {
-            return Ok(false);
+            return Ok(None);
         };
         // The same walk uppers() makes for the first upper bound's result row.
         let (_, tail) = self.env.extent(0, RowTail::Open(v))?;
-        Ok(matches!(tail, RowTail::Open(w) if w != r))
+        Ok(match tail {
+            RowTail::Open(w) if w != r => Some(w),
+            _ => None,
+        })
     }
 
     /// Rule 2: when every upper bound of `r` is closed, the number of axes
-    /// the shortest one leaves for `r`.
-    fn closed_upper_len(&mut self, r: RowVar) -> Result<Option<usize>, ShapeError> {
+    /// the shortest one leaves for `r`. Upper bounds that are free results
+    /// (nothing bounds or decides them: `zz = exp(w)` of a parameter `w`
+    /// that a product also uses) wait for `r` rather than bound it, so
+    /// that a use nobody reads never shrinks what the other uses allow.
+    fn closed_upper_len(
+        &mut self,
+        r: RowVar,
+        blocked: &BTreeSet<RowVar>,
+    ) -> Result<Option<usize>, ShapeError> {
         // Most open rows have no upper bound, or a first one that is not
         // closed: the entry says so without the bounds being read.
         let first = self.env.first_upper(r);
-        if first == FirstUpper::None || self.first_upper_open(r, first)? {
+        if first == FirstUpper::None {
             return Ok(None);
         }
-        let u = self.uppers(r)?;
-        Ok((u.count > 0 && u.all_closed).then_some(u.min_len))
+        if let Some(w) = self.first_upper_open_var(r, first)? {
+            if !self.is_free_result(w, blocked) {
+                return Ok(None);
+            }
+        }
+        let u = self.uppers_skipping(r, Some(blocked))?;
+        Ok((u.facts > 0 && u.all_closed).then_some(u.min_len))
     }
 
     /// Whether every upper bound of `r` that leaves it no axis is a row
@@ -1298,7 +1355,10 @@ impl UpperList {
 
 /// A summary of a row variable's upper bounds.
 struct Uppers {
+    /// Every upper bound.
     count: usize,
+    /// Those that bound (all of them, unless free results are skipped).
+    facts: usize,
     all_closed: bool,
     min_len: usize,
 }
