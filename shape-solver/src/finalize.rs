@@ -965,7 +965,11 @@ impl Solver {
         let candidates = q.top_rows.take_all().into_iter().map(RowVar);
         let mut tops = Vec::new();
         for r in candidates {
-            if self.env.is_open_row(r) && !pending.rows.contains(&r) && self.no_uppers(r)? {
+            if self.env.is_open_row(r)
+                && !pending.rows.contains(&r)
+                && self.no_uppers(r)?
+                && !self.waits_for_operands(r, &pending.rows)?
+            {
                 tops.push(r);
             }
         }
@@ -976,6 +980,41 @@ impl Solver {
             }
         }
         Ok(!tops.is_empty())
+    }
+
+    /// Whether `r`, a free result ([`Self::is_free_result`]), has an
+    /// operand row that rule 2 can still close from its other upper
+    /// bounds: then `r` waits for it, and closes to what it becomes (the
+    /// smallest row above it), rather than close first and bound it.
+    /// Rule 5 closes whatever is left if nothing else can.
+    fn waits_for_operands(
+        &mut self,
+        r: RowVar,
+        blocked: &BTreeSet<RowVar>,
+    ) -> Result<bool, ShapeError> {
+        if !self.is_free_result(r, blocked) {
+            return Ok(false);
+        }
+        let operands: Vec<RowVar> = match self.env.row_bounds(r) {
+            Some(b) => b.lowers().map(|c| c.subr).collect(),
+            None => return Ok(false),
+        };
+        for sv in operands {
+            let (_, tail) = self.env.extent(0, RowTail::Open(sv))?;
+            let RowTail::Open(v) = tail else {
+                continue;
+            };
+            if v == r {
+                continue;
+            }
+            // An operand with an upper bound other than free results is
+            // closed by rule 2 once those close.
+            let u = self.uppers_skipping(v, Some(blocked))?;
+            if u.facts > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Closes `r` to the smallest row it can be: empty, or as long as the
