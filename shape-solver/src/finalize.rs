@@ -974,8 +974,14 @@ impl Solver {
             }
         }
         for &r in &tops {
-            // Closing one may have given another an upper bound since.
-            if self.uppers(r)?.count == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
+            // Closing one may have given another an upper bound since, or
+            // given an operand of a free result an upper bound that sizes
+            // it (`y3 = x2 + x1` closed before `zz = id(x1)`): that result
+            // then waits for the operand.
+            if self.uppers(r)?.count == 0
+                && !self.waits_for_operands(r, &pending.rows)?
+                && self.close_row_smallest(r, fin, &pending.wholes)
+            {
                 self.run()?;
             }
         }
