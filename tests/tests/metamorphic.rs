@@ -32,7 +32,7 @@ fn config() -> ProptestConfig {
         // The properties skip programs they do not apply to (ragged data,
         // run-time sizes, no row variable): up to about a third at large
         // case counts, which proptest's default of 1,024 rejects cuts off.
-        max_global_rejects: 1024.max(cases() as u32),
+        max_global_rejects: 1024.max(cases()),
         ..ProptestConfig::default()
     }
 }
