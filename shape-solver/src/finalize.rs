@@ -974,14 +974,11 @@ impl Solver {
             }
         }
         for &r in &tops {
-            // Closing one may have given another an upper bound since, or
-            // given an operand of a free result an upper bound that sizes
-            // it (`y3 = x2 + x1` closed before `zz = id(x1)`): that result
-            // then waits for the operand.
-            if self.uppers(r)?.count == 0
-                && !self.waits_for_operands(r, &pending.rows)?
-                && self.close_row_smallest(r, fin, &pending.wholes)
-            {
+            // Closing one may have given another an upper bound since.
+            // (Whether a free result waits is decided once per round, above:
+            // deciding it again after each close would make the outcome
+            // depend on the order of the variables.)
+            if self.uppers(r)?.count == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
                 self.run()?;
             }
         }
