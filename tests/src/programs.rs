@@ -197,16 +197,32 @@ fn dims_text(dims: &[u64]) -> String {
 }
 
 /// A program under construction; what samplers draw operations with.
-struct Builder {
-    g: Graph,
-    inputs: Inputs,
+pub(crate) struct Builder {
+    pub(crate) g: Graph,
+    pub(crate) inputs: Inputs,
     results: Vec<TensorId>,
     pool: Vec<TensorId>,
-    rng: Rng,
+    pub(crate) rng: Rng,
     /// The smallest leading batch size any batch slice drops.
-    slice_bound: Option<u64>,
+    pub(crate) slice_bound: Option<u64>,
     /// Inputs made so far, for their names.
     made: usize,
+}
+
+impl Builder {
+    /// An empty program over `g`, drawing from `rng`: what samplers see
+    /// (the per-operation reference checks draw through it too).
+    pub(crate) fn new(g: Graph, rng: Rng) -> Builder {
+        Builder {
+            g,
+            inputs: Inputs::new(),
+            results: Vec::new(),
+            pool: Vec::new(),
+            rng,
+            slice_bound: None,
+            made: 0,
+        }
+    }
 }
 
 impl SampleCx for Builder {

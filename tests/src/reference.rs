@@ -36,12 +36,12 @@ use backend_cpu::CpuBackend;
 use shape_core::spec::{AxisKind, RowVarName, ShapeSpec};
 use shape_core::{RowKind, SolvedShape};
 use shape_solver::{
-    BuildArgs, Graph, GraphError, HostTensor, Inputs, OpEntry, Operation, Registry, RunOptions,
-    SampleCx, Sampler, TensorId,
+    BuildArgs, Graph, GraphError, OpEntry, Operation, Registry, RunOptions, SampleCx, Sampler,
+    TensorId,
 };
 
 use crate::differential::{ProgramRunner, Tolerance};
-use crate::programs::{Program, Rng};
+use crate::programs::{Builder, Program, Rng};
 
 /// The sizes of a tensor's three rows. Values are stored in memory order:
 /// batch axes, then output axes, then input axes, row-major.
@@ -362,14 +362,7 @@ impl OpCheck {
 
     /// A program of one random input and one drawn application.
     fn draw_case(&self, seed: u64) -> Result<Option<(Program, TensorId)>, String> {
-        let mut cx = DrawCx {
-            g: Graph::with_registry(self.registry.clone()),
-            inputs: Inputs::new(),
-            pool: Vec::new(),
-            rng: Rng(seed | 1),
-            slice_bound: None,
-            made: 0,
-        };
+        let mut cx = Builder::new(Graph::with_registry(self.registry.clone()), Rng(seed | 1));
         let dims = |rng: &mut Rng, max: u64| -> Vec<u64> {
             (0..rng.below(max + 1)).map(|_| 1 + rng.below(4)).collect()
         };
@@ -497,62 +490,6 @@ impl From<Arc<dyn Operation>> for OpCheck {
 /// backend, and panics at the first element that differs.
 pub fn assert_op_matches(op: impl Into<OpCheck>, reference: impl Fn(&RefCase<'_>) -> Vec<f32>) {
     op.into().assert_matches(reference)
-}
-
-/// A random program with one operation under test, as samplers see it.
-struct DrawCx {
-    g: Graph,
-    inputs: Inputs,
-    pool: Vec<TensorId>,
-    rng: Rng,
-    slice_bound: Option<u64>,
-    made: usize,
-}
-
-impl SampleCx for DrawCx {
-    fn below(&mut self, n: u64) -> u64 {
-        self.rng.below(n)
-    }
-
-    fn pick(&mut self) -> TensorId {
-        self.pool[self.rng.below(self.pool.len() as u64) as usize]
-    }
-
-    fn shape(&mut self, t: TensorId) -> Result<SolvedShape, GraphError> {
-        Ok(self.g.solve()?.shape(t)?.clone())
-    }
-
-    fn input(
-        &mut self,
-        batch: &[u64],
-        input: &[u64],
-        output: &[u64],
-    ) -> Result<TensorId, GraphError> {
-        let text = |d: &[u64]| d.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        let name = format!("in{}", self.made);
-        self.made += 1;
-        let spec = format!("{} |{} ->{} ,", text(batch), text(input), text(output));
-        let t = self.g.input(&name, &spec)?;
-        let dims: Vec<u64> = batch.iter().chain(output).chain(input).copied().collect();
-        let n: u64 = dims.iter().product();
-        // Multiples of 1/4 in [-2, 2], zeros included: sums and products
-        // of a few of them are exact in any order.
-        let values = (0..n)
-            .map(|_| (self.rng.below(17) as f32 - 8.0) / 4.0)
-            .collect();
-        let tensor = HostTensor::new(dims, values).expect("values for every element");
-        self.inputs.insert(t, tensor);
-        self.pool.push(t);
-        Ok(t)
-    }
-
-    fn graph(&mut self) -> &mut Graph {
-        &mut self.g
-    }
-
-    fn slices_batch(&mut self, size: u64) {
-        self.slice_bound = Some(self.slice_bound.map_or(size, |m| m.min(size)));
-    }
 }
 
 /// One operation's reference, with a sampler for an entry that has none.
