@@ -177,9 +177,10 @@ pub struct ConflictingData {
     pub second: Option<TensorRef>,
 }
 
-/// Operations of one name, by spec text and operand count (an entry such
-/// as `concat` builds a different operation for each count).
-type BySpec = HashMap<(Arc<str>, usize), Arc<dyn Operation>>;
+/// Operations of one name, by spec text, then by operand count (an entry
+/// such as `concat` builds a different operation for each count): looked
+/// up by `&str` without allocating.
+type BySpec = HashMap<Arc<str>, HashMap<usize, Arc<dyn Operation>>>;
 
 /// An operation with its operands and result.
 pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId);
@@ -1056,8 +1057,11 @@ impl Graph {
         spec: Option<&str>,
         operands: usize,
     ) -> Result<Arc<dyn Operation>, GraphError> {
-        let key = (Arc::<str>::from(spec.unwrap_or("")), operands);
-        if let Some(op) = self.built.get(name).and_then(|m| m.get(&key)) {
+        let key = spec.unwrap_or("");
+        let found = (self.built.get(name))
+            .and_then(|m| m.get(key))
+            .and_then(|m| m.get(&operands));
+        if let Some(op) = found {
             return Ok(op.clone());
         }
         let entry = self.registry.lookup(name)?;
@@ -1082,7 +1086,9 @@ impl Graph {
         self.built
             .entry(Arc::from(name))
             .or_default()
-            .insert(key, op.clone());
+            .entry(Arc::from(key))
+            .or_default()
+            .insert(operands, op.clone());
         Ok(op)
     }
 

@@ -462,6 +462,19 @@ impl Solver {
             } => (vec![input, over, kernel], "a convolution's window"),
         };
         let why = c.why();
+        // Symbolic arithmetic is over i64: a number past it beside a
+        // run-time size would be clamped into a wrong expression (a window
+        // of 2^64 - 1 taps over `b` made `b-9223372036854775807`).
+        let limit = i64::MAX as u64;
+        let mut huge = match c {
+            Constraint::DimAffine {
+                stride, dilation, ..
+            } => [stride.get(), dilation.get()]
+                .into_iter()
+                .find(|&n| n > limit),
+            _ => None,
+        };
+        let mut symbol = None;
         for d in dims {
             if let Ok(ResolvedDim::Known { value, source, .. }) =
                 resolve_dim(&mut self.env.read_only(), d, why)
@@ -469,7 +482,19 @@ impl Solver {
                 if value.is_ragged() {
                     return Err(self.ragged_error(value, source, why, what));
                 }
+                match value.extent() {
+                    Size::Symbolic(s) => symbol = symbol.or_else(|| Some(s.to_string())),
+                    Size::Static(n) if *n > limit => huge = huge.or(Some(*n)),
+                    _ => {}
+                }
             }
+        }
+        if let (Some(n), Some(symbol)) = (huge, symbol) {
+            return Err(ShapeError::SymbolicUnsupported {
+                context: self.origin_arc(why.origin),
+                what: huge_arithmetic(n),
+                size: symbol,
+            });
         }
         Ok(())
     }
@@ -2167,4 +2192,11 @@ fn integer_root(n: u128, k: u32) -> Option<u128> {
 /// value of their symbols, as far as the e-graph's rules can show.
 fn symbolic_equal(x: &KnownDim, y: &KnownDim) -> bool {
     crate::symbolic::sizes_equal(x.extent(), y.extent())
+}
+
+/// What [`ShapeError::SymbolicUnsupported`] says of a number `n` past
+/// `i64::MAX` met by a run-time size.
+fn huge_arithmetic(n: u64) -> &'static str {
+    debug_assert!(n > i64::MAX as u64);
+    "arithmetic with a number past 2^63 - 1 (symbolic sizes compute in 64-bit signed integers)"
 }

@@ -135,8 +135,8 @@ pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {
 }
 
 /// The program's warnings in JSON, in order: `[{"kind", "message",
-/// "span", "note"}]`, each span as [`span_json`] writes it (the text's
-/// lines indexed once for all of them).
+/// "span"}]`, each span as [`span_json`] writes it (the text's lines
+/// indexed once for all of them).
 pub fn warnings_json(text: &str, warnings: &[crate::compile::Warning]) -> Value {
     let lines = LineIndex::new(text);
     Value::Array(
@@ -147,7 +147,6 @@ pub fn warnings_json(text: &str, warnings: &[crate::compile::Warning]) -> Value 
                     "kind": w.code,
                     "message": w.message,
                     "span": lines.span_json(text, &w.span),
-                    "note": w.note,
                 })
             })
             .collect(),

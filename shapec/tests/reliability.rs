@@ -932,6 +932,10 @@ fn a_widened_axis_that_a_reduction_sees_draws_a_warning() {
     let warnings = v["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{v}");
     assert_eq!(warnings[0]["kind"], "widened");
+    // Exactly the form: `{kind, message, span}`.
+    let mut keys: Vec<&String> = warnings[0].as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["kind", "message", "span"]);
     assert_eq!(warnings[0]["span"]["line"], 4);
     assert_eq!(v["tensors"]["h"]["output"], json!([2, 4]));
     // Without the reduction nothing changes a value: no warning.

@@ -202,3 +202,18 @@ fn relu_keeps_nan_on_every_backend() {
         assert_eq!(&v[1..], &[0.0, 0.5, 0.0], "{name}");
     }
 }
+
+/// Hostile sizes: a number past 2^63 - 1 in arithmetic with a run-time
+/// size is refused, where it was clamped into a wrong expression (a window
+/// of 2^64 - 1 taps over `b` gave `b-9223372036854775807`).
+#[test]
+fn a_number_past_the_symbolic_range_beside_a_run_time_size_is_refused() {
+    let out = infer(
+        "size b\ninput x: b\nparam w: 18446744073709551615\ny = einsum(\"o<+k;k=>o\", x, w)\n",
+    );
+    assert!(out.starts_with("error[symbolic_unsupported]"), "{out}");
+    assert!(out.contains("past 2^63 - 1"), "{out}");
+    // Within the range, the same program infers.
+    let out = infer("size b\ninput x: b\nparam w: 5\ny = einsum(\"o<+k;k=>o\", x, w)\n");
+    assert_eq!(shape_of(&out, "y"), "|->b-4,");
+}
