@@ -437,6 +437,10 @@ pub(crate) struct Env {
     empty_row: Arc<RowBounds>,
     /// No dims, shared by every row variable solved to no axes of its own.
     no_dims: Arc<[Dim]>,
+    /// Counts the writes that change what a row variable is or what bounds
+    /// it (not the compression of chains): what finalization read about
+    /// rows stays true while it is unchanged.
+    row_writes: u64,
 }
 
 impl Default for Env {
@@ -447,6 +451,7 @@ impl Default for Env {
             empty_dim: Arc::default(),
             empty_row: Arc::default(),
             no_dims: Arc::from([]),
+            row_writes: 0,
         }
     }
 }
@@ -501,6 +506,7 @@ impl Env {
     pub fn rollback_to(&mut self, s: EnvSnapshot) {
         self.rows.rollback_to(s.rows);
         self.dims.rollback_to(s.dims);
+        self.row_writes += 1;
     }
 
     /// Writes go to overlays from now on (see `store`).
@@ -557,6 +563,12 @@ impl Env {
         RowEntry::Solved { dims, tail }
     }
 
+    /// How many times a row variable was solved or its bounds written (see
+    /// `row_writes`).
+    pub fn row_writes(&self) -> u64 {
+        self.row_writes
+    }
+
     /// The template depth of an unsolved row variable.
     pub fn row_depth(&self, v: RowVar) -> u32 {
         match self.rows.get(v.0) {
@@ -573,6 +585,7 @@ impl Env {
 
     /// Solves a row variable; returns its old entry.
     pub fn set_row(&mut self, v: RowVar, e: RowEntry) -> Option<RowEntry> {
+        self.row_writes += 1;
         self.rows.set(v.0, e)
     }
 
@@ -651,6 +664,7 @@ impl Env {
     /// Applies `f` to the bounds of an unsolved row variable.
     /// `f` may only append to the bounds' lists.
     pub fn update_row_bounds(&mut self, v: RowVar, f: impl FnOnce(&mut RowBounds)) {
+        self.row_writes += 1;
         self.rows.update(v.0, |e| {
             if let RowEntry::Open {
                 bounds,

@@ -8,7 +8,10 @@
 //! 2. a row variable all of whose upper bounds are closed rows takes as
 //!    many fresh axes as the shortest of them allows (their sizes then
 //!    follow from rule 1);
-//! 3. a row variable with no upper bound at all becomes empty;
+//! 3. a row variable with no upper bound at all becomes empty, where a
+//!    bound that only passes it through to a free result (a use nobody
+//!    reads, see `Solver::is_free_result`) does not count, and a free
+//!    result waits for the operands it passes through;
 //! 4. a dim variable with no upper bound at all becomes 1;
 //! 5. what is left (variables that bound each other in a cycle, or wait
 //!    under one) closes the same way, all rows at once, else all dims;
@@ -344,7 +347,7 @@ impl Solver {
         &mut self,
         q: &mut Queues,
         fin: Why,
-        blocked_rows: &BTreeSet<RowVar>,
+        blocked_rows: &BlockedRows,
         blocked_dims: &BTreeSet<DimVar>,
     ) -> Result<bool, ShapeError> {
         q.absorb(&mut self.env);
@@ -389,51 +392,123 @@ impl Solver {
         Ok(false)
     }
 
-    /// What the stored inequalities bounding `r` from above say: how many
-    /// there are, whether all are closed rows, and the fewest axes any of
-    /// them leaves for `r`.
-    fn uppers(&mut self, r: RowVar) -> Result<Uppers, ShapeError> {
-        self.uppers_skipping(r, None)
+    /// Whether `v` is a free result: an open row variable that nothing
+    /// decides or waits on, and whose upper bounds all pass it through to
+    /// free results (they add no axis: `[..z..] ≥ [..v..]`): a result
+    /// nobody uses (`zz = exp(w)`), or used only by such results. As an
+    /// upper bound it says nothing yet.
+    ///
+    /// Read through chains of uses, so remembered in `blocked` while no row
+    /// changes: a chain of 10,000 uses is walked once, not once a link.
+    fn is_free_result(&mut self, v: RowVar, blocked: &BlockedRows) -> Result<bool, ShapeError> {
+        self.refresh_free(blocked);
+        let mut memo = blocked.free.borrow_mut();
+        if let Some(&free) = memo.free.get(&v) {
+            return Ok(free);
+        }
+        // Depth first, without recursion (chains of uses are as long as
+        // the program). A variable is looked at once its uppers are known;
+        // one met again on its own path (bounds in a cycle) is not free.
+        let mut stack = vec![(v, false)];
+        let mut on_path = BTreeSet::new();
+        while let Some((w, uppers_known)) = stack.pop() {
+            if memo.free.contains_key(&w) {
+                continue;
+            }
+            let may_be_free = self.env.is_open_row(w)
+                && !blocked.contains(&w)
+                && self
+                    .env
+                    .row_bounds(w)
+                    .is_some_and(|b| b.watchers.is_empty());
+            if !may_be_free {
+                memo.free.insert(w, false);
+                continue;
+            }
+            if self.env.first_upper(w) == FirstUpper::None {
+                memo.free.insert(w, true);
+                continue;
+            }
+            let mut free = true;
+            let mut unknown = Vec::new();
+            for (_, carry, ct) in self.resolved_uppers(w)?.iter() {
+                match ct {
+                    RowTail::Open(u) if carry == 0 => match memo.free.get(&u) {
+                        Some(true) => {}
+                        Some(false) => free = false,
+                        None if uppers_known || on_path.contains(&u) => free = false,
+                        None => unknown.push(u),
+                    },
+                    _ => free = false,
+                }
+                if !free {
+                    break;
+                }
+            }
+            if !free || unknown.is_empty() {
+                on_path.remove(&w);
+                memo.free.insert(w, free);
+                continue;
+            }
+            on_path.insert(w);
+            stack.push((w, true));
+            stack.extend(unknown.into_iter().map(|u| (u, false)));
+        }
+        Ok(memo.free.get(&v).copied().unwrap_or(false))
     }
 
-    /// An open row variable that nothing bounds, decides or waits on: a
-    /// result nobody uses (`zz = exp(w)`), which closes to whatever its
-    /// operands become. As an upper bound it says nothing yet.
-    fn is_free_result(&self, v: RowVar, blocked: &BTreeSet<RowVar>) -> bool {
-        self.env.is_open_row(v)
-            && self.env.first_upper(v) == FirstUpper::None
-            && !blocked.contains(&v)
-            && self
-                .env
-                .row_bounds(v)
-                .is_some_and(|b| b.watchers.is_empty())
+    /// Forgets what `blocked` remembers about free results once a row
+    /// changed.
+    fn refresh_free(&self, blocked: &BlockedRows) {
+        let writes = self.env.row_writes();
+        let mut memo = blocked.free.borrow_mut();
+        if memo.row_writes != writes {
+            *memo = FreeResults {
+                row_writes: writes,
+                ..FreeResults::default()
+            };
+        }
     }
 
-    /// [`Self::uppers`], where with `skip`, upper bounds that end in
-    /// a free result ([`Self::is_free_result`]) are counted but neither
-    /// keep the others from being all closed nor shorten `min_len`
-    /// (`facts` counts the rest).
-    fn uppers_skipping(
-        &mut self,
-        r: RowVar,
-        skip: Option<&BTreeSet<RowVar>>,
-    ) -> Result<Uppers, ShapeError> {
+    /// What the upper bounds of `r` that are not free results
+    /// ([`Self::is_free_result`]) say: how many there are (`facts`),
+    /// whether all are closed rows, and the fewest axes any of them leaves
+    /// for `r`.
+    fn bounding_uppers(&mut self, r: RowVar, blocked: &BlockedRows) -> Result<Uppers, ShapeError> {
         let mut u = Uppers {
-            count: 0,
             facts: 0,
             all_closed: true,
             min_len: usize::MAX,
         };
+        for (_, carry, ct) in self.resolved_uppers(r)?.iter() {
+            if let RowTail::Open(v) = ct {
+                if self.is_free_result(v, blocked)? {
+                    continue;
+                }
+            }
+            u.facts += 1;
+            u.all_closed &= ct == RowTail::Closed;
+            u.min_len = u.min_len.min(carry);
+        }
+        Ok(u)
+    }
+
+    /// The upper bounds stored on `r` that still bound it, each as
+    /// `(operand, axes it leaves for r, where it ends)`: a bound whose
+    /// operand no longer ends in `r`, or that ends in `r` itself, says
+    /// nothing about `r` and is left out.
+    fn resolved_uppers(&mut self, r: RowVar) -> Result<UpperList, ShapeError> {
         // Copied out of the bounds (most rows store one to three), so that
         // the look-ups below may compress chains; a copy of the handle
         // would write its count, in a block of its own, for every row.
         let mut found = UpperList::default();
         let Some(b) = self.env.row_bounds(r) else {
-            return Ok(u);
+            return Ok(found);
         };
         for c in b.uppers() {
             found.push((c.subr, c.cur.dims.len(), c.cur.tail));
         }
+        let mut resolved = UpperList::default();
         for (subr, len, tail) in found.iter() {
             // Stored upper bounds name `r` itself as their operand, which
             // is open.
@@ -449,29 +524,14 @@ impl Solver {
             if ct == RowTail::Open(r) {
                 continue;
             }
-            u.count += 1;
-            if let (Some(blocked), RowTail::Open(v)) = (skip, ct) {
-                if self.is_free_result(v, blocked) {
-                    continue;
-                }
-            }
-            u.facts += 1;
-            u.all_closed &= ct == RowTail::Closed;
-            u.min_len = u.min_len.min(lc.saturating_sub(ls));
+            resolved.push((subr, lc.saturating_sub(ls), ct));
         }
-        Ok(u)
-    }
-
-    /// Whether the first upper bound stored on `r` is a row that ends in
-    /// another open row variable: then `r` has an upper bound (it counts)
-    /// that is not closed, which is all that rules 2 and 3 need to know to
-    /// pass `r` by, and the entry tells it without `r`'s bounds being read.
-    fn first_upper_open(&mut self, r: RowVar, first: FirstUpper) -> Result<bool, ShapeError> {
-        Ok(self.first_upper_open_var(r, first)?.is_some())
+        Ok(resolved)
     }
 
     /// The open row variable the first upper bound of `r` ends in, if it
-    /// ends in one other than `r` (see [`Self::first_upper_open`]).
+    /// ends in one other than `r`: then `r` has an upper bound that is not
+    /// closed, and the entry tells it without `r`'s bounds being read.
     fn first_upper_open_var(
         &mut self,
         r: RowVar,
@@ -496,7 +556,7 @@ impl Solver {
     fn closed_upper_len(
         &mut self,
         r: RowVar,
-        blocked: &BTreeSet<RowVar>,
+        blocked: &BlockedRows,
     ) -> Result<Option<usize>, ShapeError> {
         // Most open rows have no upper bound, or a first one that is not
         // closed: the entry says so without the bounds being read.
@@ -505,11 +565,11 @@ impl Solver {
             return Ok(None);
         }
         if let Some(w) = self.first_upper_open_var(r, first)? {
-            if !self.is_free_result(w, blocked) {
+            if !self.is_free_result(w, blocked)? {
                 return Ok(None);
             }
         }
-        let u = self.uppers_skipping(r, Some(blocked))?;
+        let u = self.bounding_uppers(r, blocked)?;
         Ok((u.facts > 0 && u.all_closed).then_some(u.min_len))
     }
 
@@ -544,12 +604,15 @@ impl Solver {
     }
 
     /// Whether `r` has no upper bound left (rule 3).
-    fn no_uppers(&mut self, r: RowVar) -> Result<bool, ShapeError> {
+    fn is_top(&mut self, r: RowVar) -> Result<bool, ShapeError> {
         let first = self.env.first_upper(r);
         if first == FirstUpper::None {
             return Ok(true);
         }
-        Ok(!self.first_upper_open(r, first)? && self.uppers(r)?.count == 0)
+        if self.first_upper_open_var(r, first)?.is_some() {
+            return Ok(false);
+        }
+        Ok(self.resolved_uppers(r)?.iter().next().is_none())
     }
 
     /// What deferred constraints hold back (see [`Pending`]).
@@ -913,7 +976,10 @@ impl Solver {
             totals,
             sum_held,
             dims,
-            rows,
+            rows: BlockedRows {
+                rows,
+                free: Default::default(),
+            },
             wholes,
             counted_rows,
             waiting,
@@ -967,7 +1033,7 @@ impl Solver {
         for r in candidates {
             if self.env.is_open_row(r)
                 && !pending.rows.contains(&r)
-                && self.no_uppers(r)?
+                && self.is_top(r)?
                 && !self.waits_for_operands(r, &pending.rows)?
             {
                 tops.push(r);
@@ -978,46 +1044,112 @@ impl Solver {
             // (Whether a free result waits is decided once per round, above:
             // deciding it again after each close would make the outcome
             // depend on the order of the variables.)
-            if self.uppers(r)?.count == 0 && self.close_row_smallest(r, fin, &pending.wholes) {
+            if self.is_top(r)? && self.close_row_smallest(r, fin, &pending.wholes) {
                 self.run()?;
             }
         }
         Ok(!tops.is_empty())
     }
 
-    /// Whether `r`, a free result ([`Self::is_free_result`]), has an
-    /// operand row that rule 2 can still close from its other upper
-    /// bounds: then `r` waits for it, and closes to what it becomes (the
-    /// smallest row above it), rather than close first and bound it.
-    /// Rule 5 closes whatever is left if nothing else can.
-    fn waits_for_operands(
-        &mut self,
-        r: RowVar,
-        blocked: &BTreeSet<RowVar>,
-    ) -> Result<bool, ShapeError> {
-        if !self.is_free_result(r, blocked) {
+    /// Whether `r`, a free result ([`Self::is_free_result`]), waits for one
+    /// of its operand rows to close rather than close first and bound it.
+    /// It waits for an operand it adds axes to (`[..y.., d] ≥ [..v..]`)
+    /// while the operand has an upper bound other than free results (rule
+    /// 2 closes the operand once those close), and for one it passes
+    /// through while the operand has an upper bound that does not pass it
+    /// through to a free result, or is itself a free result that waits.
+    /// So a use nobody reads (`zz = exp(t)`, or a chain of them) closes
+    /// after whatever else decides `t`, and, where nothing else does,
+    /// closes first, as every result nobody reads does. Rule 5 closes
+    /// whatever is left if nothing else can.
+    fn waits_for_operands(&mut self, r: RowVar, blocked: &BlockedRows) -> Result<bool, ShapeError> {
+        if !self.is_free_result(r, blocked)? {
             return Ok(false);
         }
-        let operands: Vec<RowVar> = match self.env.row_bounds(r) {
-            Some(b) => b.lowers().map(|c| c.subr).collect(),
-            None => return Ok(false),
-        };
-        for sv in operands {
-            let (_, tail) = self.env.extent(0, RowTail::Open(sv))?;
-            let RowTail::Open(v) = tail else {
-                continue;
-            };
-            if v == r {
-                continue;
-            }
-            // An operand with an upper bound other than free results is
-            // closed by rule 2 once those close.
-            let u = self.uppers_skipping(v, Some(blocked))?;
-            if u.facts > 0 {
-                return Ok(true);
+        self.refresh_free(blocked);
+        if let Some(&waits) = blocked.free.borrow().waits.get(&r) {
+            return Ok(waits);
+        }
+        // Down through the free results that `r` passes through, without
+        // recursion (chains of uses are as long as the program); each
+        // variable once.
+        let mut seen = BTreeSet::from([r]);
+        let mut stack = vec![r];
+        let mut waits = false;
+        'walk: while let Some(w) = stack.pop() {
+            for (v, carry) in self.resolved_lowers(w)? {
+                let (not_free, not_passing) = self.upper_kinds(v, blocked)?;
+                if carry > 0 && not_free || carry == 0 && not_passing {
+                    waits = true;
+                    break 'walk;
+                }
+                if carry == 0 && self.is_free_result(v, blocked)? && seen.insert(v) {
+                    stack.push(v);
+                }
             }
         }
-        Ok(false)
+        // Every variable the walk saw waits if `r` does not: none of them
+        // reaches an operand that holds it back.
+        let mut memo = blocked.free.borrow_mut();
+        if waits {
+            memo.waits.insert(r, true);
+        } else {
+            memo.waits.extend(seen.into_iter().map(|w| (w, false)));
+        }
+        Ok(waits)
+    }
+
+    /// The open operand rows of `r` other than `r` itself, each with the
+    /// axes `r`'s row adds to it (`[..r.., d] ≥ [..v..]` adds one).
+    fn resolved_lowers(&mut self, r: RowVar) -> Result<Vec<(RowVar, usize)>, ShapeError> {
+        let stored: Vec<(RowVar, usize, RowTail)> = match self.env.row_bounds(r) {
+            Some(b) => b
+                .lowers()
+                .map(|c| (c.subr, c.cur.dims.len(), c.cur.tail))
+                .collect(),
+            None => return Ok(Vec::new()),
+        };
+        let mut found = Vec::new();
+        for (subr, len, tail) in stored {
+            let (ls, st) = self.env.extent(0, RowTail::Open(subr))?;
+            let RowTail::Open(v) = st else {
+                continue;
+            };
+            let (lc, ct) = self.env.extent(len, tail)?;
+            if v != r && ct == RowTail::Open(r) {
+                found.push((v, lc.saturating_sub(ls)));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Whether `v` has an upper bound that ends in something other than a
+    /// free result, and whether it has one that does not pass it through
+    /// to a free result (one that adds no axis to it).
+    fn upper_kinds(
+        &mut self,
+        v: RowVar,
+        blocked: &BlockedRows,
+    ) -> Result<(bool, bool), ShapeError> {
+        self.refresh_free(blocked);
+        if let Some(&kinds) = blocked.free.borrow().uppers.get(&v) {
+            return Ok(kinds);
+        }
+        let (mut not_free, mut not_passing) = (false, false);
+        for (_, carry, ct) in self.resolved_uppers(v)?.iter() {
+            let free = match ct {
+                RowTail::Open(w) => self.is_free_result(w, blocked)?,
+                _ => false,
+            };
+            not_free |= !free;
+            not_passing |= !(free && carry == 0);
+        }
+        blocked
+            .free
+            .borrow_mut()
+            .uppers
+            .insert(v, (not_free, not_passing));
+        Ok((not_free, not_passing))
     }
 
     /// Closes `r` to the smallest row it can be: empty, or as long as the
@@ -1273,6 +1405,39 @@ fn least_source(value: &KnownDim, why: Why, fin: Why) -> Why {
     }
 }
 
+/// Rows held back from rules 2-5 (see [`Pending::rows`]), with what
+/// finalization found out about free results while they were held back.
+#[derive(Debug, Default)]
+struct BlockedRows {
+    rows: BTreeSet<RowVar>,
+    free: std::cell::RefCell<FreeResults>,
+}
+
+impl BlockedRows {
+    fn contains(&self, r: &RowVar) -> bool {
+        self.rows.contains(r)
+    }
+
+    /// Holds nothing back any more (rule 6).
+    fn clear(&mut self) {
+        self.rows.clear();
+        *self.free.get_mut() = FreeResults::default();
+    }
+}
+
+/// Which row variables are free results ([`Solver::is_free_result`]),
+/// valid while the environment's rows are as they were after `row_writes`
+/// writes.
+#[derive(Debug, Default)]
+struct FreeResults {
+    row_writes: u64,
+    free: BTreeMap<RowVar, bool>,
+    /// See [`Solver::waits_for_operands`].
+    waits: BTreeMap<RowVar, bool>,
+    /// See [`Solver::upper_kinds`].
+    uppers: BTreeMap<RowVar, (bool, bool)>,
+}
+
 /// What deferred constraints hold back from rules 3-5: sizes and rows that
 /// they will decide, and the smallest rows slices allow.
 #[derive(Debug, Default)]
@@ -1288,7 +1453,7 @@ struct Pending {
     /// above them.
     dims: BTreeSet<DimVar>,
     /// Rows that are the rest of a pending slice, and the rows above them.
-    rows: BTreeSet<RowVar>,
+    rows: BlockedRows,
     /// Row variables at the front of a pending slice's operand row, with
     /// the fewest axes they can close to: one for the axis the slice drops,
     /// more when the slice's result is itself sliced, fewer by what the
@@ -1397,9 +1562,7 @@ impl UpperList {
 
 /// A summary of a row variable's upper bounds.
 struct Uppers {
-    /// Every upper bound.
-    count: usize,
-    /// Those that bound (all of them, unless free results are skipped).
+    /// Those that bound `r`.
     facts: usize,
     all_closed: bool,
     min_len: usize,
