@@ -719,7 +719,7 @@ impl Solver {
                             for d in rr.dims.iter() {
                                 in_row |= matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
                             }
-                            if !in_row {
+                            if !in_row && self.count_is_bound(c) {
                                 // Its row's unknown sizes and row variable
                                 // wait with it: closing one by a default
                                 // decides the count, and which closed first
@@ -987,6 +987,27 @@ impl Solver {
             count_waiting,
             affine_waiting,
         })
+    }
+
+    /// Whether the unknown count `c` of a row count is bound by anything
+    /// but that one count: a size that is only read from a row (`size n =
+    /// ..r.. of x` that nothing else uses) holds nothing back, so that
+    /// reading a row never changes how it closes. Two counts of one size
+    /// bind each other's rows.
+    fn count_is_bound(&self, c: DimVar) -> bool {
+        let Some(b) = self.env.dim_bounds(c) else {
+            return true;
+        };
+        let mut watchers = b.watchers.iter();
+        let only_read = b.cur.is_empty()
+            && b.subr.is_empty()
+            && b.lub.is_none()
+            && matches!(
+                watchers.next(),
+                Some(Constraint::RowCount { count: Dim::Var(v), .. }) if *v == c
+            )
+            && watchers.next().is_none();
+        !only_read
     }
 
     /// Element counts first: each row variable that is the only unknown of
