@@ -13,6 +13,8 @@
 //!    reads, see `Solver::is_free_result`) does not count, and a free
 //!    result waits for the operands it passes through;
 //! 4. a dim variable with no upper bound at all becomes 1;
+//! 4½. free results that wait for an operand they add axes to, where that
+//!    operand waits on them in turn, close as in rule 3;
 //! 5. what is left (variables that bound each other in a cycle, or wait
 //!    under one) closes the same way, all rows at once, else all dims;
 //! 6. when all that is left waits for pending batch slices, the slices
@@ -207,6 +209,10 @@ impl Solver {
                 // The last full scan found nothing open, and with nothing
                 // open no rule can open anything.
                 break;
+            }
+            if s.release_waiting_results(fin, &pending)? {
+                any_open = s.queue_all_open(&mut q);
+                continue;
             }
             if s.close_leftover(fin, &pending)? {
                 continue;
@@ -719,7 +725,11 @@ impl Solver {
                             for d in rr.dims.iter() {
                                 in_row |= matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
                             }
-                            if !in_row && self.count_is_bound(c) {
+                            if !in_row && !self.count_is_bound(c) {
+                                // Only read: the count waits for its row,
+                                // which closes as if it were not read.
+                                dims.insert(c);
+                            } else if !in_row {
                                 // Its row's unknown sizes and row variable
                                 // wait with it: closing one by a default
                                 // decides the count, and which closed first
@@ -1120,6 +1130,27 @@ impl Solver {
         Ok(waits)
     }
 
+    /// Whether `r`, a free result that waits, waits for an operand that it
+    /// (or a free result it passes through) adds axes to: the whole walk
+    /// of [`Self::waits_for_operands`], so that the answer does not depend
+    /// on which operand the walk met first.
+    fn waits_adding_axes(&mut self, r: RowVar, blocked: &BlockedRows) -> Result<bool, ShapeError> {
+        let mut seen = BTreeSet::from([r]);
+        let mut stack = vec![r];
+        while let Some(w) = stack.pop() {
+            for (v, carry) in self.resolved_lowers(w)? {
+                if carry > 0 {
+                    if self.upper_kinds(v, blocked)?.0 {
+                        return Ok(true);
+                    }
+                } else if self.is_free_result(v, blocked)? && seen.insert(v) {
+                    stack.push(v);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// The open operand rows of `r` other than `r` itself, each with the
     /// axes `r`'s row adds to it (`[..r.., d] ≥ [..v..]` adds one).
     fn resolved_lowers(&mut self, r: RowVar) -> Result<Vec<(RowVar, usize)>, ShapeError> {
@@ -1171,6 +1202,38 @@ impl Solver {
             .uppers
             .insert(v, (not_free, not_passing));
         Ok((not_free, not_passing))
+    }
+
+    /// Rule 3 for the free results that wait for an operand that they, or
+    /// a free result they pass through, add axes to
+    /// ([`Self::waits_adding_axes`]), when nothing else is left to close
+    /// them: what they waited for waits on them in turn (`y2 =
+    /// id(x1) + x1` under a fixed index: `x1`'s row waits for `id(x1)`,
+    /// which only the sum bounds). All of them at once, so that no order
+    /// among them decides; false when there is none. Free results that
+    /// only pass their operands through wait on (rule 5 closes them with
+    /// everything else), so that a use nobody reads never closes first.
+    fn release_waiting_results(&mut self, fin: Why, pending: &Pending) -> Result<bool, ShapeError> {
+        let open: Vec<RowVar> = self
+            .env
+            .open_rows()
+            .filter(|r| !pending.rows.contains(r))
+            .collect();
+        let mut released = Vec::new();
+        for r in open {
+            if self.is_top(r)?
+                && self.waits_for_operands(r, &pending.rows)?
+                && self.waits_adding_axes(r, &pending.rows)?
+            {
+                released.push(r);
+            }
+        }
+        for &r in &released {
+            if self.is_top(r)? && self.close_row_smallest(r, fin, &pending.wholes) {
+                self.run()?;
+            }
+        }
+        Ok(!released.is_empty())
     }
 
     /// Closes `r` to the smallest row it can be: empty, or as long as the

@@ -545,3 +545,42 @@ fn reading_a_row_count_changes_nothing() {
     let stated = infer(&program(&n5));
     assert_eq!(Some(shapes), stated.shapes());
 }
+
+/// Found by `stating_what_was_inferred_changes_nothing` at 20,000 cases:
+/// the sum's result waited for `x1`'s row, which waited for `id(x1)`,
+/// which only the sum bounds; rule 5 then closed all three empty, where
+/// with `x1` stated closed the sum closed first and `id(x1)` took its
+/// axis. The waiting results that add axes are now released before rule 5.
+#[test]
+fn results_waiting_on_each_other_are_released_before_the_leftovers() {
+    let program = |x1: &str| {
+        format!("const x1: {x1}|1->1, 1 = [-3]\ny2 = id(x1) + x1\ny3 = einsum(\"..., 0|0->0, 0=>...|->0,\", y2)\n")
+    };
+    let open = infer(&program("..n.."));
+    let Some(shapes) = open.shapes() else {
+        panic!("infers: {open:?}");
+    };
+    assert_eq!(shapes.get("x1").map(String::as_str), Some("1|1->1, 1"));
+    assert_eq!(shapes.get("y2.1").map(String::as_str), Some("1|1->1, 1"));
+    let stated = infer(&program("1"));
+    assert_eq!(Some(shapes), stated.shapes());
+}
+
+/// Found by `use_does_not_change_a_declaration` once a size only read held
+/// its row no more: the size itself must still wait for its row (a default
+/// closed it to 1 first, and the count then failed).
+#[test]
+fn a_size_only_read_waits_for_its_row() {
+    let base = "const x1: m, 1|->1, 1 = [-3, -2]\ny2 = transpose(x1)\nparam w3: |1, 1->1\ny4 = w3 @ x1\ny5 = einsum(\"..r..|->0=>..r..|->0\", y4)\nsize n6 = ..r.. of y5\ny7 = id(y2)\n";
+    for text in [base.to_string(), format!("{base}zz_use = id(y4)\n")] {
+        let out = infer(&text);
+        let Some(shapes) = out.shapes() else {
+            panic!("infers: {out:?}\n{text}");
+        };
+        assert_eq!(
+            shapes.get("size n6").map(String::as_str),
+            Some("2"),
+            "{text}"
+        );
+    }
+}
