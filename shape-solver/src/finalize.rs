@@ -13,10 +13,10 @@
 //!    reads, see `Solver::is_free_result`) does not count, and a free
 //!    result waits for the operands it passes through;
 //! 4. a dim variable with no upper bound at all becomes 1;
-//! 4½. free results that wait for an operand they add axes to, where that
-//!    operand waits on them in turn, close as in rule 3;
 //! 5. what is left (variables that bound each other in a cycle, or wait
 //!    under one) closes the same way, all rows at once, else all dims;
+//!    first, though, free results that wait for an operand they add axes
+//!    to, which waits on them in turn, close as in rule 3 (all at once);
 //! 6. when all that is left waits for pending batch slices, the slices
 //!    match what their rows spell out (see `Solver::drop_first`) and stop
 //!    holding the rows back, and rules 1-5 go on.
@@ -639,6 +639,11 @@ impl Solver {
         // variable at the front of its row: part of what a count over
         // that row already has.
         let mut first_sizes: BTreeMap<RowVar, u128> = BTreeMap::new();
+        // The row variable a slice's rest is, where the rest is nothing
+        // else (`w = [first, ..r..]`): with `first_sizes`, the known sizes
+        // at the front of a row written `4, 4, ..n..`, one slice after
+        // another.
+        let mut rests: BTreeMap<RowVar, RowVar> = BTreeMap::new();
         // Whether a row count's size, or a convolution's, is held back.
         let mut counts_held = false;
         let mut count_waiting = None;
@@ -809,6 +814,11 @@ impl Solver {
                         let (m, rest_tail) = crate::env::extent(env, rest.dims.len(), rest.tail)?;
                         if let RowTail::Open(r) = rest_tail {
                             rows.insert(r);
+                            if let (0, (0, RowTail::Open(w))) =
+                                (m, crate::env::extent(env, whole.dims.len(), whole.tail)?)
+                            {
+                                rests.insert(w, r);
+                            }
                         }
                         if let (n, RowTail::Open(w)) =
                             crate::env::extent(env, whole.dims.len(), whole.tail)?
@@ -880,21 +890,42 @@ impl Solver {
         }
         let mut wholes = smallest_operands(&slices);
         let mut counted_rows = Vec::new();
+        // The known sizes at the front of each counted row variable.
+        let leading = |r: RowVar| {
+            let mut sizes = Vec::new();
+            let mut at = Some(r);
+            while let Some(w) = at {
+                let Some(&first) = first_sizes.get(&w) else {
+                    break;
+                };
+                sizes.push(first);
+                at = rests.get(&w).copied().filter(|&next| next != r);
+                if sizes.len() > first_sizes.len() {
+                    break;
+                }
+            }
+            sizes
+        };
         for &(r, known, total, why) in &counted {
             let total = u128::from(total);
             if known == 0 || total % known != 0 {
                 continue;
             }
             let left = total / known;
-            let axes = match first_sizes.get(&r) {
+            let front = leading(r);
+            let front_product = front.iter().try_fold(1u128, |p, &f| p.checked_mul(f));
+            let axes = match (front.is_empty(), front_product) {
                 // A slice's axis the count does not decide: left to it.
-                None if wholes.contains_key(&r) => continue,
-                None => vec![left],
-                Some(&first) if first > 0 && left % first == 0 => match left / first {
-                    1 => vec![first],
-                    rest => vec![first, rest],
-                },
-                Some(_) => continue,
+                (true, _) if wholes.contains_key(&r) => continue,
+                (true, _) => vec![left],
+                (false, Some(p)) if p > 0 && left % p == 0 => {
+                    let mut axes = front;
+                    if left / p != 1 {
+                        axes.push(left / p);
+                    }
+                    axes
+                }
+                (false, _) => continue,
             };
             let Ok(axes) = axes
                 .into_iter()
@@ -912,12 +943,16 @@ impl Solver {
             // axis at 3 is `3, 2|4`. Where the slice's axis reaches the
             // count, the slice's axes are enough.
             let sliced = wholes.get(&r).copied().unwrap_or(0);
-            let need = match first_sizes.get(&r) {
+            let front = leading(r);
+            let front_product = front.iter().fold(1u128, |p, &f| p.saturating_mul(f));
+            let need = match front.is_empty() {
                 _ if sliced == 0 => 1,
                 // The slice's first axis is unknown: the count decides it.
-                None => sliced,
-                Some(&first) if known.saturating_mul(first) < u128::from(total) => sliced + 1,
-                Some(_) => sliced,
+                true => sliced,
+                false if known.saturating_mul(front_product) < u128::from(total) => {
+                    sliced.max(front.len()) + 1
+                }
+                false => sliced.max(front.len()),
             };
             wholes.insert(r, need);
         }
@@ -1204,8 +1239,8 @@ impl Solver {
         Ok((not_free, not_passing))
     }
 
-    /// Rule 3 for the free results that wait for an operand that they, or
-    /// a free result they pass through, add axes to
+    /// Rule 5's first step: rule 3 for the free results that wait for an
+    /// operand that they, or a free result they pass through, add axes to
     /// ([`Self::waits_adding_axes`]), when nothing else is left to close
     /// them: what they waited for waits on them in turn (`y2 =
     /// id(x1) + x1` under a fixed index: `x1`'s row waits for `id(x1)`,

@@ -133,6 +133,30 @@ fn an_element_count_over_a_row_variable_decides_it() {
     has(&rows, "c : 6|->4");
 }
 
+/// Found by the grammar generator (`grammar_coverage`'s programs that
+/// failed otherwise): an element count over a row variable with two
+/// known axes before it took only the first into account (`4, 4, ..n..`
+/// with 48 values was `dim_mismatch`, 12 against 4).
+#[test]
+fn an_element_count_counts_every_axis_before_its_row_variable() {
+    let values = |n: usize| {
+        (1..=n)
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let c = format!("const c: 4, 4, ..n.. = [{}]", values(48));
+    let rows = infer_in_orders(&[&c, "y = exp(c)"], &[&[0, 1]]);
+    has(&rows, "c : |->4, 4, 3");
+    has(&rows, "y : |->4, 4, 3");
+    let c = format!("const c: 2, 3, 2, ..n..|4 = [{}]", values(96));
+    let rows = infer_in_orders(&[&c, "y = exp(c)"], &[&[0, 1]]);
+    has(&rows, "c : 2, 3, 2, 2|->4");
+    let c = format!("const c: 4, 4, ..n.. = [{}]", values(16));
+    let rows = infer_in_orders(&[&c], &[&[0]]);
+    has(&rows, "c : |->4, 4");
+}
+
 /// Item 3: a parameter row closed empty only by a default is `not_given`
 /// whatever the position of its row variable (a leading axis hid it).
 #[test]
