@@ -9,7 +9,7 @@
 //! `cargo run --example vectorized_dot`
 
 use backend_wgpu::WgpuBackend;
-use shape_solver::call::{Arg, ArgMap, CallArgs, CallKernel, Function, ParamType};
+use shape_call::{Arg, ArgMap, CallArgs, CallKernel, Function, ParamType};
 
 const DOT: &str = "fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }";
 
@@ -64,8 +64,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let f = Function::parse(DOT)?;
     let vec3 = ParamType::Vector(
-        Box::new(ParamType::Scalar(shape_solver::call::Scalar::Float)),
-        shape_solver::call::Extent::Fixed(3),
+        Box::new(ParamType::Scalar(shape_call::Scalar::Float)),
+        shape_call::Extent::Fixed(3),
     );
     println!("Signature: {}", f.overloads()[0]);
 

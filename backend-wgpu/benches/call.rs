@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use backend_wgpu::WgpuBackend;
 use criterion::{criterion_group, criterion_main, Criterion};
+use shape_call::{Arg, CallArgs, Function};
 use shape_core::Backend;
-use shape_solver::call::{Arg, CallArgs, Function};
 
 fn bench(c: &mut Criterion) {
     let mut gpu = match WgpuBackend::new() {

@@ -1,5 +1,5 @@
 //! Vectorized calls of a user's WGSL function
-//! (`shape_solver::call::CallKernel`): the function is inlined into a
+//! (`shape_call::CallKernel`): the function is inlined into a
 //! generated kernel that, per call index, loads each argument's value
 //! from its buffer, calls the function and stores what it writes.
 //!
@@ -9,9 +9,7 @@
 
 use std::fmt::Write as _;
 
-use shape_solver::call::{
-    CallKernel, Direction, Extent, KernelLeaf, ParamType, ParamValue, Scalar,
-};
+use shape_call::{CallKernel, Direction, Extent, KernelLeaf, ParamType, ParamValue, Scalar};
 
 use crate::error::WgpuError;
 
@@ -178,7 +176,7 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
             }
         }
         let value = cx.value(&param.value)?;
-        let ty = param.ty.spelled(shape_solver::call::Language::Wgsl);
+        let ty = param.ty.spelled(shape_call::Language::Wgsl);
         if param.direction == Direction::In {
             let _ = writeln!(s, "    let v{p}: {ty} = {value};");
             args.push(format!("v{p}"));
@@ -239,7 +237,7 @@ impl Gen<'_> {
     /// its slice and buffer parameters, and the function itself with its
     /// value parameters in WGSL types.
     fn declaration(&self, body: &str) -> Result<String, WgpuError> {
-        let wgsl = |t: &ParamType| t.spelled(shape_solver::call::Language::Wgsl);
+        let wgsl = |t: &ParamType| t.spelled(shape_call::Language::Wgsl);
         let k = self.kernel.call_shape.len();
         let mut out = String::new();
         let mut params = Vec::new();
@@ -342,12 +340,12 @@ impl Gen<'_> {
             .params
             .iter()
             .find_map(|p| find(&p.ty, &p.value, v))
-            .map(|t| t.spelled(shape_solver::call::Language::Wgsl))
+            .map(|t| t.spelled(shape_call::Language::Wgsl))
             .ok_or_else(|| unsupported("a struct argument whose type is unknown"))
     }
 
     fn load(&self, i: usize, ty: &ParamType, off: String, d: usize) -> Result<String, WgpuError> {
-        let wgsl = |t: &ParamType| t.spelled(shape_solver::call::Language::Wgsl);
+        let wgsl = |t: &ParamType| t.spelled(shape_call::Language::Wgsl);
         Ok(match ty {
             ParamType::Scalar(s) => {
                 let x = format!("shape_call_l{i}[{off}]");
@@ -431,7 +429,7 @@ impl Gen<'_> {
                 return Err(unsupported(format!(
                     "output `{}` of type {}",
                     self.leaf(i).path,
-                    ty.spelled(shape_solver::call::Language::Wgsl)
+                    ty.spelled(shape_call::Language::Wgsl)
                 )))
             }
         })

@@ -116,8 +116,9 @@ pub enum WgpuError {
         reason: String,
     },
     /// A vectorized call whose buffers do not fit it.
+    #[cfg(feature = "call")]
     #[error(transparent)]
-    Call(#[from] shape_solver::call::CallError),
+    Call(#[from] shape_call::CallError),
     /// The buffer belongs to another backend instance.
     #[error("the buffer was made by another wgpu backend (device) than the one asked to use it")]
     ForeignBuffer,

@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+#[cfg(feature = "call")]
 mod call;
 mod error;
 mod key;
@@ -284,6 +285,7 @@ pub struct WgpuBackend {
     options: WgpuOptions,
     pipelines: HashMap<KernelKey, Pipeline>,
     /// Call kernels, by the hash of their structure (see `call.rs`).
+    #[cfg(feature = "call")]
     call_pipelines: HashMap<u64, Vec<call::CallPipeline>>,
     stats: CacheStats,
     recording: Recording,
@@ -377,6 +379,7 @@ impl WgpuBackend {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
             options,
             pipelines: HashMap::new(),
+            #[cfg(feature = "call")]
             call_pipelines: HashMap::new(),
             stats: CacheStats::default(),
             recording: Recording::default(),

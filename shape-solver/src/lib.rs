@@ -23,7 +23,6 @@
 #![warn(missing_docs)]
 
 mod binding;
-pub mod call;
 mod constraint;
 mod env;
 mod error;

@@ -1,5 +1,5 @@
 //! `shapec call`: resolving a vectorized call (slangpy's call-shape
-//! rules, `shape_solver::call`) from the command line.
+//! rules, `shape_call`) from the command line.
 //!
 //! ```
 //! use shapec::call::{resolve, Request};
@@ -16,7 +16,7 @@
 //! ```
 
 use serde_json::{json, Map, Value};
-use shape_solver::call::{Arg, ArgMap, CallArgs, CallError, Function, ResolvedArg, Signature};
+use shape_call::{Arg, ArgMap, CallArgs, CallError, Function, ResolvedArg, Signature};
 
 use crate::error::CliError;
 use crate::run::tuple;

@@ -243,7 +243,7 @@ pub enum CliError {
     /// `shapec call`: a signature or argument that cannot be read, or a
     /// call that cannot be bound or resolved.
     #[error("{0}")]
-    Call(#[from] shape_solver::call::CallError),
+    Call(#[from] shape_call::CallError),
 }
 
 impl CliError {

@@ -19,7 +19,7 @@ fn cli_kinds() -> BTreeSet<&'static str> {
     let program = shapec::ProgramError::VARIANTS.iter();
     let cli = shapec::CliError::VARIANTS.iter();
     let dynamic = shape_core::dynamic::DynError::VARIANTS.iter();
-    let call = shape_solver::call::CallError::VARIANTS.iter();
+    let call = shape_call::CallError::VARIANTS.iter();
     shape
         .chain(graph)
         .chain(program)

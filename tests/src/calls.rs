@@ -3,7 +3,7 @@
 //! run by the reference executor ([`CallKernel::run_cpu`]).
 //!
 //! ```
-//! use shape_solver::call::{Arg, CallArgs, Function};
+//! use shape_call::{Arg, CallArgs, Function};
 //! use shape_tests::calls::{call_data, compare_call};
 //!
 //! let f = Function::parse("fn twice(x: f32) -> f32 { return 2.0 * x; }").unwrap();
@@ -23,7 +23,7 @@
 
 use backend_wgpu::WgpuBackend;
 use proptest::prelude::*;
-use shape_solver::call::CallKernel;
+use shape_call::CallKernel;
 
 /// Quarter-integer data for the leaves a call reads (not those it
 /// allocates), in leaf order: sums and products of a few of them are
@@ -55,7 +55,7 @@ pub fn compare_call(
     reference: &[Vec<f32>],
     other: &[Vec<f32>],
 ) -> Result<(), String> {
-    let racy = |l: &shape_solver::call::KernelLeaf| {
+    let racy = |l: &shape_call::KernelLeaf| {
         kernel.races_allowed
             && kernel
                 .call_shape
@@ -144,10 +144,7 @@ pub fn assert_call_agrees(
 }
 
 /// The kernel of `f` called with `args`, bound and resolved.
-pub fn call_kernel(
-    f: &shape_solver::call::Function,
-    args: &shape_solver::call::CallArgs,
-) -> CallKernel {
+pub fn call_kernel(f: &shape_call::Function, args: &shape_call::CallArgs) -> CallKernel {
     let bound = f.bind(args).unwrap_or_else(|e| panic!("binding: {e}"));
     let resolved = bound.call(args).unwrap_or_else(|e| panic!("calling: {e}"));
     bound

@@ -1093,7 +1093,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// implements [`crate::calls::CallRunner`] and calls this.
 pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
     use crate::calls::{assert_call_agrees, call_data, call_kernel};
-    use shape_solver::call::{Arg, ArgMap, CallArgs, Function};
+    use shape_call::{Arg, ArgMap, CallArgs, Function};
 
     let parse = |f: &Function, text: &str| Arg::parse(text, &f.scope()).expect("an argument");
     let dot = |v: &mut [Vec<f32>]| {
@@ -1170,7 +1170,7 @@ pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
     // Slices and buffers, read through generated accessors: a Slang-style
     // declaration with a WGSL body.
     let read = Function::new(
-        shape_solver::call::Signature::parse("float4 read(int2 index, Slice<2,float4> array)")
+        shape_call::Signature::parse("float4 read(int2 index, Slice<2,float4> array)")
             .expect("read")
             .with_wgsl_body("{ return array_load(u32(index.x), u32(index.y)); }"),
     );
@@ -1189,7 +1189,7 @@ pub fn vectorized_calls(runner: &mut dyn crate::calls::CallRunner) {
         });
     }
     let total = Function::new(
-        shape_solver::call::Signature::parse("float total(StructuredBuffer<float> data)")
+        shape_call::Signature::parse("float total(StructuredBuffer<float> data)")
             .expect("total")
             .with_wgsl_body(
                 "var s = 0.0; for (var i = 0u; i < data_size(0u); i++) { s += data_load(i); } return s;",

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use shape_solver::call::{Arg, CallArgs, CallKernel, Function};
+use shape_call::{Arg, CallArgs, CallKernel, Function};
 use shape_tests::calls::{assert_call_agrees, broadcast_pairs, call_data, call_kernel};
 use shape_tests::gpu::{wgpu_or_skip, with_shared_wgpu};
 
@@ -67,7 +67,7 @@ fn calls_wgpu_cannot_run_are_refused() {
         ("float4 sample(Texture2D<float4> t)", "tensor(4,8,4)"),
     ] {
         let f = Function::new(
-            shape_solver::call::Signature::parse(sig)
+            shape_call::Signature::parse(sig)
                 .unwrap()
                 .with_wgsl_body("{ }"),
         );

@@ -3,9 +3,7 @@
 //! call shape, result shape or error; and property tests of call shapes.
 
 use proptest::prelude::*;
-use shape_solver::call::{
-    Arg, ArgMap, AxisRole, CallArgs, CallError, Function, Resolution, Signature,
-};
+use shape_call::{Arg, ArgMap, AxisRole, CallArgs, CallError, Function, Resolution, Signature};
 
 /// `f` called with `args` (`name=ARG` or positional `ARG`), resolved.
 fn call(f: &Function, args: &[&str]) -> Result<Resolution, CallError> {
@@ -576,7 +574,7 @@ proptest! {
 /// were given for 3 arguments").
 #[test]
 fn a_wrong_number_of_buffers_names_the_count_and_the_leaves() {
-    use shape_solver::call::{Arg, CallArgs, Function};
+    use shape_call::{Arg, CallArgs, Function};
     let dot = Function::parse("float dot(float3 a, float3 b)").unwrap();
     let args = CallArgs::new()
         .arg(Arg::tensor(&[4, 3]))

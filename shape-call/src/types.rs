@@ -126,7 +126,7 @@ impl ParamType {
     /// The type shape: the dims this type consumes, outermost first.
     ///
     /// ```
-    /// use shape_solver::call::{Extent, ParamType, Scalar};
+    /// use shape_call::{Extent, ParamType, Scalar};
     /// let int2 = ParamType::Vector(Box::new(ParamType::Scalar(Scalar::Int)), Extent::Fixed(2));
     /// let array = ParamType::Array(Box::new(int2), Extent::Fixed(10));
     /// assert_eq!(array.type_shape(), vec![Extent::Fixed(10), Extent::Fixed(2)]);

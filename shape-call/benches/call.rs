@@ -7,7 +7,7 @@
 //! `cargo bench -p shape-solver --bench call`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use shape_solver::call::{Arg, CallArgs, Function, Signature};
+use shape_call::{Arg, CallArgs, Function, Signature};
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("call");

@@ -10,8 +10,8 @@ use super::arg::{Arg, CallArgs, Number, OutputSpec};
 use super::error::CallError;
 use super::signature::{Direction, Signature};
 use super::types::{Extent, Language, ParamType, Scalar};
-use crate::origin::{Origin, Why};
-use crate::{Constraint, Solver};
+use shape_solver::{Constraint, Solver};
+use shape_solver::{Origin, Why};
 
 /// A remapping of one argument's dims, applied before anything else.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl ArgMap {
     /// Reads `(2,0,1)` or `(width,height,channels)`.
     ///
     /// ```
-    /// use shape_solver::call::ArgMap;
+    /// use shape_call::ArgMap;
     /// assert_eq!(ArgMap::parse("(2,0,1)").unwrap(), ArgMap::Dims(vec![2, 0, 1]));
     /// assert!(ArgMap::parse("(2,x)").is_err());
     /// ```
@@ -139,7 +139,7 @@ impl Vmap {
 /// call's `map`s, `vmap` and race policy.
 ///
 /// ```
-/// use shape_solver::call::{Arg, CallArgs, Function};
+/// use shape_call::{Arg, CallArgs, Function};
 /// let dot = Function::parse("float dot(float3 a, float3 b)").unwrap();
 /// let args = CallArgs::new().arg(Arg::tensor(&[100, 3])).arg(Arg::tensor(&[1000, 100, 3]));
 /// let bound = dot.bind(&args).unwrap(); // dims and element types only

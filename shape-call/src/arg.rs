@@ -88,7 +88,7 @@ impl Arg {
     /// the structs of `scope`.
     ///
     /// ```
-    /// use shape_solver::call::{Arg, TypeScope};
+    /// use shape_call::{Arg, TypeScope};
     /// let a = Arg::parse("tensor(100,3)", &TypeScope::new()).unwrap();
     /// assert_eq!(a, Arg::tensor(&[100, 3]));
     /// assert!(Arg::parse("tensor(100,", &TypeScope::new()).is_err());

@@ -100,7 +100,7 @@ impl BoundCall {
     /// strides, and how the parameters are made of leaves.
     ///
     /// ```
-    /// use shape_solver::call::{Arg, CallArgs, Function};
+    /// use shape_call::{Arg, CallArgs, Function};
     /// let dot = Function::parse("float dot(float3 a, float3 b)").unwrap();
     /// let args = CallArgs::new().arg(Arg::tensor(&[4, 3])).arg(Arg::tensor(&[3]));
     /// let bound = dot.bind(&args).unwrap();

@@ -88,7 +88,7 @@ impl Signature {
     /// along dim `d`.
     ///
     /// ```
-    /// use shape_solver::call::Signature;
+    /// use shape_call::Signature;
     /// let read = Signature::parse("float4 read(int2 index, Slice<2,float4> array)")
     ///     .unwrap()
     ///     .with_wgsl_body("{ return array_load(u32(index.x), u32(index.y)); }");
@@ -108,7 +108,7 @@ impl Signature {
     /// naga, or a Slang-style declaration.
     ///
     /// ```
-    /// use shape_solver::call::Signature;
+    /// use shape_call::Signature;
     /// let s = Signature::parse("float dot(float3 a, float3 b)").unwrap();
     /// assert_eq!(s.to_string(), "float dot(float3 a, float3 b)");
     /// let w = Signature::parse("fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }").unwrap();

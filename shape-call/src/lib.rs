@@ -17,7 +17,7 @@
 //!   nothing, so one bound call serves every size.
 //!
 //! ```
-//! use shape_solver::call::{Arg, ArgMap, CallArgs, Function};
+//! use shape_call::{Arg, ArgMap, CallArgs, Function};
 //! // The documents' image example: a float tensor (3, 10, 20) read as
 //! // 10x20 float3, its first dim moved behind the others.
 //! let f = Function::parse("float3 multiply(float3 a, float3 b)")
@@ -31,6 +31,8 @@
 //!
 //! `docs/call-shapes.md` describes the rules and where they depart from
 //! the slangpy documents.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod arg;
 mod bind;
