@@ -8,7 +8,7 @@
 //! (the text version: `cargo run -p shapec -- run examples/attention.shape`)
 
 use shape_examples::{inputs, output, run_on_gpu_or_cpu};
-use shape_solver::{Graph, HostTensor};
+use shape_graph::{Graph, HostTensor};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();

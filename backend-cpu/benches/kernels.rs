@@ -9,11 +9,11 @@
 use backend_cpu::CpuBackend;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use shape_core::{Backend, Kernel, Launch};
-use shape_solver::Graph;
+use shape_graph::Graph;
 
 const N: usize = 4096;
 
-fn kernel_of(g: &Graph, t: shape_solver::TensorId) -> (Kernel, Launch) {
+fn kernel_of(g: &Graph, t: shape_graph::TensorId) -> (Kernel, Launch) {
     let s = g.solve().expect("well-shaped");
     let mut lowered = s
         .lower(g.producer(t).expect("a result"), &Default::default())

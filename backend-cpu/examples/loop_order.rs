@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use backend_cpu::CpuBackend;
 use shape_core::{Backend, Kernel, Launch};
-use shape_solver::Graph;
+use shape_graph::Graph;
 
-fn kernel_of(g: &Graph, t: shape_solver::TensorId) -> (Kernel, Launch) {
+fn kernel_of(g: &Graph, t: shape_graph::TensorId) -> (Kernel, Launch) {
     let s = g.solve().expect("well-shaped");
     let mut lowered = s
         .lower(g.producer(t).expect("a result"), &Default::default())

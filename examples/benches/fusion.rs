@@ -17,7 +17,7 @@ use std::time::Instant;
 use backend_cpu::CpuBackend;
 use backend_wgpu::WgpuBackend;
 use shape_core::Backend;
-use shape_solver::{
+use shape_graph::{
     BufferRef, Graph, HostTensor, Inputs, RunOptions, RunPlan, SolvedGraph, TensorId,
 };
 

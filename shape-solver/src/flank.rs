@@ -18,7 +18,7 @@ use crate::origin::Why;
 
 /// The row `before ++ ..var.. ++ after`, and the constraints that tie its
 /// leading flank `before` to `var` (none when `before` is empty).
-pub(crate) fn flanked_row(
+pub fn flanked_row(
     before: Vec<Dim>,
     var: RowVar,
     after: Vec<Dim>,

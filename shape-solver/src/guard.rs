@@ -226,7 +226,7 @@ fn allowed(g: &SizeGuard) -> Option<(&str, Allowed)> {
 /// program that every binding refuses. Only guards between one symbol
 /// and a number are compared; the pair returned is the first, in the
 /// guards' order, whose second member makes the set unsatisfiable.
-pub(crate) fn contradiction(guards: &[SizeGuard]) -> Option<(&SizeGuard, &SizeGuard)> {
+pub fn contradiction(guards: &[SizeGuard]) -> Option<(&SizeGuard, &SizeGuard)> {
     let mut by_symbol: std::collections::HashMap<&str, Vec<(usize, Allowed)>> =
         std::collections::HashMap::new();
     for (i, g) in guards.iter().enumerate() {

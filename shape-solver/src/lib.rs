@@ -1,49 +1,41 @@
-//! The declarative shape solver.
+//! The declarative shape solver: constraints over the dims and rows of
+//! `shape-core`, solved in any order to the same result.
 //!
-//! Front ends (the [`Graph`] API, spec strings) produce [`Constraint`]s over
-//! the dims and rows of `shape-core`; the [`Solver`] simplifies them over
-//! persistent maps, in any order, to the same result; [`Solver::finalize`]
-//! closes what is left open and yields a [`Solution`], in which every
-//! dimension has a size and a [`Provenance`].
+//! Front ends (the `Graph` API of `shape-graph`, spec strings, the text
+//! programs of `shape-lang`) produce [`Constraint`]s; the [`Solver`]
+//! simplifies them over persistent maps; [`Solver::finalize`] closes what
+//! is left open and yields a [`Solution`], in which every dimension has a
+//! size and a [`Provenance`].
 //!
 //! ```
-//! use shape_solver::Graph;
-//! let mut g = Graph::new();
-//! let x = g.input("x", "32|784").unwrap();
-//! let w = g.parameter("w").unwrap();
-//! let b = g.parameter_with_spec("b", "10").unwrap();
-//! let y = g.compose(w, x).unwrap();
-//! let y = g.add(y, b).unwrap();
-//! let solved = g.solve().unwrap();
-//! assert_eq!(solved.shape(w).unwrap().to_string(), "|784->10");
-//! assert_eq!(solved.shape(y).unwrap().to_string(), "32|->10");
+//! use shape_core::{Dim, KnownDim, Row};
+//! use shape_solver::{Constraint, Origin, Solver, Why};
+//!
+//! let mut s = Solver::new();
+//! let why = Why::of(s.add_origin(Origin::Direct { what: "example".into() }));
+//! // An operand of (32, 784) and a result row that broadcasts from it.
+//! let r = s.fresh_row();
+//! let result = Row::open(r, vec![]);
+//! let operand = Row::closed(vec![Dim::known(32).unwrap(), Dim::known(784).unwrap()]);
+//! s.add(Constraint::RowIneq { cur: result.clone(), subr: operand, why }).unwrap();
+//! let solution = s.finalize().unwrap();
+//! let sizes: Vec<u64> = solution.row(&result).unwrap().iter().map(KnownDim::size).collect();
+//! assert_eq!(sizes, vec![32, 784]);
 //! ```
 #![forbid(unsafe_code)]
-#![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 #![warn(missing_docs)]
 
-mod binding;
 mod constraint;
 mod env;
 mod error;
 mod finalize;
-mod flank;
-mod graph;
+pub mod flank;
 pub mod guard;
-mod lowering;
-mod operation;
-pub mod ops;
 mod origin;
-mod projections;
-mod ragged;
 mod rank_cycle;
-mod registry;
-mod run;
-mod sample;
 mod solver;
 mod store;
 pub mod symbolic;
-mod widened;
 
 pub use constraint::Constraint;
 pub use error::{
@@ -51,19 +43,5 @@ pub use error::{
     SumReason, TotalElemsReason,
 };
 pub use finalize::{Provenance, RowDefaults, Solution};
-pub use graph::{
-    ConflictingData, ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeBound, SizeId,
-    SolvedGraph, SpecContext, TensorId, TensorKind,
-};
-pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
-pub use operation::{ConstraintCx, Operation};
 pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
-pub use projections::{AxisIndex, AxisSite, ProjectionBuilder, Projections};
-pub use ragged::RaggedAxis;
-pub use registry::{BuildArgs, Builder, OpEntry, Operator, Registry, Sampler};
-pub use run::{
-    DataError, HostTensor, Inputs, PlannedOp, RunError, RunOptions, RunOutputs, RunPlan,
-};
-pub use sample::SampleCx;
 pub use solver::{Solver, SolverStats, StepBudget};
-pub use widened::{WidenedAxis, WidenedUse};

@@ -167,7 +167,7 @@ pub enum Origin {
         what: Arc<str>,
     },
     /// A size statement of the program (`size d = 64`, `size d = j of y`,
-    /// `size d == e`): [`crate::Graph::set_size`] and its kin.
+    /// `size d == e`): `shape_graph::Graph::set_size` and its kin.
     Size {
         /// The size it is about.
         name: Arc<str>,

@@ -361,8 +361,10 @@ impl Solver {
     }
 
     /// Queues a constraint given from outside the solver (an operation's,
-    /// a declaration's): it counts towards the step limit.
-    pub(crate) fn push(&mut self, c: Constraint) {
+    /// a declaration's) without solving it yet: it counts towards the step
+    /// limit, and [`Solver::run`] (or the next [`Solver::add`]) solves it.
+    /// Many constraints queued and run at once need no list in between.
+    pub fn push(&mut self, c: Constraint) {
         self.given += 1;
         self.queue.push(c);
     }
@@ -378,7 +380,9 @@ impl Solver {
         self.queue.push(c);
     }
 
-    pub(crate) fn run(&mut self) -> Result<(), ShapeError> {
+    /// Solves every queued constraint ([`Solver::push`]); on an error the
+    /// rest of the queue is dropped (undo it with [`Solver::transaction`]).
+    pub fn run(&mut self) -> Result<(), ShapeError> {
         let limit = self.step_limit();
         while let Some(c) = self.queue.pop() {
             self.steps += 1;

@@ -18,9 +18,10 @@ use std::sync::Arc;
 use shape_core::dynamic::{self, DynDim, DynShape};
 use shape_core::kernel::{Accumulate, BinaryOp, Expr};
 use shape_core::RowKind;
-use shape_solver::{
-    ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder, ShapeError,
+use shape_graph::{
+    ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
 };
+use shape_solver::ShapeError;
 
 use crate::error::CliError;
 use crate::run::tuple;

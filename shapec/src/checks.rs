@@ -4,7 +4,7 @@
 //! a backend allows.
 
 use shape_core::spec::{AxisKind, ShapeSpec};
-use shape_solver::{GraphError, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{GraphError, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::compile::Compiled;
 use crate::error::ProgramError;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use shape_core::SolvedShape;
-use shape_solver::{HostTensor, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{HostTensor, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::compile::{compile, Compiled};
@@ -628,7 +628,7 @@ impl RunReport<'_> {
         self.values.get(&t).map(HostTensor::values).unwrap_or(&[])
     }
 
-    fn ragged(&self, t: TensorId) -> Option<&shape_solver::RaggedAxis> {
+    fn ragged(&self, t: TensorId) -> Option<&shape_graph::RaggedAxis> {
         self.values.get(&t).and_then(HostTensor::ragged_axis)
     }
 

@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 use shape_core::spec::ShapeSpec;
 use shape_core::SpecError;
-use shape_solver::{GraphError, Operator, Origin, Registry, ShapeError, SolvedGraph, TensorId};
+use shape_graph::{GraphError, Operator, Registry, SolvedGraph, TensorId};
+use shape_solver::{Origin, ShapeError};
 
-pub use shape_solver::Graph;
+pub use shape_graph::Graph;
 
 use crate::error::{Note, ProgramError};
 use crate::syntax::{
@@ -147,7 +148,7 @@ impl SourceMap {
                 }
             }
         } else if let GraphError::NotGiven {
-            what: shape_solver::NotGiven::Size(name),
+            what: shape_graph::NotGiven::Size(name),
             ..
         } = &error
         {
@@ -347,7 +348,7 @@ pub struct Compiled {
     pub constants: HashMap<TensorId, Vec<f32>>,
     /// Constants that stand for a named size used as a number (`x / d`):
     /// their value is the size once solved.
-    pub size_values: HashMap<TensorId, shape_solver::SizeId>,
+    pub size_values: HashMap<TensorId, shape_graph::SizeId>,
     /// The tensors named by assignments, in order: the program's results.
     pub results: Vec<TensorId>,
     /// What the program compiles to but may not mean: shown on standard
@@ -499,7 +500,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             // broadcasts to it one way (the destination never sizes it).
             let t = c
                 .graph
-                .apply_named(&name.text, Arc::new(shape_solver::ops::Assign), &[source])
+                .apply_named(&name.text, Arc::new(shape_graph::ops::Assign), &[source])
                 .map_err(|e| graph_error(c, e, &expr.span, None))?;
             c.map.ops.push(expr.span.clone());
             c.map.tensors.push(TensorSite {
@@ -614,7 +615,7 @@ fn lookup(c: &Compiled, name: &str, span: &Span) -> Result<TensorId, ProgramErro
 fn size_value(
     c: &mut Compiled,
     name: &str,
-    s: shape_solver::SizeId,
+    s: shape_graph::SizeId,
     span: &Span,
 ) -> Result<TensorId, ProgramError> {
     let t = c
@@ -729,7 +730,7 @@ pub fn widened_warnings(c: &Compiled, solved: &SolvedGraph) -> Vec<Warning> {
         c.map.requires.iter().map(|(t, _, _)| *t).collect();
     let g = &c.graph;
     let name = |t: TensorId| g.name(t).unwrap_or("?");
-    let statement = |op: shape_solver::OpId| {
+    let statement = |op: shape_graph::OpId| {
         g.op(op)
             .map(|(o, operands, _)| {
                 let names: Vec<&str> = operands.iter().map(|&t| name(t)).collect();

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shape_solver::GraphError;
+use shape_graph::GraphError;
 
 use crate::memory::Budget;
 use crate::npy::NpyError;

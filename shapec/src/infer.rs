@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
 use shape_core::{RowKind, SolvedShape};
-use shape_solver::{AxisIndex, OpId, Origin, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{AxisIndex, OpId, SolvedGraph, TensorId, TensorKind};
+use shape_solver::Origin;
 
 use crate::compile::Compiled;
 use crate::error::CliError;
@@ -35,7 +36,7 @@ pub fn describe_tensor(compiled: &Compiled, t: TensorId) -> String {
     }
 }
 
-fn located(compiled: &Compiled) -> impl Fn(shape_solver::GraphError) -> CliError + '_ {
+fn located(compiled: &Compiled) -> impl Fn(shape_graph::GraphError) -> CliError + '_ {
     move |e| CliError::Program(compiled.map.locate(e, None))
 }
 
@@ -140,7 +141,7 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
     let g = &compiled.graph;
     let (mut text, mut all) = (String::new(), Vec::new());
     let plan = solved
-        .plan(&compiled.results, &shape_solver::RunOptions::default())
+        .plan(&compiled.results, &shape_graph::RunOptions::default())
         .map_err(located(compiled))?;
     // In program order (the plan's is one topological order of many).
     let mut planned_ops: Vec<_> = plan.ops().iter().collect();
@@ -151,15 +152,15 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
             continue;
         };
         let lowered = &planned.lowered;
-        let name = |b: &shape_solver::BufferRef| match b {
-            shape_solver::BufferRef::Result => g.name(result).unwrap_or("?").to_string(),
-            shape_solver::BufferRef::Operand(i) => operands
+        let name = |b: &shape_graph::BufferRef| match b {
+            shape_graph::BufferRef::Result => g.name(result).unwrap_or("?").to_string(),
+            shape_graph::BufferRef::Operand(i) => operands
                 .get(*i)
                 .and_then(|&t| g.name(t).ok())
                 .unwrap_or("?")
                 .to_string(),
-            shape_solver::BufferRef::Scratch(i) => format!("scratch{i}"),
-            shape_solver::BufferRef::Tensor(t) => g.name(*t).unwrap_or("?").to_string(),
+            shape_graph::BufferRef::Scratch(i) => format!("scratch{i}"),
+            shape_graph::BufferRef::Tensor(t) => g.name(*t).unwrap_or("?").to_string(),
         };
         let _ = writeln!(
             text,

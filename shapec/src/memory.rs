@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use shape_solver::{GraphError, RunPlan, SolvedGraph, TensorId};
+use shape_graph::{GraphError, RunPlan, SolvedGraph, TensorId};
 
 /// Memory the process may use, and where the figure comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,7 +235,7 @@ fn mem_available() -> Option<Budget> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shape_solver::{Graph, RunOptions};
+    use shape_graph::{Graph, RunOptions};
 
     #[test]
     fn sizes() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use backend_cpu::CpuBackend;
 use shape_core::{Backend, SolvedShape};
-use shape_solver::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::BackendJob;
 use crate::compile::Compiled;

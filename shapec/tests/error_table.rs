@@ -13,7 +13,7 @@ const WRAPPERS: [&str; 4] = ["program", "dynamic_broadcast", "call", "graph"];
 
 fn cli_kinds() -> BTreeSet<&'static str> {
     let shape = shape_solver::ShapeError::VARIANTS.iter();
-    let graph = shape_solver::GraphError::VARIANTS
+    let graph = shape_graph::GraphError::VARIANTS
         .iter()
         .filter(|k| **k != "shape");
     let program = shapec::ProgramError::VARIANTS.iter();

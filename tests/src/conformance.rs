@@ -14,10 +14,11 @@ use std::sync::Arc;
 use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
-use shape_solver::{
+use shape_graph::{
     BufferRef, ConstraintCx, Graph, GraphError, HostTensor, Lowered, LoweringCx, Operation,
-    ProjectionBuilder, RowSite, Step, TensorId,
+    ProjectionBuilder, Step, TensorId,
 };
+use shape_solver::RowSite;
 
 use crate::differential::{compare_backends, ProgramRunner, Tolerance};
 use crate::programs::{program, Program};
@@ -60,7 +61,7 @@ fn ramp(n: usize) -> Vec<f32> {
 /// Every pointwise function of the registry, on values that include
 /// zeros, negatives and non-integers.
 pub fn pointwise_functions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    let registry = shape_solver::Registry::builtin();
+    let registry = shape_graph::Registry::builtin();
     for entry in registry.entries() {
         if entry.takes_spec()
             || !matches!(
@@ -262,7 +263,7 @@ pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// first axis (subtracting each column's maximum), a minimum and a
 /// product, and a reduction of nothing, which keeps NaN.
 pub fn reductions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    use shape_solver::ops::Reduction;
+    use shape_graph::ops::Reduction;
     let mut g = Graph::new();
     let x = g.input("x", "5, 3").expect("a spec");
     let big = g.input("big", "5, 3").expect("a spec");
@@ -423,7 +424,7 @@ pub fn fixed_indices<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let filler = g.unary("neg", filler).expect("a pointwise result");
     // Row maxima of `a`, written to column 2 of a 2x3 result.
     let placed = g
-        .einsum_reduced("i,j=>i,2", &[a], shape_solver::ops::Reduction::Max)
+        .einsum_reduced("i,j=>i,2", &[a], shape_graph::ops::Reduction::Max)
         .expect("a fixed index in the result");
     let tied = g.permute("i,n:3=>n:3,i", a).expect("a sized label");
     let p = Program::with_named_data(
@@ -492,14 +493,14 @@ pub fn convolutions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
             .einsum_reduced(
                 "...|o=+a:3,p=+b:3=>...|o,p",
                 &[img],
-                shape_solver::ops::Reduction::Max,
+                shape_graph::ops::Reduction::Max,
             )
             .expect("a padded max-pool");
         let pool2 = g
             .einsum_reduced(
                 "...|2*o<+a:3,2*p<+b:3=>...|o,p",
                 &[img],
-                shape_solver::ops::Reduction::Max,
+                shape_graph::ops::Reduction::Max,
             )
             .expect("a strided max-pool");
         // Padded with stride 2 needs an even input: the image less its last
@@ -744,7 +745,7 @@ pub fn write_conflicts<B: Backend>(backend: &mut B, _tolerance: Tolerance) {
 /// 1, a concatenation may have an empty part, and a maximum over an empty
 /// axis is an error on every backend.
 pub fn empty_axes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    use shape_solver::ops::Reduction;
+    use shape_graph::ops::Reduction;
     let mut g = Graph::new();
     let x = g.input("x", "0, 3").expect("a spec");
     let row = g.input("row", "1, 3").expect("a spec");
@@ -975,13 +976,13 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// `[[1, 2, 3], [4, 4, 4]]`). A row that does not broadcast is the same
 /// error on every backend.
 pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    use shape_solver::ops::Reduction;
+    use shape_graph::ops::Reduction;
     let ragged = |outer: Vec<u64>, lengths: &[u64], inner: Vec<u64>, values: Vec<f32>| {
         HostTensor::ragged(outer, lengths, inner, values).expect("ragged data")
     };
     let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
     let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
-        let mut inputs = shape_solver::Inputs::new();
+        let mut inputs = shape_graph::Inputs::new();
         for (t, v) in data {
             inputs.insert(t, v);
         }

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use shape_core::Backend;
-use shape_solver::{SolvedGraph, TensorId};
+use shape_graph::{SolvedGraph, TensorId};
 
 use crate::programs::Program;
 

@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use shape_core::spec::{AxisKind, EinsumSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::RowKind;
-use shape_solver::SizeBound;
+use shape_graph::SizeBound;
 use shapec::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
 
 /// One statement of a generated program, with the names it defines and
@@ -1508,7 +1508,7 @@ impl Inferred {
 fn program_error(e: shapec::error::ProgramError) -> Inferred {
     let class = match &e {
         shapec::error::ProgramError::Graph { error, .. } => match error.as_ref() {
-            shape_solver::GraphError::Shape(s) => Some(s.class()),
+            shape_graph::GraphError::Shape(s) => Some(s.class()),
             _ => None,
         },
         _ => None,
@@ -1523,7 +1523,7 @@ fn program_error(e: shapec::error::ProgramError) -> Inferred {
 /// Parses, compiles and solves `text`.
 pub fn compile_and_solve(
     text: &str,
-) -> Result<(shapec::compile::Compiled, shape_solver::SolvedGraph), Inferred> {
+) -> Result<(shapec::compile::Compiled, shape_graph::SolvedGraph), Inferred> {
     let parsed = shapec::syntax::parse(text)
         .map_err(|e| program_error(shapec::error::ProgramError::from(e)))?;
     let compiled = shapec::compile::compile(&parsed).map_err(program_error)?;
@@ -1584,6 +1584,6 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
         graph: compiled.graph.clone(),
         inputs: data.values,
         results: compiled.results.clone(),
-        options: shape_solver::RunOptions::default(),
+        options: shape_graph::RunOptions::default(),
     })
 }

@@ -31,7 +31,7 @@ pub mod kernels;
 pub mod programs;
 pub mod reference;
 
-use shape_solver::{Graph, GraphError, TensorKind};
+use shape_graph::{Graph, GraphError, TensorKind};
 
 /// Renders every tensor of `g`, in creation order, as a line of a small
 /// program with its solved shape on the right, in the style of

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use shape_core::SolvedShape;
-use shape_solver::{
+use shape_graph::{
     Graph, GraphError, HostTensor, Inputs, Registry, RunOptions, SampleCx, Sampler, TensorId,
     TensorKind,
 };
@@ -39,7 +39,7 @@ impl Program {
     /// length.
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// use shape_tests::programs::Program;
     /// let mut g = Graph::new();
     /// let x = g.input("x", "3")?;
@@ -62,7 +62,7 @@ impl Program {
     /// the data again.
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// use shape_tests::programs::Program;
     /// let mut g = Graph::new();
     /// g.run_time_size("b")?;

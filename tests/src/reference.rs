@@ -12,7 +12,7 @@
 //! backend and each element must match.
 //!
 //! ```
-//! use shape_solver::Registry;
+//! use shape_graph::Registry;
 //! use shape_tests::reference::{assert_op_matches, RefCase};
 //!
 //! // `neg`, against `-x` element by element.
@@ -35,7 +35,7 @@ use std::sync::Arc;
 use backend_cpu::CpuBackend;
 use shape_core::spec::{AxisKind, RowVarName, ShapeSpec};
 use shape_core::{RowKind, SolvedShape};
-use shape_solver::{
+use shape_graph::{
     BuildArgs, Graph, GraphError, OpEntry, Operation, Registry, RunOptions, SampleCx, Sampler,
     TensorId,
 };

@@ -106,7 +106,7 @@ proptest! {
 
 #[test]
 fn contiguous_pointwise_kernels_become_one_loop() {
-    let mut g = shape_solver::Graph::new();
+    let mut g = shape_graph::Graph::new();
     let a = g.input("a", "4,5|6->7").unwrap();
     let b = g.input("b", "4,5|6->7").unwrap();
     let c = g.add(a, b).unwrap();
@@ -137,7 +137,7 @@ fn both_paths_agree(
     shapes: &[String],
     unary: Option<&str>,
 ) -> Result<(), TestCaseError> {
-    let mut g = shape_solver::Graph::new();
+    let mut g = shape_graph::Graph::new();
     let ids: Vec<_> = shapes
         .iter()
         .enumerate()

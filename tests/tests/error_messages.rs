@@ -1,7 +1,8 @@
 //! Every error kind's message, as users see it.
 
 use shape_core::{Dim, DimVar, Row};
-use shape_solver::{Constraint, Graph, GraphError, Origin, Solver, Why};
+use shape_graph::{Graph, GraphError};
+use shape_solver::{Constraint, Origin, Solver, Why};
 
 fn err(f: impl FnOnce(&mut Graph) -> Result<(), GraphError>) -> String {
     let mut g = Graph::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, BinaryOp, Expr};
-use shape_solver::{
+use shape_graph::{
     ConstraintCx, Graph, GraphError, Lowered, LoweringCx, OpEntry, Operation, ProjectionBuilder,
     Registry, SampleCx, TensorId,
 };

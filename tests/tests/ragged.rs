@@ -6,7 +6,7 @@ use backend_cpu::CpuBackend;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shape_core::Backend;
-use shape_solver::{Graph, HostTensor, Inputs, RunError, RunOptions, TensorId};
+use shape_graph::{Graph, HostTensor, Inputs, RunError, RunOptions, TensorId};
 use shape_tests::differential::Tolerance;
 use shape_tests::gpu::wgpu_or_skip;
 
@@ -31,7 +31,7 @@ fn run_all(g: &Graph, data: &[(TensorId, HostTensor)], out: TensorId) -> Result<
         backend(inputs)
     };
     fn go<B: Backend>(
-        solved: &shape_solver::SolvedGraph,
+        solved: &shape_graph::SolvedGraph,
         b: &mut B,
         inputs: Inputs,
         out: TensorId,
@@ -267,8 +267,8 @@ fn ragged_data_must_fit_the_shape() {
     let e = run_all(&g, &[(x, a())], y).unwrap_err();
     assert!(e.starts_with("data_shape"), "{e}");
     // Offsets that go backwards, lengths that do not match the values.
-    assert!(shape_solver::RaggedAxis::new(1, vec![0, 3, 2]).is_err());
-    assert!(shape_solver::RaggedAxis::new(1, vec![1, 3]).is_err());
+    assert!(shape_graph::RaggedAxis::new(1, vec![0, 3, 2]).is_err());
+    assert!(shape_graph::RaggedAxis::new(1, vec![1, 3]).is_err());
     assert!(HostTensor::ragged(vec![2], &[1], vec![], vec![1.0]).is_err());
     assert!(HostTensor::ragged(vec![2], &[1, u64::MAX], vec![], vec![1.0]).is_err());
 }

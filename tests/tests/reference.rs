@@ -9,10 +9,11 @@ use std::sync::Arc;
 use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, Expr};
 use shape_core::RowKind;
-use shape_solver::{
+use shape_graph::{
     ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder, Registry,
-    RowSite, RunOptions,
+    RunOptions,
 };
+use shape_solver::RowSite;
 use shape_tests::differential::{assert_backends_agree, ProgramRunner, Tolerance};
 use shape_tests::programs::Program;
 use shape_tests::reference::{assert_op_matches, builtin_references, each_index, OpCheck, RefCase};
@@ -124,7 +125,7 @@ fn total_check(how: Total) -> OpCheck {
     })
 }
 
-fn six() -> (Program, shape_solver::TensorId) {
+fn six() -> (Program, shape_graph::TensorId) {
     let mut g = Graph::new();
     let x = g.input("x", "6").unwrap();
     let y = g.apply(Arc::new(Total::WritingOnce), &[x]).unwrap();

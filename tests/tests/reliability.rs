@@ -123,7 +123,8 @@ fn a_later_use_still_widens_an_intermediate() {
 /// the message said -1).
 #[test]
 fn a_product_mismatch_names_the_inner_sizes_with_one_axis_convention() {
-    use shape_solver::{Graph, GraphError, ShapeError};
+    use shape_graph::{Graph, GraphError};
+    use shape_solver::ShapeError;
     let mut g = Graph::new();
     let x = g.input("x", "8|784").unwrap();
     let w = g.parameter("w").unwrap();
@@ -150,7 +151,7 @@ fn a_product_mismatch_names_the_inner_sizes_with_one_axis_convention() {
 /// run-time size (it said run-time sizes were "not supported yet").
 #[test]
 fn a_question_mark_in_a_spec_says_how_to_declare_a_run_time_size() {
-    let mut g = shape_solver::Graph::new();
+    let mut g = shape_graph::Graph::new();
     let e = g.input("t", "?|3").unwrap_err().to_string();
     assert!(!e.contains("not supported yet"), "{e}");
     assert!(e.contains("declare the name a run-time size"), "{e}");
@@ -162,7 +163,7 @@ fn a_question_mark_in_a_spec_says_how_to_declare_a_run_time_size() {
 fn relu_keeps_nan_on_every_backend() {
     use backend_cpu::CpuBackend;
     use shape_core::Backend;
-    use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
+    use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
     let mut g = Graph::new();
     let x = g.input("x", "4").unwrap();
     let y = g.unary("relu", x).unwrap();
@@ -172,10 +173,10 @@ fn relu_keeps_nan_on_every_backend() {
         backend(Inputs::new().with(x, data))
     };
     fn on<B: Backend>(
-        solved: &shape_solver::SolvedGraph,
+        solved: &shape_graph::SolvedGraph,
         b: &mut B,
         inputs: Inputs,
-        y: shape_solver::TensorId,
+        y: shape_graph::TensorId,
     ) -> Vec<f32> {
         solved
             .run(b, inputs, &[y], &RunOptions::default())

@@ -6,7 +6,7 @@
 use backend_cpu::CpuBackend;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use shape_solver::{Graph, HostTensor, Inputs, RunOptions, SizeId, SolvedGraph, TensorId};
+use shape_graph::{Graph, HostTensor, Inputs, RunOptions, SizeId, SolvedGraph, TensorId};
 use shape_tests::gpu::wgpu_or_skip;
 
 /// A two-layer perceptron whose batch size is `b`: a run-time size, or

@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowVar};
-use shape_solver::{Constraint, ErrorClass, Graph, Origin, ShapeError, Solver, Why};
+use shape_graph::Graph;
+use shape_solver::{Constraint, ErrorClass, Origin, ShapeError, Solver, Why};
 
 const DIM_VARS: usize = 6;
 const ROW_VARS: usize = 3;

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use shape_graph::Graph;
 use shape_solver::symbolic::{eval, parse, Simplifier, SymExpr, RULES};
-use shape_solver::Graph;
 
 /// A rule side as an expression: pattern variables `?a` become symbols.
 fn side(pattern: &str) -> shape_solver::symbolic::SymExpr {

@@ -123,7 +123,7 @@ pub enum Statement {
         /// The size's name.
         name: Ident,
         /// The bound.
-        bound: shape_solver::SizeBound,
+        bound: shape_graph::SizeBound,
         /// The whole statement.
         span: Span,
     },

@@ -4,7 +4,7 @@ use super::{
     Arg, BinOp, DeclKind, Expr, ExprKind, Ident, Program, SizeSource, Span, SpecText, Statement,
     Values,
 };
-use shape_solver::SizeBound;
+use shape_graph::SizeBound;
 
 /// A malformed program: what was expected where, and what was found.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

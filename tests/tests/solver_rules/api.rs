@@ -3,7 +3,8 @@
 //! operations.
 
 use shape_core::{Dim, RowKind};
-use shape_solver::{Graph, GraphError, ShapeError, Solver, StepBudget};
+use shape_graph::{Graph, GraphError};
+use shape_solver::{ShapeError, Solver, StepBudget};
 use shape_tests::inference::infer;
 
 use crate::{closed, k, open, v, Fixture};

@@ -3,7 +3,8 @@
 //! `size n = ..r.. of x` (a row variable's element count), and later specs
 //! that write the name.
 
-use shape_solver::{Graph, GraphError, ShapeError, SizeBound};
+use shape_graph::{Graph, GraphError, SizeBound};
+use shape_solver::ShapeError;
 use shape_tests::inference::infer;
 
 #[test]

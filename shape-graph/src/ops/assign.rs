@@ -7,12 +7,12 @@
 use shape_core::kernel::{Accumulate, Expr};
 use shape_core::RowKind;
 
-use crate::constraint::Constraint;
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
-use crate::origin::{Relation, RowSite};
 use crate::projections::ProjectionBuilder;
+use shape_solver::Constraint;
+use shape_solver::{Relation, RowSite};
 
 /// The copy of an assignment: operand 0 broadcast into the result, whose
 /// shape the program declares (a requirement on it).

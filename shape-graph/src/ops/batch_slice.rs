@@ -12,9 +12,9 @@ use shape_core::RowKind::{Batch as B, Input as I, Output as O};
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
-use crate::origin::RowSite;
+use shape_solver::RowSite;
 use crate::projections::{AxisIndex, AxisSite, ProjectionBuilder};
-use crate::constraint::Constraint;
+use shape_solver::Constraint;
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;
 

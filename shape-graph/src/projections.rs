@@ -14,7 +14,7 @@
 
 use shape_core::{IterKind, KnownDim, RowKind, SolvedShape};
 
-use crate::origin::RowSite;
+use shape_solver::RowSite;
 
 /// How one axis of a tensor is indexed by an operation's loop nest.
 ///

@@ -9,10 +9,10 @@ use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::SolvedShape;
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
-use crate::origin::OpRef;
 use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
 use crate::run::RunOptions;
-use crate::symbolic::{var, Simplifier, Sym, SymExpr};
+use shape_solver::symbolic::{var, Simplifier, Sym, SymExpr};
+use shape_solver::OpRef;
 
 /// A buffer one step of a lowered operation reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -162,8 +162,10 @@ impl LoweringCx<'_> {
     ///
     /// ```
     /// use shape_core::kernel::{Accumulate, Expr};
-    /// use shape_solver::{ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation,
-    ///     ProjectionBuilder, RowSite};
+    /// use shape_graph::{
+    ///     ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
+    /// };
+    /// use shape_solver::RowSite;
     /// use shape_core::RowKind;
     ///
     /// /// A total of its operand that (wrongly) assigns instead of summing.
@@ -405,7 +407,7 @@ impl SolvedGraph {
     /// The projections of one operation.
     ///
     /// ```
-    /// use shape_solver::{AxisIndex, Graph};
+    /// use shape_graph::{AxisIndex, Graph};
     /// use shape_core::IterKind;
     /// let mut g = Graph::new();
     /// let a = g.input("a", "2,3").unwrap();
@@ -434,7 +436,7 @@ impl SolvedGraph {
     /// (batch, output, input).
     ///
     /// ```
-    /// use shape_solver::{Graph, RunOptions};
+    /// use shape_graph::{Graph, RunOptions};
     /// let mut g = Graph::new();
     /// let a = g.input("a", "2,3").unwrap();
     /// let s = g.permute("ij=>i", a).unwrap();

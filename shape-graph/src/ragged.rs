@@ -36,7 +36,7 @@ use crate::run::{DataError, RunOptions};
 /// before it.
 ///
 /// ```
-/// use shape_solver::RaggedAxis;
+/// use shape_graph::RaggedAxis;
 /// // [[1], [2, 3]]: two rows, of lengths 1 and 2.
 /// let rows = RaggedAxis::from_lengths(1, &[1, 2]).unwrap();
 /// assert_eq!(rows.offsets(), &[0, 1, 3]);
@@ -227,13 +227,13 @@ impl SolvedGraph {
     /// [`GraphError::RaggedLayout`].
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// let mut g = Graph::new();
     /// let x = g.input("x", "3|2, var")?;
     /// let s = g.solve()?;
     /// assert_eq!(s.shape(x)?.to_string(), "3|->2, var");
     /// assert_eq!(s.ragged_axis(x)?, Some(2));
-    /// # Ok::<(), shape_solver::GraphError>(())
+    /// # Ok::<(), shape_graph::GraphError>(())
     /// ```
     pub fn ragged_axis(&self, t: crate::TensorId) -> Result<Option<usize>, GraphError> {
         ragged_position(self, t)
@@ -570,7 +570,7 @@ impl SolvedGraph {
     fn flat_step(
         &self,
         operation: &dyn crate::Operation,
-        op_ref: &std::sync::Arc<crate::origin::OpRef>,
+        op_ref: &std::sync::Arc<shape_solver::OpRef>,
         structure: &Projections,
         tensors: &[Tensor<'_>],
         row_iters: &[usize],

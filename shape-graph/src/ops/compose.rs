@@ -9,7 +9,7 @@ use shape_core::RowKind::{Batch as B, Input as I, Output as O};
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
-use crate::origin::RowSite;
+use shape_solver::RowSite;
 use crate::projections::ProjectionBuilder;
 use crate::registry::{OpEntry, Operator};
 use crate::sample::SampleCx;

@@ -4,14 +4,14 @@
 //! A graph solved once with run-time sizes (`size b` alone in the text
 //! language, [`Graph::run_time_size`] here) keeps them as symbols in every
 //! shape, with the guards inference could not decide
-//! ([`crate::guard`]). [`SolvedGraph::bind`] gives the sizes values,
+//! ([`shape_solver::guard`]). [`SolvedGraph::bind`] gives the sizes values,
 //! checks the guards and the bounds stated on the sizes, and returns a
 //! graph whose shapes are all numbers, ready to lower and run. Binding
 //! solves nothing: it substitutes, and costs a pass over the guards plus
 //! one over each shape read.
 //!
 //! ```
-//! use shape_solver::Graph;
+//! use shape_graph::Graph;
 //! let mut g = Graph::new();
 //! let b = g.run_time_size("b").unwrap();
 //! let x = g.input("x", "b|8").unwrap();
@@ -32,9 +32,9 @@ use std::sync::{Arc, OnceLock};
 use shape_core::{Dim, KnownDim, RowKind, Size, SolvedShape, SymSize};
 
 use crate::graph::{Graph, GraphError, SizeId, SolvedGraph, TensorId, SHAPE_BLOCK};
-use crate::guard::{GuardCheck, SizeGuard};
-use crate::origin::TensorRef;
 use crate::run::Inputs;
+use shape_solver::guard::{GuardCheck, SizeGuard};
+use shape_solver::TensorRef;
 
 /// The values given to a graph's run-time sizes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -19,9 +19,9 @@ use shape_core::{Backend, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph, TensorId, TensorKind};
 use crate::lowering::{BufferRef, Lowered, Step};
-use crate::origin::{OpRef, TensorRef};
 use crate::ragged::RaggedAxis;
 use shape_core::kernel::{Expr, Kernel, Launch, Layout};
+use shape_solver::{OpRef, TensorRef};
 
 /// A tensor's values on the host, in memory order (batch, output, input;
 /// row-major), with the sizes of its axes in that order.
@@ -75,7 +75,7 @@ impl HostTensor {
     /// Values with the dims of their axes in memory order.
     ///
     /// ```
-    /// use shape_solver::HostTensor;
+    /// use shape_graph::HostTensor;
     /// let t = HostTensor::new(vec![2, 3], vec![0.0; 6]).unwrap();
     /// assert_eq!(t.len(), 6);
     /// assert!(HostTensor::new(vec![2, 3], vec![0.0; 5]).is_err());
@@ -113,7 +113,7 @@ impl HostTensor {
     /// then gives the longest row's length for the ragged axis.
     ///
     /// ```
-    /// use shape_solver::HostTensor;
+    /// use shape_graph::HostTensor;
     /// // [[1], [2, 3]]
     /// let t = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap();
     /// assert_eq!(t.dims(), &[2, 2]);
@@ -614,7 +614,7 @@ impl SolvedGraph {
     /// Plans a run that computes `outputs`.
     ///
     /// ```
-    /// use shape_solver::{Graph, RunOptions};
+    /// use shape_graph::{Graph, RunOptions};
     /// let mut g = Graph::new();
     /// let x = g.input("x", "1000")?;
     /// let a = g.unary("relu", x)?;
@@ -632,7 +632,7 @@ impl SolvedGraph {
     /// let plan = solved.plan(&[c], &RunOptions::default().unfused())?;
     /// assert_eq!(plan.ops().len(), 3);
     /// assert_eq!(plan.peak_bytes(), 8_000);
-    /// # Ok::<(), shape_solver::GraphError>(())
+    /// # Ok::<(), shape_graph::GraphError>(())
     /// ```
     pub fn plan(&self, outputs: &[TensorId], options: &RunOptions) -> Result<RunPlan, GraphError> {
         let graph = self.graph();
@@ -803,7 +803,7 @@ impl SolvedGraph {
     ///
     /// ```
     /// use backend_cpu::CpuBackend;
-    /// use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
+    /// use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
     ///
     /// let mut g = Graph::new();
     /// let w = g.input("w", "2->3")?;

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch};
 use shape_core::{Dim, Row, RowKind};
 
-use crate::constraint::Constraint;
+use shape_solver::Constraint;
 use crate::graph::GraphError;
 use crate::lowering::{BufferRef, Lowered, LoweringCx, Step};
 use crate::operation::{ConstraintCx, Operation};
-use crate::origin::RowSite;
+use shape_solver::RowSite;
 use crate::projections::{AxisIndex, AxisSite, ProjectionBuilder};
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;

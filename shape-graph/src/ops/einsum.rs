@@ -16,11 +16,11 @@ use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind};
 use shape_core::spec::{AffineIndex, AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, EinsumSpec, KnownDim, Row, RowKind, RowVar};
 
-use crate::constraint::Constraint;
+use shape_solver::Constraint;
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
-use crate::origin::RowSite;
+use shape_solver::RowSite;
 use crate::projections::{AffineKernel, AxisIndex, AxisSite, ProjectionBuilder};
 use crate::registry::{BuildArgs, OpEntry};
 use crate::sample::SampleCx;
@@ -97,8 +97,8 @@ impl Einsum {
     ///
     /// ```
     /// use shape_core::EinsumSpec;
-    /// use shape_solver::ops::{Einsum, Reduction};
-    /// use shape_solver::Operation;
+    /// use shape_graph::ops::{Einsum, Reduction};
+    /// use shape_graph::Operation;
     /// let rows_max = Einsum::with_reduction(EinsumSpec::parse("ut=>t").unwrap(), Reduction::Max);
     /// assert_eq!(rows_max.name(), "einsum_max \"ut=>t\"");
     /// ```
@@ -171,7 +171,7 @@ impl Einsum {
             for (j, a) in axes.iter().enumerate() {
                 // Axes after the row variable are counted from the end, as
                 // the solver's messages count them.
-                let at = |why: crate::Why| if trailing { why.at_axis(n - 1 - j) } else { why };
+                let at = |why: shape_solver::Why| if trailing { why.at_axis(n - 1 - j) } else { why };
                 out.push(match &a.kind {
                     AxisKind::Label(l) => {
                         lookup_or(dims, l.as_str(), || Dim::Var(cx.fresh_dim()))

@@ -9,14 +9,14 @@ use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
 use shape_core::{Dim, DimVar, KnownDim, Row, RowKind, Shape, SolvedShape};
 
-use crate::constraint::Constraint;
-use crate::error::ShapeError;
-use crate::finalize::{Provenance, RowDefaults, Solution};
 use crate::operation::{ConstraintCx, Operation};
 use crate::ops::{self, terminal};
-use crate::origin::{OpRef, Origin, TensorRef};
 use crate::registry::{BuildArgs, Registry};
-use crate::solver::Solver;
+use shape_solver::Constraint;
+use shape_solver::ShapeError;
+use shape_solver::Solver;
+use shape_solver::{OpRef, Origin, TensorRef};
+use shape_solver::{Provenance, RowDefaults, Solution};
 
 /// A tensor in a [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -330,7 +330,7 @@ pub enum GraphError {
         /// The solved size.
         value: u64,
         /// The statement's position among the graph's size statements
-        /// (as [`crate::Origin::Size`] numbers them).
+        /// (as [`shape_solver::Origin::Size`] numbers them).
         statement: usize,
     },
     /// A size statement that captures a name the tensor's spec does not
@@ -385,7 +385,7 @@ pub enum GraphError {
     },
     /// Bound sizes that break a guard inference left.
     #[error(transparent)]
-    Guard(#[from] crate::guard::GuardFailure),
+    Guard(#[from] shape_solver::guard::GuardFailure),
     /// Two guards on one run-time size that no value passes together
     /// (`b == 2` from a requirement, `b >= 3` from a size statement):
     /// found by inference, since every binding would be refused.
@@ -395,9 +395,9 @@ pub enum GraphError {
     )]
     GuardConflict {
         /// The earlier guard.
-        first: Box<crate::guard::SizeGuard>,
+        first: Box<shape_solver::guard::SizeGuard>,
         /// The guard that contradicts it.
-        second: Box<crate::guard::SizeGuard>,
+        second: Box<shape_solver::guard::SizeGuard>,
     },
     /// A size statement's size is a ragged axis, which has no one value.
     #[error("the size `{name}` is a ragged axis (`var`): its rows have lengths of their own, not one number")]
@@ -575,7 +575,7 @@ impl NotGiven {
 /// a clone can be extended to ask "what if".
 ///
 /// ```
-/// use shape_solver::Graph;
+/// use shape_graph::Graph;
 /// let mut g = Graph::new();
 /// let x = g.input("x", "8|784").unwrap();
 /// let w1 = g.parameter("w1").unwrap();
@@ -887,7 +887,7 @@ impl Graph {
     /// batch and input rows leave, so one unknown output size is inferred.
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// let mut g = Graph::new();
     /// let c = g.constant("c", "3->k", 12).unwrap();
     /// assert_eq!(g.solve().unwrap().shape(c).unwrap().to_string(), "|3->4");
@@ -1097,7 +1097,7 @@ impl Graph {
     /// An unknown name is an error here, when the graph is built.
     ///
     /// ```
-    /// use shape_solver::{Graph, GraphError};
+    /// use shape_graph::{Graph, GraphError};
     /// let mut g = Graph::new();
     /// let x = g.input("x", "2,3")?;
     /// let y = g.call("permute", Some("ij=>ji"), &[x])?;
@@ -1166,7 +1166,7 @@ impl Graph {
     /// over a static range fixes the operand's leading batch axis.
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// let mut g = Graph::new();
     /// let x = g.input("x", "..b..|3").unwrap();
     /// let s = g.batch_slice_range(x, 4).unwrap();
@@ -1190,7 +1190,7 @@ impl Graph {
     /// size among the parts and the whole is inferred from the others.
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// let mut g = Graph::new();
     /// let a = g.input("a", "4|2").unwrap();
     /// let b = g.parameter("b").unwrap();
@@ -1209,7 +1209,7 @@ impl Graph {
     /// language): the row maximum of a softmax, a max-pool.
     ///
     /// ```
-    /// use shape_solver::{ops::Reduction, Graph};
+    /// use shape_graph::{ops::Reduction, Graph};
     /// let mut g = Graph::new();
     /// let x = g.input("x", "5, 3").unwrap();
     /// let column_max = g.einsum_reduced("u,t=>t", &[x], Reduction::Max).unwrap();
@@ -1254,7 +1254,7 @@ impl Graph {
             }
         }
         let guards = solution.guards();
-        if let Some((first, second)) = crate::guard::contradiction(&guards) {
+        if let Some((first, second)) = shape_solver::guard::contradiction(&guards) {
             return Err(GraphError::GuardConflict {
                 first: Box::new(first.clone()),
                 second: Box::new(second.clone()),
@@ -1292,7 +1292,7 @@ impl Graph {
     /// this size (labels are otherwise local to their spec).
     ///
     /// ```
-    /// use shape_solver::Graph;
+    /// use shape_graph::Graph;
     /// let mut g = Graph::new();
     /// let d = g.size("d");
     /// g.set_size(d, 64).unwrap();
@@ -1337,14 +1337,14 @@ impl Graph {
     }
 
     /// The origin of one size statement about `s`.
-    pub(crate) fn size_origin(&mut self, name: Arc<str>, what: String) -> crate::Why {
+    pub(crate) fn size_origin(&mut self, name: Arc<str>, what: String) -> shape_solver::Why {
         let origin = Origin::Size {
             name,
             statement: self.size_statements,
             what: Arc::from(what),
         };
         self.size_statements += 1;
-        crate::Why::of(self.solver.add_origin(origin))
+        shape_solver::Why::of(self.solver.add_origin(origin))
     }
 
     /// `size s = n`: the size is `n` (0 is an empty axis).
@@ -1367,7 +1367,7 @@ impl Graph {
     ///
     /// ```
     /// use std::num::NonZeroU64;
-    /// use shape_solver::{Graph, SizeBound};
+    /// use shape_graph::{Graph, SizeBound};
     /// let mut g = Graph::new();
     /// let d = g.size("d");
     /// g.bound_size(d, SizeBound::Remainder { modulus: NonZeroU64::new(8).unwrap(), remainder: 0 }).unwrap();
@@ -1407,7 +1407,7 @@ impl Graph {
         &mut self,
         a: Dim,
         b: Dim,
-        why: crate::Why,
+        why: shape_solver::Why,
     ) -> Result<(), GraphError> {
         self.solver
             .transaction(|solver| solver.add(Constraint::DimEq { a, b, why }))?;
@@ -1525,7 +1525,7 @@ impl Graph {
                             why,
                         });
                     }
-                    crate::flank::flanked_row(
+                    shape_solver::flank::flanked_row(
                         before,
                         v,
                         after,

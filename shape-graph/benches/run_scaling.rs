@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use backend_cpu::CpuBackend;
-use shape_solver::{Graph, HostTensor, Inputs, RunOptions};
+use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
 
 fn main() {
     let sizes: Vec<usize> = std::env::args()

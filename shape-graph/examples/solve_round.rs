@@ -20,7 +20,7 @@
 #[path = "../benches/support/network.rs"]
 mod network;
 
-use shape_solver::{Graph, SolvedGraph};
+use shape_graph::{Graph, SolvedGraph};
 
 #[inline(never)]
 fn measured_round(n: usize) -> (Graph, SolvedGraph) {

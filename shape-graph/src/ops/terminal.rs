@@ -13,10 +13,10 @@ use std::sync::Arc;
 use shape_core::spec::{AxisKind, AxisSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::{Dim, DimVar, KnownDim, Label, Row, RowKind, RowTail, RowVar, Shape};
 
-use crate::constraint::Constraint;
 use crate::graph::{ConstantProblem, GraphError};
-use crate::origin::{Origin, TensorRef, Why};
-use crate::solver::Solver;
+use shape_solver::Constraint;
+use shape_solver::Solver;
+use shape_solver::{Origin, TensorRef, Why};
 
 /// Variables named in one spec; a label that names one of the program's
 /// sizes (`size d = 64`) is that size's variable.
@@ -63,7 +63,14 @@ pub(crate) fn row_from_spec(
                 .rows
                 .entry(name.clone())
                 .or_insert_with(|| solver.fresh_row());
-            crate::flank::flanked_row(before, v, after, || solver.fresh_row(), why, constraints)
+            shape_solver::flank::flanked_row(
+                before,
+                v,
+                after,
+                || solver.fresh_row(),
+                why,
+                constraints,
+            )
         }
         None => Row::closed(after),
     }

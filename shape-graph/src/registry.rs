@@ -200,10 +200,10 @@ impl Registry {
     /// The built-in operations (shared; clone it to add more).
     ///
     /// ```
-    /// use shape_solver::Registry;
+    /// use shape_graph::Registry;
     /// let r = Registry::builtin();
     /// assert!(r.get("relu").is_some());
-    /// assert_eq!(r.by_operator(shape_solver::Operator::Infix("@")).unwrap().name(), "compose");
+    /// assert_eq!(r.by_operator(shape_graph::Operator::Infix("@")).unwrap().name(), "compose");
     /// ```
     pub fn builtin() -> Arc<Registry> {
         BUILTIN.clone()

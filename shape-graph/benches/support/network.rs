@@ -2,7 +2,7 @@
 //! hidden sizes are mostly unknown, interleaved with attention-style
 //! einsums.
 
-use shape_solver::{Graph, GraphError, TensorId};
+use shape_graph::{Graph, GraphError, TensorId};
 
 /// A network of at least `n` operations; returns it with its last tensor.
 pub fn synthetic_network(n: usize) -> Result<(Graph, TensorId), GraphError> {

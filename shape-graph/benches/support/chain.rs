@@ -5,7 +5,7 @@
 //! at the fixed one: look-ups that walk such chains without shortening
 //! them made inference quadratic.
 
-use shape_solver::{Graph, GraphError, TensorId};
+use shape_graph::{Graph, GraphError, TensorId};
 
 /// Which chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

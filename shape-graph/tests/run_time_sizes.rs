@@ -1,8 +1,8 @@
 //! Run-time sizes: symbols kept through inference, guards, binding.
 
-use shape_solver::{Graph, GraphError};
+use shape_graph::{Graph, GraphError};
 
-fn solved_shape(g: &Graph, t: shape_solver::TensorId) -> String {
+fn solved_shape(g: &Graph, t: shape_graph::TensorId) -> String {
     g.solve().unwrap().symbolic_shape(t).unwrap().to_string()
 }
 
@@ -120,13 +120,13 @@ fn bounds_on_a_run_time_size_are_checked_when_bound() {
     let d = g.run_time_size("d").unwrap();
     g.bound_size(
         d,
-        shape_solver::SizeBound::Remainder {
+        shape_graph::SizeBound::Remainder {
             modulus: std::num::NonZeroU64::new(8).unwrap(),
             remainder: 0,
         },
     )
     .unwrap();
-    g.bound_size(d, shape_solver::SizeBound::AtLeast(16))
+    g.bound_size(d, shape_graph::SizeBound::AtLeast(16))
         .unwrap();
     let x = g.input("x", "d").unwrap();
     let s = g.solve().unwrap();

@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use shape_core::{Dim, DimVar, Row, RowKind, RowVar, Shape};
 
-use crate::constraint::Constraint;
 use crate::graph::GraphError;
 use crate::lowering::{Lowered, LoweringCx};
-use crate::origin::{OpRef, Origin, Relation, RowSite, Why};
 use crate::projections::ProjectionBuilder;
-use crate::solver::Solver;
+use shape_solver::Constraint;
+use shape_solver::Solver;
+use shape_solver::{OpRef, Origin, Relation, RowSite, Why};
 
 /// One kind of operation on tensors.
 ///
@@ -29,7 +29,7 @@ use crate::solver::Solver;
 /// ```
 /// use std::sync::Arc;
 /// use shape_core::kernel::{Accumulate, BinaryOp, Expr};
-/// use shape_solver::{ConstraintCx, Graph, Lowered, LoweringCx, Operation, ProjectionBuilder};
+/// use shape_graph::{ConstraintCx, Graph, Lowered, LoweringCx, Operation, ProjectionBuilder};
 ///
 /// /// `max(x, floor)`, pointwise.
 /// #[derive(Debug)]
@@ -40,7 +40,7 @@ use crate::solver::Solver;
 ///     fn arity(&self) -> usize { 1 }
 ///     fn constrain(&self, cx: &mut ConstraintCx<'_>) { cx.broadcast_all() }
 ///     fn project(&self, cx: &mut ProjectionBuilder<'_>) { cx.broadcast_all() }
-///     fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, shape_solver::GraphError> {
+///     fn lower(&self, cx: &LoweringCx<'_>) -> Result<Lowered, shape_graph::GraphError> {
 ///         let body = Expr::Binary(BinaryOp::Max, Box::new(Expr::Load(0)), Box::new(Expr::Const(self.0)));
 ///         cx.single_kernel(body, Accumulate::Assign)
 ///     }
@@ -53,7 +53,7 @@ use crate::solver::Solver;
 /// let x = g.input("x", "2|3")?;
 /// let y = g.apply(Arc::new(AtLeast(0.5)), &[x])?;
 /// assert_eq!(g.solve()?.shape(y)?.to_string(), "2|->3");
-/// # Ok::<(), shape_solver::GraphError>(())
+/// # Ok::<(), shape_graph::GraphError>(())
 /// ```
 pub trait Operation: fmt::Debug + Send + Sync + 'static {
     /// The name messages use: `add`, `compose`, `einsum "ij;jk=>ik"`.
@@ -208,7 +208,7 @@ impl ConstraintCx<'_> {
     ) -> Row {
         let why = self.why_row(site, what);
         let mut constraints = Vec::new();
-        let row = crate::flank::flanked_row(
+        let row = shape_solver::flank::flanked_row(
             before,
             var,
             after,
