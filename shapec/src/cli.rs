@@ -11,13 +11,14 @@ use shape_core::SolvedShape;
 use shape_graph::{HostTensor, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
-use crate::compile::{compile, Compiled};
 use crate::error::{CliError, ProgramError};
 use crate::memory::{self, Budget, Runs};
 use crate::output::{OutDir, ResultFile};
 use crate::run::{gather, tuple, Diff, DiffJob, RunJob, Source, Tolerance, Worst};
 use crate::text::escaped;
-use crate::{broadcast, checks, diagnostics, infer, syntax};
+use crate::{broadcast, diagnostics, infer};
+use shape_lang::compile::{compile, Compiled};
+use shape_lang::{checks, syntax};
 
 /// Shape inference for tensor programs written as text.
 #[derive(Debug, Parser)]
@@ -249,7 +250,7 @@ fn load(text: &str) -> Result<Loaded, ProgramError> {
     let program = syntax::parse(text)?;
     let mut compiled = compile(&program)?;
     let solved = compiled.solve()?;
-    let widened = crate::compile::widened_warnings(&compiled, &solved);
+    let widened = shape_lang::compile::widened_warnings(&compiled, &solved);
     compiled.warnings.extend(widened);
     Ok(Loaded { compiled, solved })
 }
@@ -382,7 +383,7 @@ fn execute(
     source: Option<&str>,
     out: &mut dyn Write,
     err: &mut dyn Write,
-    warn: &dyn Fn(&[crate::compile::Warning], &mut dyn Write),
+    warn: &dyn Fn(&[shape_lang::compile::Warning], &mut dyn Write),
 ) -> Result<u8, CliError> {
     let text = source.unwrap_or("");
     match command {

@@ -6,8 +6,8 @@ use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::{self, termcolor::Ansi, Config};
 use serde_json::{json, Value};
 
-use crate::compile::Compiled;
 use crate::error::{CliError, ProgramError};
+use shape_lang::compile::Compiled;
 
 /// A program's text and the name to show for it.
 #[derive(Clone, Copy, Debug)]
@@ -19,10 +19,10 @@ pub struct Source<'a> {
 }
 
 fn labels(e: &ProgramError) -> Vec<Label<()>> {
-    let primary = |span: &crate::syntax::Span, text: String| {
+    let primary = |span: &shape_lang::syntax::Span, text: String| {
         Label::primary((), span.clone()).with_message(text)
     };
-    let secondary = |span: &crate::syntax::Span, text: String| {
+    let secondary = |span: &shape_lang::syntax::Span, text: String| {
         Label::secondary((), span.clone()).with_message(text)
     };
     match e {
@@ -86,7 +86,7 @@ pub fn diagnostic(e: &CliError, with_source: bool) -> Diagnostic<()> {
 /// text's lines are indexed once for all of them (a program may draw one
 /// warning per statement).
 pub fn render_warnings(
-    warnings: &[crate::compile::Warning],
+    warnings: &[shape_lang::compile::Warning],
     source: Source<'_>,
     color: bool,
     out: &mut dyn std::io::Write,
@@ -137,7 +137,7 @@ pub fn render(e: &CliError, source: Option<Source<'_>>, color: bool) -> String {
 /// The program's warnings in JSON, in order: `[{"kind", "message",
 /// "span"}]`, each span as [`span_json`] writes it (the text's lines
 /// indexed once for all of them).
-pub fn warnings_json(text: &str, warnings: &[crate::compile::Warning]) -> Value {
+pub fn warnings_json(text: &str, warnings: &[shape_lang::compile::Warning]) -> Value {
     let lines = LineIndex::new(text);
     Value::Array(
         warnings
@@ -174,7 +174,7 @@ impl LineIndex {
     }
 
     /// [`span_json`], with the line found in this index.
-    pub fn span_json(&self, text: &str, span: &crate::syntax::Span) -> Value {
+    pub fn span_json(&self, text: &str, span: &shape_lang::syntax::Span) -> Value {
         let start = span.start.min(text.len());
         let line = self.line_of(start);
         let line_start = self.starts[line - 1];
@@ -193,7 +193,7 @@ impl LineIndex {
 /// A span of the program text in JSON: `{"start", "end", "line",
 /// "column"}`: byte offsets (end exclusive), and the line and column of
 /// its start, both from 1, the column counted in characters.
-pub fn span_json(text: &str, span: &crate::syntax::Span) -> Value {
+pub fn span_json(text: &str, span: &shape_lang::syntax::Span) -> Value {
     LineIndex::new(text).span_json(text, span)
 }
 

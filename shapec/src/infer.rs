@@ -9,8 +9,8 @@ use shape_core::{RowKind, SolvedShape};
 use shape_graph::{AxisIndex, OpId, SolvedGraph, TensorId, TensorKind};
 use shape_solver::Origin;
 
-use crate::compile::Compiled;
 use crate::error::CliError;
+use shape_lang::compile::Compiled;
 
 /// How an operation reads in a program: `compose(w, x)`,
 /// `einsum("ij;jk=>ik", a, b)`.

@@ -21,9 +21,7 @@
 pub mod backends;
 pub mod broadcast;
 pub mod call;
-pub mod checks;
 pub mod cli;
-pub mod compile;
 pub mod diagnostics;
 pub mod error;
 pub mod infer;
@@ -32,7 +30,22 @@ pub mod memory;
 pub mod npy;
 pub mod output;
 pub mod run;
-pub mod syntax;
 pub mod text;
+
+/// Moved to `shape-lang`.
+#[deprecated(since = "0.1.0", note = "moved to `shape_lang::checks`")]
+pub mod checks {
+    pub use shape_lang::checks::*;
+}
+/// Moved to `shape-lang`.
+#[deprecated(since = "0.1.0", note = "moved to `shape_lang::compile`")]
+pub mod compile {
+    pub use shape_lang::compile::*;
+}
+/// Moved to `shape-lang`.
+#[deprecated(since = "0.1.0", note = "moved to `shape_lang::syntax`")]
+pub mod syntax {
+    pub use shape_lang::syntax::*;
+}
 
 pub use error::{CliError, ProgramError};

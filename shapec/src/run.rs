@@ -10,30 +10,13 @@ use shape_core::{Backend, SolvedShape};
 use shape_graph::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
 
 use crate::backends::BackendJob;
-use crate::compile::Compiled;
 use crate::error::{CliError, ProgramError};
-use crate::{checks, npy};
+use crate::npy;
+use shape_lang::checks;
+use shape_lang::compile::Compiled;
 
-/// Seeded values in `[-1, 1)`: the same seed and name give the same values,
-/// whatever else the program holds. `None` when memory for them cannot be
-/// had.
-pub fn random_values(seed: u64, name: &str, len: usize) -> Option<Vec<f32>> {
-    // FNV-1a of the name, mixed with the seed, drives a splitmix64 stream.
-    let mut state = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    }) ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let mut out = npy::try_vec(len)?;
-    out.extend((0..len).map(|_| {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // 24 random bits: exact in an f32.
-        (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }));
-    Some(out)
-}
+pub use shape_lang::data::random_values;
+use shape_lang::data::{written_values, Written};
 
 /// Reads `--input NAME=PATH`: the header first, whose shape must be
 /// `dims`, then exactly the data it promises. A regular file's length is
@@ -201,18 +184,19 @@ pub fn gather(
         let len = elements
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(out_of_memory)?;
-        let (v, source) = if let Some(&s) = compiled.size_values.get(&t) {
-            // A size used as a number: exact up to 2^24, the nearest f32
-            // beyond.
-            let size = solved.size(s).map_err(|e| compiled.map.locate(e, None))?;
-            (vec![size as f32], Source::Program)
-        } else if let Some(v) = compiled.constants.get(&t) {
-            let mut copy = npy::try_vec(v.len()).ok_or_else(out_of_memory)?;
-            copy.extend_from_slice(v);
-            (copy, Source::Program)
-        } else {
-            let v = random_values(seed, name, len).ok_or_else(out_of_memory)?;
-            (v, Source::Random)
+        let written =
+            written_values(compiled, solved, t).map_err(|e| compiled.map.locate(e, None))?;
+        let (v, source) = match written {
+            Some(Written::Size(size)) => (vec![size], Source::Program),
+            Some(Written::Constant(v)) => {
+                let mut copy = npy::try_vec(v.len()).ok_or_else(out_of_memory)?;
+                copy.extend_from_slice(v);
+                (copy, Source::Program)
+            }
+            None => {
+                let v = random_values(seed, name, len).ok_or_else(out_of_memory)?;
+                (v, Source::Random)
+            }
         };
         let tensor = HostTensor::new(shape.memory_dims(), v)
             .map_err(|e| CliError::Data(format!("`{name}` has the solved shape {shape}: {e}")))?;
@@ -305,7 +289,7 @@ pub struct RunJob<'a> {
     pub compiled: &'a Compiled,
     /// Its solved shapes.
     pub solved: &'a SolvedGraph,
-    /// How it runs ([`crate::checks::plan`]).
+    /// How it runs ([`shape_lang::checks::plan`]).
     pub plan: &'a RunPlan,
     /// Its data, which the run takes.
     pub data: Option<Inputs>,
@@ -644,10 +628,10 @@ mod tests {
 
     #[test]
     fn diff_counts_the_elements_outside_the_tolerance() {
-        let program = crate::syntax::parse("const c: 3 = [1, 10, 100]\ny = c * 1\n").unwrap();
-        let compiled = crate::compile::compile(&program).unwrap();
+        let program = shape_lang::syntax::parse("const c: 3 = [1, 10, 100]\ny = c * 1\n").unwrap();
+        let compiled = shape_lang::compile::compile(&program).unwrap();
         let solved = compiled.solve().unwrap();
-        let plan = crate::checks::plan(&compiled, &solved, &Default::default()).unwrap();
+        let plan = shape_lang::checks::plan(&compiled, &solved, &Default::default()).unwrap();
         let diff = |by: f32, tolerance: Option<Tolerance>| {
             let data = gather(&compiled, &solved, &[], 0).unwrap();
             let mut job = DiffJob {

@@ -4,9 +4,9 @@
 //! every refusal is a typed error.
 
 use proptest::prelude::*;
-use shapec::compile::compile;
+use shape_lang::compile::compile;
 use shapec::npy::{self, Array};
-use shapec::syntax;
+use shape_lang::syntax;
 
 /// A valid `.npy` file to mutate.
 fn valid_npy() -> Vec<u8> {

@@ -200,10 +200,10 @@ fn scratch() -> PathBuf {
 /// with random data, within a small memory limit) through the command
 /// line; fails on an `unsolved` error or a status other than 0 and 1.
 fn exercise(text: &str) -> Result<Option<Reached>, TestCaseError> {
-    let Ok(program) = shapec::syntax::parse(text) else {
+    let Ok(program) = shape_lang::syntax::parse(text) else {
         return Ok(None);
     };
-    let compiled = match shapec::compile::compile(&program) {
+    let compiled = match shape_lang::compile::compile(&program) {
         Ok(c) => c,
         Err(e) => {
             prop_assert_ne!(e.kind(), "unsolved", "{}\n{}", e, text);

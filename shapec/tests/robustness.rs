@@ -4,11 +4,12 @@
 
 use proptest::prelude::*;
 use shapec::backends::{cpu, BackendJob};
-use shapec::compile::compile;
+use shape_lang::compile::compile;
 use shapec::diagnostics::{self, Source};
 use shapec::error::CliError;
 use shapec::run::{gather, RunJob};
-use shapec::{infer, syntax};
+use shape_lang::syntax;
+use shapec::infer;
 
 const TOKENS: &[&str] = &[
     "input ",
@@ -119,7 +120,7 @@ fn exercise(text: &str) {
         Ok(d) => d,
         Err(e) => return shown(e),
     };
-    let plan = match shapec::checks::plan(&compiled, &solved, &Default::default()) {
+    let plan = match shape_lang::checks::plan(&compiled, &solved, &Default::default()) {
         Ok(p) => p,
         Err(e) => return shown(CliError::Program(e)),
     };

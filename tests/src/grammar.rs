@@ -10,14 +10,14 @@
 //!
 //! [`productions`] maps a parsed program to the productions it contains
 //! through exhaustive matches on the parser's syntax tree
-//! ([`shapec::syntax`]) and the spec AST ([`shape_core::spec`]), and
+//! ([`shape_lang::syntax`]) and the spec AST ([`shape_core::spec`]), and
 //! [`all_productions`] lists every production those matches can give: a
 //! new variant does not compile until it has a production, and a coverage
 //! test then fails until the generator draws it.
 //!
 //! ```
 //! use shape_tests::grammar::{all_productions, productions};
-//! let p = shapec::syntax::parse("input x: 2, ..r..\ny = exp(x)\n").unwrap();
+//! let p = shape_lang::syntax::parse("input x: 2, ..r..\ny = exp(x)\n").unwrap();
 //! let used = productions(&p);
 //! assert!(used.contains("decl:input"));
 //! assert!(used.contains("flank:before"));
@@ -30,7 +30,7 @@ use proptest::prelude::*;
 use shape_core::spec::{AxisKind, EinsumSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::RowKind;
 use shape_graph::SizeBound;
-use shapec::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
+use shape_lang::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
 
 /// One statement of a generated program, with the names it defines and
 /// the names (tensors and sizes) it uses.
@@ -229,7 +229,7 @@ pub fn all_productions() -> BTreeSet<String> {
     for place in place_productions() {
         all.insert(format!("spec:{place}"));
     }
-    for f in shapec::compile::function_names() {
+    for f in shape_lang::compile::function_names() {
         all.insert(format!("call:{f}"));
     }
     for n in CONCAT_ARITIES {
@@ -1463,7 +1463,7 @@ pub fn generate(choices: Vec<u32>) -> GrammarProgram {
         meant_to_fail: g.meant_to_fail,
         productions: BTreeSet::new(),
     };
-    if let Ok(parsed) = shapec::syntax::parse(&p.text()) {
+    if let Ok(parsed) = shape_lang::syntax::parse(&p.text()) {
         p.productions = productions(&parsed);
     }
     p
@@ -1505,9 +1505,9 @@ impl Inferred {
     }
 }
 
-fn program_error(e: shapec::error::ProgramError) -> Inferred {
+fn program_error(e: shape_lang::ProgramError) -> Inferred {
     let class = match &e {
-        shapec::error::ProgramError::Graph { error, .. } => match error.as_ref() {
+        shape_lang::ProgramError::Graph { error, .. } => match error.as_ref() {
             shape_graph::GraphError::Shape(s) => Some(s.class()),
             _ => None,
         },
@@ -1523,10 +1523,10 @@ fn program_error(e: shapec::error::ProgramError) -> Inferred {
 /// Parses, compiles and solves `text`.
 pub fn compile_and_solve(
     text: &str,
-) -> Result<(shapec::compile::Compiled, shape_graph::SolvedGraph), Inferred> {
-    let parsed = shapec::syntax::parse(text)
-        .map_err(|e| program_error(shapec::error::ProgramError::from(e)))?;
-    let compiled = shapec::compile::compile(&parsed).map_err(program_error)?;
+) -> Result<(shape_lang::compile::Compiled, shape_graph::SolvedGraph), Inferred> {
+    let parsed = shape_lang::syntax::parse(text)
+        .map_err(|e| program_error(shape_lang::ProgramError::from(e)))?;
+    let compiled = shape_lang::compile::compile(&parsed).map_err(program_error)?;
     let solved = compiled.solve().map_err(program_error)?;
     Ok((compiled, solved))
 }
@@ -1579,10 +1579,11 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
     } else {
         solved
     };
-    let data = shapec::run::gather(&compiled, &solved, &[], 7).map_err(|e| e.to_string())?;
+    let inputs =
+        shape_lang::data::program_inputs(&compiled, &solved, 7).map_err(|e| e.to_string())?;
     Ok(crate::programs::Program {
         graph: compiled.graph.clone(),
-        inputs: data.values,
+        inputs,
         results: compiled.results.clone(),
         options: shape_graph::RunOptions::default(),
     })

@@ -20,9 +20,9 @@
 //! renders its error instead, placed on its line, with the lines its facts
 //! came from.
 
-use shapec::compile::{compile, Compiled};
-use shapec::error::ProgramError;
-use shapec::syntax::parse;
+use shape_lang::compile::{compile, Compiled};
+use shape_lang::syntax::parse;
+use shape_lang::ProgramError;
 
 /// Every tensor of `program` (the text language of `shapec`, see
 /// `docs/program-language.md`) with its inferred shape, one per line in

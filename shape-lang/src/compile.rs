@@ -3,8 +3,8 @@
 //! solver's errors and explanations point back at the source.
 //!
 //! ```
-//! use shapec::compile::compile;
-//! use shapec::syntax::parse;
+//! use shape_lang::compile::compile;
+//! use shape_lang::syntax::parse;
 //! let program = parse("input x: 4|8\nparam w\ny = w @ x\nrequire y: 4|->3\n").unwrap();
 //! let compiled = compile(&program).unwrap();
 //! let solved = compiled.solve().unwrap();

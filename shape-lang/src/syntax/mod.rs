@@ -4,7 +4,7 @@
 //! comment. See `docs/program-language.md` for the reference.
 //!
 //! ```
-//! use shapec::syntax::{parse, Statement};
+//! use shape_lang::syntax::{parse, Statement};
 //! let program = parse("input x: 4|8\nparam w\ny = relu(w @ x)  # a layer\n").unwrap();
 //! assert_eq!(program.statements.len(), 3);
 //! assert!(matches!(&program.statements[2], Statement::Assign { name, .. } if name.text == "y"));
