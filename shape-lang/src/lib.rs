@@ -18,6 +18,7 @@ pub mod checks;
 pub mod compile;
 pub mod data;
 pub mod error;
+pub mod inference;
 pub mod syntax;
 
 pub use error::{Note, ProgramError};

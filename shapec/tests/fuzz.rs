@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use shape_lang::compile::compile;
-use shapec::npy::{self, Array};
 use shape_lang::syntax;
+use shapec::npy::{self, Array};
 
 /// A valid `.npy` file to mutate.
 fn valid_npy() -> Vec<u8> {

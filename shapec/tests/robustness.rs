@@ -3,13 +3,13 @@
 //! error rendering, and (when they solve) a run on the CPU.
 
 use proptest::prelude::*;
-use shapec::backends::{cpu, BackendJob};
 use shape_lang::compile::compile;
+use shape_lang::syntax;
+use shapec::backends::{cpu, BackendJob};
 use shapec::diagnostics::{self, Source};
 use shapec::error::CliError;
-use shapec::run::{gather, RunJob};
-use shape_lang::syntax;
 use shapec::infer;
+use shapec::run::{gather, RunJob};
 
 const TOKENS: &[&str] = &[
     "input ",

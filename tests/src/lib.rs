@@ -26,7 +26,10 @@ pub mod conformance;
 pub mod differential;
 pub mod gpu;
 pub mod grammar;
-pub mod inference;
+/// Inference tests written as programs (moved to `shape_lang::inference`).
+pub mod inference {
+    pub use shape_lang::inference::*;
+}
 pub mod kernels;
 pub mod programs;
 pub mod reference;

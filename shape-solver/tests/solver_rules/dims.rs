@@ -5,8 +5,8 @@
 //! row, which is `cur >= subr` between two existing dims; a `require`
 //! makes sizes equal.
 
+use shape_lang::inference::infer;
 use shape_solver::{Relation, ShapeError};
-use shape_tests::inference::infer;
 
 use crate::{k, kl, size, v, Fixture};
 

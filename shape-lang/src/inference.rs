@@ -3,7 +3,7 @@
 //! style of rust-analyzer's type-inference tests.
 //!
 //! ```
-//! use shape_tests::inference::infer;
+//! use shape_lang::inference::infer;
 //! let shapes = infer(
 //!     r"
 //!     input x: 4|8
@@ -20,9 +20,9 @@
 //! renders its error instead, placed on its line, with the lines its facts
 //! came from.
 
-use shape_lang::compile::{compile, Compiled};
-use shape_lang::syntax::parse;
-use shape_lang::ProgramError;
+use crate::compile::{compile, Compiled};
+use crate::syntax::parse;
+use crate::ProgramError;
 
 /// Every tensor of `program` (the text language of `shapec`, see
 /// `docs/program-language.md`) with its inferred shape, one per line in

@@ -3,8 +3,8 @@
 
 use shape_core::Dim;
 use shape_core::KnownDim;
+use shape_lang::inference::infer;
 use shape_solver::{AxesCycle, Constraint, ShapeError};
-use shape_tests::inference::infer;
 
 use crate::{closed, k, open, permutations, sizes, v, Fixture};
 

@@ -4,8 +4,8 @@
 //! that write the name.
 
 use shape_graph::{Graph, GraphError, SizeBound};
+use shape_lang::inference::infer;
 use shape_solver::ShapeError;
-use shape_tests::inference::infer;
 
 #[test]
 fn size_statements_set_capture_and_equate_sizes() {

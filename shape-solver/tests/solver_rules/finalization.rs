@@ -2,7 +2,7 @@
 //! in which order, and why the outcome does not depend on the order of the
 //! constraints.
 
-use shape_tests::inference::infer;
+use shape_lang::inference::infer;
 
 use crate::{accepted_in_every_order, closed, k, open, sizes, v, Fixture};
 

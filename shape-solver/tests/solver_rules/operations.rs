@@ -1,6 +1,6 @@
 //! The constraints each operation imposes (§2(g)), as programs.
 
-use shape_tests::inference::infer;
+use shape_lang::inference::infer;
 
 #[test]
 fn pointwise_binary_broadcasts_like_numpy_in_every_row() {

@@ -4,8 +4,8 @@
 
 use shape_core::{Dim, RowKind};
 use shape_graph::{Graph, GraphError};
+use shape_lang::inference::infer;
 use shape_solver::{ShapeError, Solver, StepBudget};
-use shape_tests::inference::infer;
 
 use crate::{closed, k, open, v, Fixture};
 

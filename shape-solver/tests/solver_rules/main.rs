@@ -2,7 +2,7 @@
 //! checked on small cases, one module per family of rules.
 //!
 //! Where a program can say it, a case is a program in the text language
-//! with every inferred shape beside it ([`shape_tests::inference::infer`]
+//! with every inferred shape beside it ([`shape_lang::inference::infer`]
 //! and an inline snapshot). Where the rule is about what holds before
 //! finalization, about the order of constraints, or about the solver's API,
 //! constraints go to a [`Solver`] directly.

@@ -2,8 +2,8 @@
 //! and sums of sizes (concatenation).
 
 use shape_core::Row;
+use shape_lang::inference::infer;
 use shape_solver::{Constraint, ErrorClass, ShapeError, Solver, TotalElemsReason};
-use shape_tests::inference::infer;
 
 use crate::{accepted_in_every_order, closed, k, open, permutations, sizes, v, Fixture};
 
