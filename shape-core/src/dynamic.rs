@@ -41,6 +41,7 @@ pub enum DynDim {
 
 impl DynDim {
     /// Whether the size is known only at run time (`?` or a symbol).
+    #[deprecated(since = "0.1.0", note = "no user: match `DynDim::Static`")]
     pub fn is_run_time(&self) -> bool {
         !matches!(self, DynDim::Static(_))
     }

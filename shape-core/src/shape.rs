@@ -30,6 +30,10 @@ impl Shape {
     }
 
     /// The row of the given kind, mutably.
+    #[deprecated(
+        since = "0.1.0",
+        note = "no user: write the field (`shape.batch`, `shape.input`, `shape.output`)"
+    )]
     pub fn row_mut(&mut self, kind: RowKind) -> &mut Row {
         match kind {
             RowKind::Batch => &mut self.batch,

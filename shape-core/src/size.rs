@@ -157,6 +157,10 @@ impl SymSize {
     }
 
     /// `self / other`, floor division.
+    #[deprecated(
+        since = "0.1.0",
+        note = "no user: sizes divide by numbers (`divided_by_static`)"
+    )]
     pub fn divided_by(&self, other: &SymExpr) -> SymSize {
         self.combine(other, Sym::Div)
     }

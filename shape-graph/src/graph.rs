@@ -807,6 +807,10 @@ impl Graph {
 
     /// The tensor's declared rows, unresolved: the variables the solver
     /// knows it by.
+    #[deprecated(
+        since = "0.1.0",
+        note = "no user: `SolvedGraph::shape` gives the solved shape"
+    )]
     pub fn shape_vars(&self, t: TensorId) -> Result<&Shape, GraphError> {
         Ok(&self.tensor(t)?.shape)
     }

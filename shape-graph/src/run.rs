@@ -444,6 +444,22 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// What is empty.
         source: shape_core::kernel::LaunchError,
     },
+    /// The backend gave back a result that is not the tensor's values: a
+    /// number of values other than its shape holds, or none at all. A
+    /// defect of the backend (or of the runner), never of the graph.
+    #[error("backend {backend} gave back {found} values for `{}`, whose solved shape {shape} holds {expected}", tensor.name)]
+    LostResult {
+        /// The backend's name.
+        backend: String,
+        /// The result.
+        tensor: TensorRef,
+        /// Its solved shape.
+        shape: SolvedShape,
+        /// The values it holds.
+        expected: u64,
+        /// The values given back (0 when no buffer held it).
+        found: u64,
+    },
     /// An operation's lowering asks for something the runner cannot do
     /// (a step that reads the buffer it writes, or a buffer it does not
     /// have): a defect of that operation.
@@ -1065,10 +1081,23 @@ impl SolvedGraph {
         }
         drop(pool);
         let mut values = HashMap::with_capacity(plan.outputs.len());
+        let backend_name = backend.name();
         for &t in &plan.outputs {
-            let buffer = buffers
-                .remove(&t)
-                .ok_or(GraphError::UnknownTensor(t.index()))?;
+            let lost = |found: usize| -> Result<RunError<B::Error>, GraphError> {
+                let shape = self.shape(t)?.clone();
+                Ok(RunError::LostResult {
+                    backend: backend_name.clone(),
+                    tensor: graph.tensor_ref(t)?,
+                    expected: shape
+                        .num_elems()
+                        .map_or(u64::MAX, |n| u64::try_from(n).unwrap_or(u64::MAX)),
+                    shape,
+                    found: u64::try_from(found).unwrap_or(u64::MAX),
+                })
+            };
+            let Some(buffer) = buffers.remove(&t) else {
+                return Err(lost(0)?);
+            };
             let data = backend.take(buffer).map_err(moving(backend))?;
             let dims = self.shape(t)?.memory_dims();
             let tensor = match rows.remove(&t) {
@@ -1084,7 +1113,11 @@ impl SolvedGraph {
                     reason: format!("the values returned do not fill its rows: {e}"),
                 })?,
                 None => {
-                    HostTensor::new(dims, data).map_err(|_| GraphError::UnknownTensor(t.index()))?
+                    let found = data.len();
+                    match HostTensor::new(dims, data) {
+                        Ok(tensor) => tensor,
+                        Err(_) => return Err(lost(found)?),
+                    }
                 }
             };
             values.insert(t, tensor);

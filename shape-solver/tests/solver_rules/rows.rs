@@ -1,8 +1,8 @@
 //! Row equality and inequality (§2(c) and §2(d)): row variables, templates
 //! and the rank-cycle guard.
 
-use shape_core::Dim;
 use shape_core::KnownDim;
+use shape_core::{Dim, Row};
 use shape_lang::inference::infer;
 use shape_solver::{AxesCycle, Constraint, ShapeError};
 
@@ -316,4 +316,42 @@ fn a_leading_flank_gives_the_same_shapes_in_every_order() {
             .collect();
         assert_eq!(sizes, [6, 6], "{order:?}");
     }
+}
+
+/// A row that carries its own element count (`Row::with_constraint`)
+/// imposes it once a constraint uses the row: the count decides the one
+/// unknown size, and a count the sizes cannot meet is `total_elems`.
+#[test]
+fn a_row_carrying_an_element_count_imposes_it_when_used() {
+    use shape_core::RowConstraint;
+    let count = |n: u64| RowConstraint::TotalElems(n.try_into().unwrap());
+    let mut f = Fixture::new();
+    let (d, r, result) = (f.dim(), f.row(), f.row());
+    let counted = open(r, [v(d), k(3)]).with_constraint(count(12));
+    f.s.add(Constraint::RowEq {
+        a: Row::open(r, vec![]),
+        b: closed([]),
+        why: f.why,
+    })
+    .unwrap();
+    f.s.add(Constraint::RowIneq {
+        cur: open(result, []),
+        subr: counted.clone(),
+        why: f.why,
+    })
+    .unwrap();
+    let sol = f.s.finalize().unwrap();
+    assert_eq!(sizes(&sol, &counted), vec![4, 3]);
+    // A count the known sizes do not divide.
+    let mut f = Fixture::new();
+    let (r, result) = (f.row(), f.row());
+    let err =
+        f.s.add(Constraint::RowIneq {
+            cur: open(result, []),
+            subr: open(r, [k(5)]).with_constraint(count(12)),
+            why: f.why,
+        })
+        .and_then(|_| f.s.finalize().map(|_| ()))
+        .unwrap_err();
+    assert_eq!(err.kind(), "total_elems", "{err}");
 }
