@@ -454,7 +454,7 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// The result.
         tensor: TensorRef,
         /// Its solved shape.
-        shape: SolvedShape,
+        shape: Box<SolvedShape>,
         /// The values it holds.
         expected: u64,
         /// The values given back (0 when no buffer held it).
@@ -1084,7 +1084,7 @@ impl SolvedGraph {
         let backend_name = backend.name();
         for &t in &plan.outputs {
             let lost = |found: usize| -> Result<RunError<B::Error>, GraphError> {
-                let shape = self.shape(t)?.clone();
+                let shape = Box::new(self.shape(t)?.clone());
                 Ok(RunError::LostResult {
                     backend: backend_name.clone(),
                     tensor: graph.tensor_ref(t)?,
