@@ -4,7 +4,7 @@
 //! binding and calling scale with the number of parameters (1,000,
 //! 10,000 and 20,000 keyword arguments in reverse order: linear).
 //!
-//! `cargo bench -p shape-solver --bench call`
+//! `cargo bench -p shape-call --bench call`
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use shape_call::{Arg, CallArgs, Function, Signature};

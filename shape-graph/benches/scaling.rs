@@ -5,7 +5,7 @@
 //! alternation so that whatever else the machine does falls on both sizes
 //! alike, with graph building and finalization timed apart.
 //!
-//! `cargo bench -p shape-solver --bench scaling [-- ROUNDS]`
+//! `cargo bench -p shape-graph --bench scaling [-- ROUNDS]`
 //!
 //! Prints, per workload and size, the median and fastest round of building
 //! (every operation added and simplified), finalization (`Graph::solve`

@@ -1,7 +1,7 @@
 //! Solving a synthetic network of N operations: a deep MLP whose hidden
 //! sizes are mostly unknown, interleaved with attention-style einsums.
 //!
-//! `cargo bench -p shape-solver --bench solve`
+//! `cargo bench -p shape-graph --bench solve`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 #[path = "support/network.rs"]

@@ -3,7 +3,7 @@
 //! shape back, timed apart (one run each, in seconds).
 //!
 //! ```text
-//! cargo run --release -p shape-solver --example permute_chain -- 2000 4000 8000 16000
+//! cargo run --release -p shape-graph --example permute_chain -- 2000 4000 8000 16000
 //! ```
 
 #[path = "../benches/support/chain.rs"]

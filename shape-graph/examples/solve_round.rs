@@ -6,7 +6,7 @@
 //! `measured_round`, builds and solves it again. Count only the second:
 //!
 //! ```text
-//! cargo build --release -p shape-solver --example solve_round
+//! cargo build --release -p shape-graph --example solve_round
 //! valgrind --tool=callgrind --cache-sim=yes --LL=1048576,16,64 \
 //!     --toggle-collect='*measured_round*' \
 //!     target/release/examples/solve_round 10000

@@ -730,7 +730,7 @@ impl Solver {
                             for d in rr.dims.iter() {
                                 in_row |= matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
                             }
-                            if !in_row && !self.count_is_bound(c) {
+                            if !in_row && !self.count_is_bound(c)? {
                                 // Only read: the count waits for its row,
                                 // which closes as if it were not read.
                                 dims.insert(c);
@@ -1039,20 +1039,32 @@ impl Solver {
     /// ..r.. of x` that nothing else uses) holds nothing back, so that
     /// reading a row never changes how it closes. Two counts of one size
     /// bind each other's rows.
-    fn count_is_bound(&self, c: DimVar) -> bool {
+    fn count_is_bound(&self, c: DimVar) -> Result<bool, ShapeError> {
         let Some(b) = self.env.dim_bounds(c) else {
-            return true;
+            return Ok(true);
         };
-        let mut watchers = b.watchers.iter();
-        let only_read = b.cur.is_empty()
-            && b.subr.is_empty()
-            && b.lub.is_none()
-            && matches!(
-                watchers.next(),
-                Some(Constraint::RowCount { count: Dim::Var(v), .. }) if *v == c
-            )
-            && watchers.next().is_none();
-        !only_read
+        if !b.cur.is_empty() || !b.subr.is_empty() || b.lub.is_some() {
+            return Ok(true);
+        }
+        // Every watcher must be that one count (a copy of it moves with its
+        // size when two sizes are made equal), whatever variable of `c`'s
+        // class it names.
+        let env = &mut self.env.read_only();
+        let mut only = None;
+        for w in b.watchers.iter() {
+            let Constraint::RowCount { count, why, .. } = w else {
+                return Ok(true);
+            };
+            if !matches!(resolve_dim(env, count, *why)?, ResolvedDim::Var(v) if v == c) {
+                return Ok(true);
+            }
+            match only {
+                None => only = Some(w),
+                Some(first) if first == w => {}
+                Some(_) => return Ok(true),
+            }
+        }
+        Ok(only.is_none())
     }
 
     /// Element counts first: each row variable that is the only unknown of

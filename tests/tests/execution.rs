@@ -319,7 +319,7 @@ fn oversized_results_are_errors_not_aborts() {
 fn a_run_returns_every_one_of_many_results() {
     // Issue 10, finding 5: the runner tested each result against the list
     // of outputs (100,000 results took 155 s through shapec). Its speed is
-    // measured by `cargo bench -p shape-solver --bench run_scaling`; this
+    // measured by `cargo bench -p shape-graph --bench run_scaling`; this
     // checks that a run of many results, every one an output, returns them
     // all, each once and right, with a repeated output counted once.
     const N: usize = 30_000;

@@ -398,3 +398,34 @@ fn a_window_over_an_empty_axis_is_an_affine_error() {
         }
     }
 }
+
+/// proptest-regressions/solver_properties.txt: a size only read from a row
+/// (`RowCount` whose count nothing else bounds) holds nothing back, also
+/// when the count is made equal to another size first (the count's watcher
+/// then names the other variable of the class): it was `underdetermined`
+/// in that order and solved in the others.
+#[test]
+fn a_count_only_read_is_read_in_every_order() {
+    use crate::{accepted_in_every_order, closed, size, v, Fixture};
+    use shape_solver::Constraint;
+    let mut f = Fixture::new();
+    let (d0, d1, d5) = (f.dim(), f.dim(), f.dim());
+    let cs = [
+        Constraint::DimEq {
+            a: v(d5),
+            b: v(d0),
+            why: f.why,
+        },
+        Constraint::RowCount {
+            row: closed([v(d1)]),
+            count: v(d5),
+            why: f.why,
+        },
+    ];
+    for (order, s) in accepted_in_every_order(&f.s, &cs) {
+        let sol = s
+            .finalize()
+            .unwrap_or_else(|e| panic!("order {order:?}: {e}"));
+        assert_eq!((size(&sol, d0), size(&sol, d1)), (1, 1), "order {order:?}");
+    }
+}
