@@ -50,3 +50,9 @@ pub use run::{
 };
 pub use sample::SampleCx;
 pub use widened::{WidenedAxis, WidenedUse};
+
+// The Rust blocks of the docs are doc-tests (the README's through the
+// crate's own doc above).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/constraint-semantics.md")]
+struct ConstraintSemanticsDoc;
