@@ -9,9 +9,12 @@
 use shape_core::coalesce::coalesce;
 
 use crate::transposed;
-use shape_core::kernel::{Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp};
+use shape_core::kernel::{
+    Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp, WithUnary,
+};
 
-/// `map1` with the function inlined: one monomorphic loop per function.
+/// `map1` with the function inlined: one monomorphic loop per function
+/// (through the scalar table's [`UnaryOp::with`]).
 pub(crate) fn map1_op(
     op: UnaryOp,
     out: &mut [f32],
@@ -20,18 +23,20 @@ pub(crate) fn map1_op(
     a: (&[f32], usize, usize),
     n: usize,
 ) {
-    match op {
-        UnaryOp::Neg => map1(out, o, os, a, n, |x| -x),
-        UnaryOp::Exp => map1(out, o, os, a, n, f32::exp),
-        UnaryOp::Log => map1(out, o, os, a, n, f32::ln),
-        UnaryOp::Sqrt => map1(out, o, os, a, n, f32::sqrt),
-        UnaryOp::Relu => map1(out, o, os, a, n, shape_core::kernel::relu),
-        // A function without a specialised loop: the reference evaluation.
-        op => {
-            let body = Expr::Unary(op, Box::new(Expr::Load(0)));
-            map1(out, o, os, a, n, |x| body.eval(&[x]))
+    struct Map1<'a, 'b> {
+        out: &'a mut [f32],
+        o: usize,
+        os: usize,
+        a: (&'b [f32], usize, usize),
+        n: usize,
+    }
+    impl WithUnary for Map1<'_, '_> {
+        type Output = ();
+        fn call(self, f: impl Fn(f32) -> f32 + Copy) {
+            map1(self.out, self.o, self.os, self.a, self.n, f);
         }
     }
+    op.with(Map1 { out, o, os, a, n });
 }
 
 /// `map2` with the function inlined.

@@ -243,17 +243,8 @@ pub(crate) fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
             consts.push(*c);
         }
         Expr::Unary(op, a) => {
-            let f = match op {
-                UnaryOp::Neg => "-",
-                UnaryOp::Exp => "exp",
-                UnaryOp::Log => "log",
-                UnaryOp::Sqrt => "sqrt",
-                UnaryOp::Relu => "relu",
-                // Refused before generation (`supports`); a name that no
-                // shader defines makes any other use fail to compile.
-                _ => "unsupported_function",
-            };
-            out.push_str(f);
+            // The scalar table's spelling: a builtin or a prelude function.
+            out.push_str(op.wgsl());
             out.push('(');
             expr(a, consts, out);
             out.push(')');
@@ -331,12 +322,8 @@ pub(crate) fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
 pub fn supports(body: &Expr) -> bool {
     match body {
         Expr::Load(_) | Expr::Const(_) => true,
-        Expr::Unary(op, a) => {
-            matches!(
-                op,
-                UnaryOp::Neg | UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Relu
-            ) && supports(a)
-        }
+        // Every function of the scalar table has a WGSL spelling.
+        Expr::Unary(_, a) => supports(a),
         Expr::Binary(op, a, b) => {
             matches!(
                 op,
@@ -369,8 +356,6 @@ fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u
 // max and min as Rust's f32::max and f32::min: a NaN operand yields the other.
 fn fmax(a: f32, b: f32) -> f32 { return select(select(max(a, b), a, is_nan(b)), b, is_nan(a)); }
 fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), b, is_nan(a)); }
-// relu keeps NaN, as numpy and torch do (shape_core::kernel::relu).
-fn relu(x: f32) -> f32 { return select(fmax(x, 0.0), x, is_nan(x)); }
 ";
 
 /// What a shader may assume about one stride (or offset) of a launch:
@@ -645,6 +630,14 @@ pub(crate) fn header(kernel: &Kernel, layout: &ParamLayout) -> String {
         );
     }
     s.push_str(PRELUDE);
+    // The scalar table's functions that are not WGSL builtins (`relu`
+    // keeps NaN, as numpy and torch do).
+    for op in UnaryOp::ALL {
+        if let Some(definition) = op.wgsl_definition() {
+            s.push_str(definition);
+            s.push('\n');
+        }
+    }
     if let Some(epilogue) = &kernel.epilogue {
         // The epilogue as a function of the accumulated value and the
         // operands it reads.

@@ -189,16 +189,7 @@ fn exprs(operands: usize) -> impl Strategy<Value = Expr> {
     ];
     leaf.prop_recursive(4, 24, 3, |inner| {
         prop_oneof![
-            (
-                prop_oneof![
-                    Just(UnaryOp::Neg),
-                    Just(UnaryOp::Exp),
-                    Just(UnaryOp::Log),
-                    Just(UnaryOp::Sqrt),
-                    Just(UnaryOp::Relu)
-                ],
-                inner.clone()
-            )
+            (prop::sample::select(UnaryOp::ALL), inner.clone())
                 .prop_map(|(op, a)| Expr::Unary(op, Box::new(a))),
             (
                 prop_oneof![

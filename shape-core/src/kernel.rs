@@ -60,36 +60,10 @@ impl Accumulate {
     }
 }
 
-/// `max(x, 0)`, with NaN kept (as numpy's and torch's `relu` keep it; a
-/// plain `f32::max` would give 0). Every backend computes `relu` as this.
-pub fn relu(x: f32) -> f32 {
-    if x.is_nan() {
-        x
-    } else {
-        x.max(0.0)
-    }
-}
+pub use crate::scalar::{relu, UnaryOp, WithUnary};
 
-/// A unary scalar function.
-///
-/// `#[non_exhaustive]`: new functions are additions; a backend that meets
-/// one it does not know refuses the kernel with a typed error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UnaryOp {
-    /// `-x`
-    Neg,
-    /// `e^x`
-    Exp,
-    /// natural logarithm
-    Log,
-    /// square root
-    Sqrt,
-    /// `max(x, 0)`
-    Relu,
-}
-
-/// A binary scalar function (`#[non_exhaustive]`, as [`UnaryOp`]).
+/// A binary scalar function (`#[non_exhaustive]`: new functions are
+/// additions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BinaryOp {
@@ -170,16 +144,7 @@ impl Expr {
             Expr::Accumulated => acc,
             Expr::Load(i) => loads.get(*i).copied().unwrap_or(f32::NAN),
             Expr::Const(c) => *c,
-            Expr::Unary(op, a) => {
-                let x = eval(a);
-                match op {
-                    UnaryOp::Neg => -x,
-                    UnaryOp::Exp => x.exp(),
-                    UnaryOp::Log => x.ln(),
-                    UnaryOp::Sqrt => x.sqrt(),
-                    UnaryOp::Relu => relu(x),
-                }
-            }
+            Expr::Unary(op, a) => op.eval(eval(a)),
             Expr::Binary(op, a, b) => {
                 let (x, y) = (eval(a), eval(b));
                 match op {

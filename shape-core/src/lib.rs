@@ -22,6 +22,7 @@ pub mod dim;
 pub mod dynamic;
 pub mod kernel;
 pub mod row;
+pub mod scalar;
 pub mod shape;
 pub mod size;
 pub mod spec;

@@ -973,10 +973,10 @@ mod tests {
         );
         let e = compiled("input x: 2\nx = relu(x)\n").unwrap_err();
         assert!(matches!(&e, ProgramError::Redefined { previous, .. } if *previous == (6..7)));
-        let e = compiled("input x: 2\ny = sigmoid(x)\n").unwrap_err();
+        let e = compiled("input x: 2\ny = gelu(x)\n").unwrap_err();
         assert!(e
             .to_string()
-            .starts_with("unknown function `sigmoid`; the functions are id, neg"));
+            .starts_with("unknown function `gelu`; the functions are id, neg"));
         let e = compiled("input x: 2\ny = einsum(x, x)\n").unwrap_err();
         assert_eq!(e.to_string(), "`einsum` takes a spec string, like \"ij;jk=>ik\", then 1 or 2 tensors, but was given 2 tensors");
         let e = compiled("input x: 2\ny = permute(\"ij;jk=>ik\", x)\n").unwrap_err();

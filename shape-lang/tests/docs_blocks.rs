@@ -133,3 +133,27 @@ fn every_shape_block_of_the_docs_infers_and_runs() {
         "only {inferred} blocks infer: are the program blocks still marked `shape`?"
     );
 }
+
+/// docs/program-language.md's table of functions lists the pointwise unary
+/// functions as the scalar table has them (`shape_core::scalar`), with
+/// `id` first: a function added to the table is a failing test until the
+/// docs name it.
+#[test]
+fn the_function_table_lists_every_unary_function() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/program-language.md")).unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| `f(a)` for `f` in `"))
+        .expect("the table has the unary functions' row");
+    let listed: Vec<&str> = row
+        .split('`')
+        .nth(5)
+        .expect("the row names the functions in backquotes")
+        .split_whitespace()
+        .collect();
+    let table: Vec<&str> = std::iter::once("id")
+        .chain(shape_core::kernel::UnaryOp::ALL.iter().map(|op| op.name()))
+        .collect();
+    assert_eq!(listed, table);
+}

@@ -798,7 +798,11 @@ impl Gen {
         let a = self.expr(t, depth - 1, uses);
         match self.c.below(5) {
             0 => {
-                let f = *self.c.pick(&["id", "neg", "exp", "log", "sqrt", "relu"]);
+                // `id` and the scalar table's functions, as the registry has them.
+                let functions: Vec<&str> = std::iter::once("id")
+                    .chain(shape_core::kernel::UnaryOp::ALL.iter().map(|op| op.name()))
+                    .collect();
+                let f = *self.c.pick(&functions);
                 format!("{f}({a})")
             }
             1 => format!("-{a}"),

@@ -37,13 +37,7 @@ fn expr(rng: &mut Rng, operands: usize, depth: u32) -> Expr {
     let sub = |rng: &mut Rng| Box::new(expr(rng, operands, depth - 1));
     match rng.below(4) {
         0 => {
-            let op = [
-                UnaryOp::Neg,
-                UnaryOp::Exp,
-                UnaryOp::Log,
-                UnaryOp::Sqrt,
-                UnaryOp::Relu,
-            ][rng.below(5) as usize];
+            let op = UnaryOp::ALL[rng.below(UnaryOp::ALL.len() as u64) as usize];
             Expr::Unary(op, sub(rng))
         }
         1 => {
@@ -169,10 +163,10 @@ pub fn kernel_cases() -> impl Strategy<Value = KernelCase> {
 }
 
 /// Whether `e` computes through a function whose last bits backends may
-/// round differently (`exp`, `log`, `sqrt`, a division).
+/// round differently (the scalar table's inexact functions, a division).
 fn inexact(e: &Expr) -> bool {
     match e {
-        Expr::Unary(UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt, _) => true,
+        Expr::Unary(op, _) if !op.exact() => true,
         Expr::Binary(BinaryOp::Div, _, _) => true,
         Expr::Unary(_, a) => inexact(a),
         Expr::Binary(_, a, b) | Expr::Compare(_, a, b) => inexact(a) || inexact(b),

@@ -864,6 +864,9 @@ pub fn builtin_references() -> References {
         .insert("sqrt", unary(f32::sqrt))
         // max(x, 0), NaN kept (as `f32::max` would not).
         .insert("relu", unary(|x| if x.is_nan() { x } else { x.max(0.0) }))
+        // The logistic function, written out here rather than taken from
+        // the scalar table it checks.
+        .insert("sigmoid", unary(|x| 1.0 / (1.0 + (-x).exp())))
         .insert("add", binary(|a, b| a + b))
         .insert("sub", binary(|a, b| a - b))
         .insert("mul", binary(|a, b| a * b))

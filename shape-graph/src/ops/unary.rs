@@ -1,5 +1,6 @@
-//! Pointwise functions of one tensor: `id`, `neg`, `exp`, `log`, `sqrt`,
-//! `relu`. The result broadcasts from the operand in all three rows.
+//! Pointwise functions of one tensor: `id`, and every function of the
+//! scalar table (`neg`, `exp`, `log`, `sqrt`, `relu`, `sigmoid`, ...). The
+//! result broadcasts from the operand in all three rows.
 
 use std::sync::Arc;
 
@@ -12,68 +13,53 @@ use crate::projections::ProjectionBuilder;
 use crate::registry::{OpEntry, Operator};
 use crate::sample::SampleCx;
 
-/// A pointwise function of one value.
+/// A pointwise function of one value: a copy, or a function of the
+/// scalar table ([`shape_core::scalar`], where each is defined once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UnaryFunction {
     /// `x` (a copy).
     Id,
-    /// `-x`.
-    Neg,
-    /// `e^x`.
-    Exp,
-    /// The natural logarithm.
-    Log,
-    /// The square root.
-    Sqrt,
-    /// `max(x, 0)`.
-    Relu,
+    /// A function of the scalar table.
+    Op(UnaryOp),
 }
 
 impl UnaryFunction {
-    /// Every function, in the order listings show them.
-    pub const ALL: [UnaryFunction; 6] = [
-        UnaryFunction::Id,
-        UnaryFunction::Neg,
-        UnaryFunction::Exp,
-        UnaryFunction::Log,
-        UnaryFunction::Sqrt,
-        UnaryFunction::Relu,
-    ];
+    /// Every function, in the order listings show them: the copy, then
+    /// the scalar table's.
+    pub fn all() -> impl Iterator<Item = UnaryFunction> {
+        std::iter::once(UnaryFunction::Id).chain(UnaryOp::ALL.iter().map(|&op| UnaryFunction::Op(op)))
+    }
 
     /// The name it is called by.
     pub fn name(self) -> &'static str {
         match self {
             UnaryFunction::Id => "id",
-            UnaryFunction::Neg => "neg",
-            UnaryFunction::Exp => "exp",
-            UnaryFunction::Log => "log",
-            UnaryFunction::Sqrt => "sqrt",
-            UnaryFunction::Relu => "relu",
+            UnaryFunction::Op(op) => op.name(),
         }
     }
 
     fn summary(self) -> &'static str {
         match self {
             UnaryFunction::Id => "a copy",
-            UnaryFunction::Neg => "-x",
-            UnaryFunction::Exp => "e to the power x",
-            UnaryFunction::Log => "the natural logarithm",
-            UnaryFunction::Sqrt => "the square root",
-            UnaryFunction::Relu => "max(x, 0)",
+            UnaryFunction::Op(op) => op.summary(),
         }
     }
 
     /// The scalar computation of operand 0.
     pub fn body(self) -> Expr {
-        let x = Box::new(Expr::Load(0));
         match self {
             UnaryFunction::Id => Expr::Load(0),
-            UnaryFunction::Neg => Expr::Unary(UnaryOp::Neg, x),
-            UnaryFunction::Exp => Expr::Unary(UnaryOp::Exp, x),
-            UnaryFunction::Log => Expr::Unary(UnaryOp::Log, x),
-            UnaryFunction::Sqrt => Expr::Unary(UnaryOp::Sqrt, x),
-            UnaryFunction::Relu => Expr::Unary(UnaryOp::Relu, x),
+            UnaryFunction::Op(op) => Expr::Unary(op, Box::new(Expr::Load(0))),
+        }
+    }
+
+    /// Whether random programs may draw it: it keeps values finite enough
+    /// for backends to agree within their tolerance.
+    fn sampled(self) -> bool {
+        match self {
+            UnaryFunction::Id => true,
+            UnaryFunction::Op(op) => op.keeps_values_finite(),
         }
     }
 }
@@ -112,29 +98,21 @@ impl Operation for Unary {
     }
 }
 
-/// The functions random programs draw: ones that keep values finite
-/// enough for backends to agree within their tolerance.
-const SAMPLED: [UnaryFunction; 4] = [
-    UnaryFunction::Relu,
-    UnaryFunction::Neg,
-    UnaryFunction::Exp,
-    UnaryFunction::Id,
-];
-
 fn sample(f: UnaryFunction, cx: &mut dyn SampleCx) -> Result<Option<crate::TensorId>, GraphError> {
     let t = cx.pick();
     cx.graph().apply(Arc::new(Unary(f)), &[t]).map(Some)
 }
 
 pub(super) fn entries() -> Vec<OpEntry> {
-    UnaryFunction::ALL
-        .iter()
-        .map(|&f| {
+    UnaryFunction::all()
+        .map(|f| {
             let mut entry = OpEntry::fixed(f.name(), f.summary(), Arc::new(Unary(f)));
-            if f == UnaryFunction::Neg {
-                entry = entry.with_operator(Operator::Prefix("-"));
+            if let UnaryFunction::Op(op) = f {
+                if let Some(prefix) = op.prefix_operator() {
+                    entry = entry.with_operator(Operator::Prefix(prefix));
+                }
             }
-            if SAMPLED.contains(&f) {
+            if f.sampled() {
                 entry = entry.with_sampler(move |cx| sample(f, cx));
             }
             entry
