@@ -3,7 +3,7 @@
 //! and how far backends may agree on it. The kernel IR's [`UnaryOp`], the
 //! pointwise operations of `shape-graph`, both backends, the random
 //! program and kernel generators and the docs' function table all come
-//! from [`unary_functions!`]'s one list below: a new function is one entry
+//! from `unary_functions!`'s one list below: a new function is one entry
 //! there (and its tests).
 
 /// Defines [`UnaryOp`] and its table from one entry per function:
