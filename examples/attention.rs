@@ -8,7 +8,8 @@
 //! (the text version: `cargo run -p shapec -- run examples/attention.shape`)
 
 use shape_examples::{inputs, output, run_on_gpu_or_cpu};
-use shape_graph::{Graph, HostTensor};
+use shape_graph::Graph;
+use shape_run::HostTensor;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();

@@ -11,7 +11,8 @@
 use backend_cpu::CpuBackend;
 use shape_core::RowKind;
 use shape_examples::{inputs, output, GpuOrCpu};
-use shape_graph::{Graph, RunOptions};
+use shape_graph::Graph;
+use shape_run::{RunGraph, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Graph::new();

@@ -17,9 +17,8 @@ use std::time::Instant;
 use backend_cpu::CpuBackend;
 use backend_wgpu::WgpuBackend;
 use shape_core::Backend;
-use shape_graph::{
-    BufferRef, Graph, HostTensor, Inputs, RunOptions, RunPlan, SolvedGraph, TensorId,
-};
+use shape_graph::{BufferRef, Graph, SolvedGraph, TensorId};
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions, RunPlan};
 
 const WIDTH: u64 = 1024;
 /// Batches: 16 rows run each contraction one invocation per result

@@ -21,7 +21,8 @@ use std::time::Instant;
 use backend_cpu::CpuBackend;
 use backend_wgpu::WgpuBackend;
 use shape_core::Backend;
-use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
+use shape_graph::Graph;
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -9,7 +9,8 @@
 use backend_cpu::CpuBackend;
 use backend_wgpu::WgpuBackend;
 use shape_core::Backend;
-use shape_graph::{GraphError, HostTensor, Inputs, RunOptions, RunOutputs, SolvedGraph, TensorId};
+use shape_graph::{GraphError, SolvedGraph, TensorId};
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions, RunOutputs};
 
 /// Small deterministic values for a tensor, from its name, id and size.
 pub fn values(solved: &SolvedGraph, t: TensorId) -> Result<HostTensor, Box<dyn std::error::Error>> {

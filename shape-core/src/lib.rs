@@ -18,9 +18,12 @@
 
 pub mod backend;
 pub mod coalesce;
+pub mod data_error;
 pub mod dim;
 pub mod dynamic;
+pub mod elements;
 pub mod kernel;
+pub mod ragged;
 pub mod row;
 pub mod scalar;
 pub mod shape;
@@ -28,8 +31,11 @@ pub mod size;
 pub mod spec;
 
 pub use backend::Backend;
+pub use data_error::DataError;
 pub use dim::{Dim, DimVar, KnownDim, Label};
+pub use elements::{buffer_len, element_count};
 pub use kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchTensor, Layout, Races};
+pub use ragged::RaggedAxis;
 pub use row::{Row, RowConstraint, RowKind, RowTail, RowVar};
 pub use shape::{Shape, SolvedShape};
 pub use size::{Size, SymSize};

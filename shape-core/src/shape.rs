@@ -128,9 +128,7 @@ impl SolvedShape {
     /// The number of elements (1 for a shape without axes), or `None` if
     /// it does not fit in 128 bits.
     pub fn num_elems(&self) -> Option<u128> {
-        self.memory_dims()
-            .iter()
-            .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))
+        crate::element_count(&self.memory_dims())
     }
 }
 

@@ -32,7 +32,6 @@ use std::sync::{Arc, OnceLock};
 use shape_core::{Dim, KnownDim, RowKind, Size, SolvedShape, SymSize};
 
 use crate::graph::{Graph, GraphError, SizeId, SolvedGraph, TensorId, SHAPE_BLOCK};
-use crate::run::Inputs;
 use shape_solver::guard::{GuardCheck, SizeGuard};
 use shape_solver::TensorRef;
 
@@ -142,8 +141,9 @@ impl SolvedGraph {
     }
 
     /// Whether the graph has run-time sizes still to bind: shapes,
-    /// lowering and runs need values for them first ([`SolvedGraph::run`]
-    /// takes them from the inputs' data).
+    /// lowering and runs need values for them first (a run of
+    /// `shape-run` takes them from the inputs' data, through
+    /// [`SolvedGraph::bind_dims`]).
     pub fn needs_binding(&self) -> bool {
         !self.graph.run_time_sizes.is_empty() && self.bound.is_none()
     }
@@ -231,28 +231,13 @@ impl SolvedGraph {
         })
     }
 
-    /// [`SolvedGraph::bind`] with the values the inputs' data give: an
-    /// input axis whose solved size is a run-time size binds it to the
-    /// data's length there (the same size in two inputs must get the same
-    /// value), and `sizes` gives the rest (a value in `sizes` that the
-    /// data contradicts is a conflict too).
-    pub fn bind_inputs(
-        &self,
-        inputs: &Inputs,
-        sizes: &[(SizeId, u64)],
-    ) -> Result<SolvedGraph, GraphError> {
-        let mut ids: Vec<TensorId> = inputs.tensors().collect();
-        ids.sort();
-        let dims: Vec<(TensorId, &[u64])> = ids
-            .into_iter()
-            .filter_map(|t| inputs.get(t).map(|d| (t, d.dims())))
-            .collect();
-        self.bind_dims(&dims, sizes)
-    }
-
-    /// [`SolvedGraph::bind_inputs`] from the dims of the data alone
-    /// (memory order: batch, output, input), for a front end that reads
-    /// them before the values.
+    /// [`SolvedGraph::bind`] with the values the data's dims give
+    /// (memory order: batch, output, input): an input axis whose solved
+    /// size is a run-time size binds it to the data's length there (the
+    /// same size in two inputs must get the same value), and `sizes`
+    /// gives the rest (a value in `sizes` that the data contradicts is a
+    /// conflict too). A front end can call it before it reads the values;
+    /// a run binds its inputs through it.
     pub fn bind_dims(
         &self,
         data: &[(TensorId, &[u64])],

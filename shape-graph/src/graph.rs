@@ -349,7 +349,7 @@ pub enum GraphError {
     },
     /// A run-time size with no value where one is needed: reading a
     /// shape, lowering or running before its sizes are bound (with
-    /// [`SolvedGraph::bind`] or from the data, [`SolvedGraph::bind_inputs`]).
+    /// [`SolvedGraph::bind`] or from the data's dims, [`SolvedGraph::bind_dims`]).
     #[error(
         "the run-time size `{name}` has no value{}: give it a value, or give data for an input whose shape has it",
         tensor.as_ref().map_or(String::new(), |t| format!(" (in the shape of {t})"))
@@ -711,7 +711,9 @@ impl Graph {
         self.tensors.get(t.0).ok_or(GraphError::UnknownTensor(t.0))
     }
 
-    pub(crate) fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
+    /// The tensor as messages name it (its id, name and where it was
+    /// declared), for errors about it.
+    pub fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
         Ok(TensorRef {
             id: t.0,
             name: self.tensor(t)?.name.clone(),
@@ -776,8 +778,9 @@ impl Graph {
             .map(|o| (&o.op, o.operands.as_slice(), o.result))
     }
 
-    /// The operation as messages name it.
-    pub(crate) fn op_ref(&self, op: OpId) -> Result<Arc<OpRef>, GraphError> {
+    /// The operation as messages name it (its id, kind and operands),
+    /// for errors about it.
+    pub fn op_ref(&self, op: OpId) -> Result<Arc<OpRef>, GraphError> {
         let (operation, operands, result) = self.op(op).ok_or(GraphError::UnknownOp(op.0))?;
         Ok(Arc::new(OpRef {
             id: op.0,

@@ -1,12 +1,12 @@
 //! Tensor graphs over the shape solver: declare tensors and operations,
-//! infer every shape, derive each operation's projections, lower them to
-//! kernels and run them on a backend.
+//! infer every shape, derive each operation's projections and lower them to
+//! kernels for the crate `shape-run` to run on a backend.
 //!
 //! [`Graph`] records tensors and operations as constraints of
 //! `shape-solver`; [`Graph::solve`] finalizes them into a [`SolvedGraph`],
-//! whose shapes, projections and kernels ([`SolvedGraph::lower`]) a
-//! backend of `shape-core`'s [`shape_core::Backend`] runs
-//! ([`SolvedGraph::run`]).
+//! whose shapes, projections and kernels ([`SolvedGraph::lower`]) the
+//! crate `shape-run` plans and runs on a backend of `shape-core`'s
+//! [`shape_core::Backend`].
 //!
 //! ```
 //! use shape_graph::Graph;
@@ -21,7 +21,6 @@
 //! assert_eq!(solved.shape(y).unwrap().to_string(), "32|->10");
 //! ```
 #![forbid(unsafe_code)]
-#![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 #![warn(missing_docs)]
 
 mod binding;
@@ -32,7 +31,6 @@ pub mod ops;
 mod projections;
 mod ragged;
 mod registry;
-mod run;
 mod sample;
 mod widened;
 
@@ -40,19 +38,26 @@ pub use graph::{
     ConflictingData, ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeBound, SizeId,
     SolvedGraph, SpecContext, TensorId, TensorKind,
 };
-pub use lowering::{BufferRef, Lowered, LoweringCx, Step};
+pub use lowering::{BufferRef, LowerOptions, Lowered, LoweringCx, Step};
 pub use operation::{ConstraintCx, Operation};
 pub use projections::{AxisIndex, AxisSite, ProjectionBuilder, Projections};
-pub use ragged::RaggedAxis;
+pub use ragged::RaggedLowered;
 pub use registry::{BuildArgs, Builder, OpEntry, Operator, Registry, Sampler};
-pub use run::{
-    DataError, HostTensor, Inputs, PlannedOp, RunError, RunOptions, RunOutputs, RunPlan,
-};
+
+/// Moved to `shape-core`: the rows of ragged data are shared by lowering,
+/// execution and the backends.
+#[deprecated(since = "0.1.0", note = "moved to `shape_core::RaggedAxis`")]
+pub type RaggedAxis = shape_core::RaggedAxis;
+
+/// Moved to `shape-core`, with [`shape_core::RaggedAxis`] whose error it
+/// is.
+#[deprecated(since = "0.1.0", note = "moved to `shape_core::DataError`")]
+pub type DataError = shape_core::DataError;
 pub use sample::SampleCx;
 pub use widened::{WidenedAxis, WidenedUse};
 
-// The Rust blocks of the docs are doc-tests (the README's through the
-// crate's own doc above).
+// The Rust blocks of the docs are doc-tests (the README's through
+// `shape-run`, whose doc-tests can run a graph).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/constraint-semantics.md")]
 struct ConstraintSemanticsDoc;

@@ -6,11 +6,10 @@
 use std::sync::Arc;
 
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
-use shape_core::SolvedShape;
+use shape_core::{buffer_len, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
 use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
-use crate::run::RunOptions;
 use shape_solver::symbolic::{var, Simplifier, Sym, SymExpr};
 use shape_solver::OpRef;
 
@@ -24,8 +23,8 @@ pub enum BufferRef {
     /// Scratch buffer `n` of [`Lowered::scratch`].
     Scratch(usize),
     /// A tensor of the graph that is not the operation's own operand: a
-    /// step fused from the operation that read it (see
-    /// [`crate::RunPlan`]).
+    /// step fused from the operation that read it (see `shape-run`'s
+    /// `RunPlan`).
     Tensor(crate::TensorId),
 }
 
@@ -95,13 +94,36 @@ impl Lowered {
     }
 }
 
+/// How an operation is lowered: what the kernels take besides the
+/// solved shapes.
+///
+/// ```
+/// use shape_graph::LowerOptions;
+/// assert_eq!(LowerOptions::default().slice, 0);
+/// assert_eq!(LowerOptions::default().with_slice(3).slice, 3);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LowerOptions {
+    /// The batch index that batch slices take.
+    pub slice: u64,
+}
+
+impl LowerOptions {
+    /// These options with batch slices taking index `slice`.
+    pub fn with_slice(mut self, slice: u64) -> LowerOptions {
+        self.slice = slice;
+        self
+    }
+}
+
 /// What an [`Operation::lower`](crate::Operation::lower) works with: the solved shapes of the
-/// operation's tensors, its projections and the run's options.
+/// operation's tensors, its projections and the lowering's options.
 pub struct LoweringCx<'a> {
     pub(crate) op: Arc<OpRef>,
     pub(crate) shapes: Vec<&'a SolvedShape>,
     pub(crate) projections: Projections,
-    pub(crate) options: &'a RunOptions,
+    pub(crate) options: &'a LowerOptions,
 }
 
 impl LoweringCx<'_> {
@@ -125,7 +147,7 @@ impl LoweringCx<'_> {
         &self.projections
     }
 
-    /// The batch index a batch slice takes in this run.
+    /// The batch index a batch slice takes in this lowering.
     pub fn slice(&self) -> u64 {
         self.options.slice
     }
@@ -296,7 +318,7 @@ impl LoweringCx<'_> {
                 })
             })
             .collect();
-        let (len, source_len) = (element_count(&padded), element_count(&dims));
+        let (len, source_len) = (buffer_len(&padded), buffer_len(&dims));
         let (to, from) = (row_major_strides(&padded), row_major_strides(&dims));
         let offset = pads
             .iter()
@@ -374,7 +396,7 @@ pub(crate) fn layout_of(dims: &[u64], axes: &[AxisIndex], iterators: usize, slic
             }
         }
     }
-    Layout::new(offset, strides, element_count(dims))
+    Layout::new(offset, strides, buffer_len(dims))
 }
 
 /// The stride of each axis of a tensor of `dims` stored contiguously in
@@ -385,14 +407,6 @@ fn row_major_strides(dims: &[u64]) -> Vec<u64> {
         strides[j] = strides[j + 1].saturating_mul(dims[j + 1]);
     }
     strides
-}
-
-/// The number of elements of a tensor of `dims`, `u64::MAX` past it: a
-/// layout that large fails `Launch::check` or allocation clearly.
-fn element_count(dims: &[u64]) -> u64 {
-    dims.iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .unwrap_or(u64::MAX)
 }
 
 impl SolvedGraph {
@@ -431,21 +445,21 @@ impl SolvedGraph {
         Ok(builder.finish())
     }
 
-    /// The kernels that compute one operation in a run with `options`,
+    /// The kernels that compute one operation with `options`,
     /// its result and operands stored contiguously in memory order
     /// (batch, output, input).
     ///
     /// ```
-    /// use shape_graph::{Graph, RunOptions};
+    /// use shape_graph::{Graph, LowerOptions};
     /// let mut g = Graph::new();
     /// let a = g.input("a", "2,3").unwrap();
     /// let s = g.permute("ij=>i", a).unwrap();
     /// let solved = g.solve().unwrap();
-    /// let lowered = solved.lower(g.producer(s).unwrap(), &RunOptions::default()).unwrap();
+    /// let lowered = solved.lower(g.producer(s).unwrap(), &LowerOptions::default()).unwrap();
     /// assert_eq!(lowered.steps.len(), 1);
     /// assert_eq!(lowered.steps[0].kernel.to_string(), "for [i0, r1]: out += in0");
     /// ```
-    pub fn lower(&self, op: OpId, options: &RunOptions) -> Result<Lowered, GraphError> {
+    pub fn lower(&self, op: OpId, options: &LowerOptions) -> Result<Lowered, GraphError> {
         if self.op_is_ragged(op)? {
             return Err(GraphError::RaggedLowering {
                 op: self.graph().op_ref(op)?,
@@ -457,12 +471,8 @@ impl SolvedGraph {
     }
 
     /// [`SolvedGraph::lower`] for an operation known to touch no ragged
-    /// tensor (a plan has checked each one already).
-    pub(crate) fn lower_dense(
-        &self,
-        op: OpId,
-        options: &RunOptions,
-    ) -> Result<Lowered, GraphError> {
+    /// tensor.
+    fn lower_dense(&self, op: OpId, options: &LowerOptions) -> Result<Lowered, GraphError> {
         let (operation, operands, result) = self.op_parts(op)?;
         let mut shapes = Vec::with_capacity(operands.len() + 1);
         shapes.push(self.shape(result)?);

@@ -21,129 +21,11 @@
 use std::collections::HashMap;
 
 use shape_core::kernel::{IterKind, Layout};
-use shape_core::{KnownDim, RowKind, SolvedShape};
+use shape_core::{buffer_len, element_count, KnownDim, RaggedAxis, RowKind, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
-use crate::lowering::{layout_of, BufferRef, Lowered, LoweringCx, Step};
+use crate::lowering::{layout_of, BufferRef, LowerOptions, Lowered, LoweringCx, Step};
 use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
-use crate::run::{DataError, RunOptions};
-
-/// Where each row of a ragged axis starts, in positions along that axis.
-///
-/// A tensor of memory-order dims `outer.., var, inner..` has
-/// `product(outer)` rows; row `r` has `offsets[r + 1] - offsets[r]`
-/// positions, each of `product(inner)` values, stored after the rows
-/// before it.
-///
-/// ```
-/// use shape_graph::RaggedAxis;
-/// // [[1], [2, 3]]: two rows, of lengths 1 and 2.
-/// let rows = RaggedAxis::from_lengths(1, &[1, 2]).unwrap();
-/// assert_eq!(rows.offsets(), &[0, 1, 3]);
-/// assert_eq!(rows.row_len(1), 2);
-/// assert_eq!(rows.row_len(7), 0);
-/// assert_eq!(rows.longest(), 2);
-/// assert!(RaggedAxis::new(1, vec![0, 2, 1]).is_err());
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RaggedAxis {
-    axis: usize,
-    offsets: Vec<u64>,
-}
-
-impl RaggedAxis {
-    /// The rows of the ragged axis at memory-order position `axis`, from
-    /// their start offsets (one more than there are rows: the last is the
-    /// total length). Offsets start at 0 and never decrease.
-    pub fn new(axis: usize, offsets: Vec<u64>) -> Result<RaggedAxis, DataError> {
-        let bad = |reason: String| DataError::RaggedOffsets { reason };
-        match offsets.first() {
-            None => {
-                return Err(bad(
-                    "there is no offset (a ragged axis has rows + 1 of them)".into(),
-                ))
-            }
-            Some(&first) if first != 0 => {
-                return Err(bad(format!("the first offset is {first}, not 0")))
-            }
-            Some(_) => {}
-        }
-        if let Some(r) = offsets.windows(2).position(|w| w[1] < w[0]) {
-            return Err(bad(format!(
-                "row {r} ends at {} before it starts at {}",
-                offsets[r + 1],
-                offsets[r]
-            )));
-        }
-        Ok(RaggedAxis { axis, offsets })
-    }
-
-    /// The rows of the ragged axis at `axis`, from their lengths.
-    pub fn from_lengths(axis: usize, lengths: &[u64]) -> Result<RaggedAxis, DataError> {
-        let mut offsets = Vec::new();
-        offsets
-            .try_reserve_exact(lengths.len() + 1)
-            .map_err(|_| DataError::OutOfMemory {
-                elements: lengths.len() as u128 + 1,
-                bytes: (lengths.len() as u128 + 1) * 8,
-            })?;
-        offsets.push(0u64);
-        let mut total = 0u64;
-        for &l in lengths {
-            total = total
-                .checked_add(l)
-                .ok_or_else(|| DataError::RaggedOffsets {
-                    reason: "the rows' lengths add up past 2^64".into(),
-                })?;
-            offsets.push(total);
-        }
-        Ok(RaggedAxis { axis, offsets })
-    }
-
-    /// The ragged axis's position among the tensor's axes, in memory order.
-    pub fn axis(&self) -> usize {
-        self.axis
-    }
-
-    /// Where each row starts, then the total length.
-    pub fn offsets(&self) -> &[u64] {
-        &self.offsets
-    }
-
-    /// The number of rows.
-    pub fn rows(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    /// The length of row `r` (0 past the last row).
-    pub fn row_len(&self, r: usize) -> u64 {
-        match (self.offsets.get(r), self.offsets.get(r + 1)) {
-            (Some(start), Some(end)) => end - start,
-            _ => 0,
-        }
-    }
-
-    /// Where row `r` starts, in positions along the axis (the total past
-    /// the last row).
-    pub fn row_start(&self, r: usize) -> u64 {
-        self.offsets.get(r).copied().unwrap_or(self.total())
-    }
-
-    /// The sum of the rows' lengths.
-    pub fn total(&self) -> u64 {
-        self.offsets[self.offsets.len() - 1]
-    }
-
-    /// The length of the longest row (0 without rows).
-    pub fn longest(&self) -> u64 {
-        (0..self.rows()).map(|r| self.row_len(r)).max().unwrap_or(0)
-    }
-
-    /// The lengths of the rows, in order.
-    pub fn lengths(&self) -> Vec<u64> {
-        (0..self.rows()).map(|r| self.row_len(r)).collect()
-    }
-}
 
 /// The memory-order position of a solved shape's ragged axis, if it has
 /// one; more than one, or one with no axis before it, is refused.
@@ -180,12 +62,19 @@ pub(crate) fn ragged_position(
     Ok(found)
 }
 
-/// What running a ragged operation takes: its per-row steps, the length
-/// of its result's buffer and, for a ragged result, its rows.
-pub(crate) struct RaggedLowered {
-    pub(crate) lowered: Lowered,
-    pub(crate) result_len: u64,
-    pub(crate) result_rows: Option<RaggedAxis>,
+/// What running a ragged operation takes
+/// ([`SolvedGraph::lower_ragged`]): its per-row steps, the length of its
+/// result's buffer and, for a ragged result, its rows.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RaggedLowered {
+    /// The steps, one launch per row (or one over the rows laid end to
+    /// end where that is the same computation).
+    pub lowered: Lowered,
+    /// The number of values of the result's buffer.
+    pub result_len: u64,
+    /// The rows of the result, when it is ragged.
+    pub result_rows: Option<RaggedAxis>,
 }
 
 /// One tensor of a ragged operation.
@@ -202,7 +91,7 @@ impl Tensor<'_> {
     /// The values of one position of the ragged axis (saturating: a
     /// length past 2^64 fails allocation clearly).
     fn inner(&self, var: usize) -> u64 {
-        product(&self.dims[var + 1..])
+        buffer_len(&self.dims[var + 1..])
     }
 }
 
@@ -240,8 +129,8 @@ impl SolvedGraph {
     }
 
     /// Whether operation `op` touches a ragged tensor (and so is lowered
-    /// row by row when it runs).
-    pub(crate) fn op_is_ragged(&self, op: OpId) -> Result<bool, GraphError> {
+    /// row by row, with [`SolvedGraph::lower_ragged`], when it runs).
+    pub fn op_is_ragged(&self, op: OpId) -> Result<bool, GraphError> {
         let (_, operands, result) = self
             .graph()
             .op_node(op)
@@ -255,12 +144,13 @@ impl SolvedGraph {
     }
 
     /// Lowers `op` row by row for the rows of its ragged operands' data
-    /// (`rows[i]` for operand `i`, `None` for a dense one).
-    pub(crate) fn lower_ragged(
+    /// (`rows[i]` for operand `i`, `None` for a dense one): what a run
+    /// does once the data gives the rows.
+    pub fn lower_ragged(
         &self,
         op: OpId,
         rows: &[Option<&RaggedAxis>],
-        options: &RunOptions,
+        options: &LowerOptions,
     ) -> Result<RaggedLowered, GraphError> {
         let graph = self.graph();
         let (operation, operands, result) =
@@ -285,7 +175,7 @@ impl SolvedGraph {
             }
             let len = match (var, data) {
                 (Some(v), Some(r)) => {
-                    let inner = product(&dims[v + 1..]);
+                    let inner = buffer_len(&dims[v + 1..]);
                     r.total().saturating_mul(inner)
                 }
                 (Some(_), None) if t > 0 => {
@@ -294,10 +184,7 @@ impl SolvedGraph {
                         t - 1
                     )))
                 }
-                _ => dims
-                    .iter()
-                    .try_fold(1u64, |a, &d| a.checked_mul(d))
-                    .unwrap_or(u64::MAX),
+                _ => buffer_len(&dims),
             };
             tensors.push(Tensor {
                 shape,
@@ -373,9 +260,8 @@ impl SolvedGraph {
 
         // Every point of the row iterators, row-major: its rows' lengths.
         let row_sizes: Vec<u64> = row_iters.iter().map(|&k| structure.sizes[k]).collect();
-        let points = row_sizes
-            .iter()
-            .try_fold(1u64, |a, &n| a.checked_mul(n))
+        let points = element_count(&row_sizes)
+            .and_then(|n| u64::try_from(n).ok())
             .filter(|&n| usize::try_from(n).is_ok())
             .ok_or_else(|| unsupported("it has more rows than fit in memory".into()))?;
         let row_of = |t: usize, point: &[u64]| -> usize {
@@ -437,7 +323,7 @@ impl SolvedGraph {
         // The result's rows, in its own order.
         let result_rows = match tensors[0].ragged {
             Some((var, _)) => {
-                let rows = product(&tensors[0].dims[..var]);
+                let rows = buffer_len(&tensors[0].dims[..var]);
                 let mut row_len: Vec<u64> = Vec::new();
                 row_len
                     .try_reserve_exact(usize::try_from(rows).unwrap_or(usize::MAX))
@@ -576,7 +462,7 @@ impl SolvedGraph {
         row_iters: &[usize],
         var_iters: &[usize],
         result_rows: &Option<RaggedAxis>,
-        options: &RunOptions,
+        options: &LowerOptions,
     ) -> Result<Option<Step>, GraphError> {
         let [k] = var_iters else { return Ok(None) };
         let Some((result_var, _)) = tensors[0].ragged else {
@@ -999,12 +885,6 @@ fn slot_tensors(step: &Step) -> Vec<usize> {
             _ => 0,
         }))
         .collect()
-}
-
-/// The product of `dims`, saturating: a size past 2^64 fails allocation
-/// clearly instead of wrapping.
-fn product(dims: &[u64]) -> u64 {
-    dims.iter().fold(1u64, |a, &d| a.saturating_mul(d))
 }
 
 /// Steps a row-major multi-index.

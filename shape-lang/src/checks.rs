@@ -4,7 +4,8 @@
 //! a backend allows.
 
 use shape_core::spec::{AxisKind, ShapeSpec};
-use shape_graph::{GraphError, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{GraphError, SolvedGraph, TensorId, TensorKind};
+use shape_run::{RunGraph, RunOptions, RunPlan};
 
 use crate::compile::Compiled;
 use crate::error::ProgramError;

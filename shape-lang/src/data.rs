@@ -1,7 +1,8 @@
 //! The values a program gives its own tensors: constants as written,
 //! sizes used as numbers, and seeded random values for the rest.
 
-use shape_graph::{GraphError, HostTensor, Inputs, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{GraphError, SolvedGraph, TensorId, TensorKind};
+use shape_run::{HostTensor, Inputs};
 
 use crate::compile::Compiled;
 use crate::ProgramError;

@@ -11,6 +11,7 @@ use shape_lang::compile::compile;
 use shape_lang::data::program_inputs;
 use shape_lang::inference::infer;
 use shape_lang::syntax::parse;
+use shape_run::RunGraph;
 
 /// A fenced block: the file, its line, its info string and its text.
 struct Block {
@@ -74,7 +75,7 @@ fn run(text: &str) -> Option<Result<(), String>> {
                 &mut CpuBackend::reference(),
                 inputs,
                 &compiled.results,
-                &shape_graph::RunOptions::default(),
+                &shape_run::RunOptions::default(),
             )
             .map(|_| ())
             .map_err(|e| e.to_string()),

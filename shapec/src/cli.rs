@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use shape_core::SolvedShape;
-use shape_graph::{HostTensor, RunOptions, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{SolvedGraph, TensorId, TensorKind};
+use shape_run::{HostTensor, RunOptions, RunPlan};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::error::{CliError, ProgramError};
@@ -629,7 +630,7 @@ impl RunReport<'_> {
         self.values.get(&t).map(HostTensor::values).unwrap_or(&[])
     }
 
-    fn ragged(&self, t: TensorId) -> Option<&shape_graph::RaggedAxis> {
+    fn ragged(&self, t: TensorId) -> Option<&shape_run::RaggedAxis> {
         self.values.get(&t).and_then(HostTensor::ragged_axis)
     }
 

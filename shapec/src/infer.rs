@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde_json::{json, Map, Value};
 use shape_core::{RowKind, SolvedShape};
 use shape_graph::{AxisIndex, OpId, SolvedGraph, TensorId, TensorKind};
+use shape_run::RunGraph;
 use shape_solver::Origin;
 
 use crate::error::CliError;
@@ -141,7 +142,7 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
     let g = &compiled.graph;
     let (mut text, mut all) = (String::new(), Vec::new());
     let plan = solved
-        .plan(&compiled.results, &shape_graph::RunOptions::default())
+        .plan(&compiled.results, &shape_run::RunOptions::default())
         .map_err(located(compiled))?;
     // In program order (the plan's is one topological order of many).
     let mut planned_ops: Vec<_> = plan.ops().iter().collect();

@@ -5,7 +5,7 @@
 //! axes) is `[[a, b, c], [d, e, f]]`; a tensor without axes is a bare
 //! number. A ragged axis (`var`) has lists of their own lengths there:
 //! `[[1], [2, 3]]` for `2, var`. Written by
-//! [`shape_graph::HostTensor::write_nested`]. Finite values are numbers; NaN and the infinities are the
+//! [`shape_run::HostTensor::write_nested`]. Finite values are numbers; NaN and the infinities are the
 //! strings `"nan"`, `"inf"` and `"-inf"`, which JSON numbers cannot write.
 //!
 //! # Reading
@@ -41,7 +41,7 @@ use std::io::Read;
 use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use shape_graph::HostTensor;
+use shape_run::HostTensor;
 
 use crate::error::CliError;
 

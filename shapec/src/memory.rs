@@ -19,7 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use shape_graph::{GraphError, RunPlan, SolvedGraph, TensorId};
+use shape_graph::{GraphError, SolvedGraph, TensorId};
+use shape_run::RunPlan;
 
 /// Memory the process may use, and where the figure comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,7 +236,8 @@ fn mem_available() -> Option<Budget> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shape_graph::{Graph, RunOptions};
+    use shape_graph::Graph;
+    use shape_run::{RunGraph, RunOptions};
 
     #[test]
     fn sizes() {

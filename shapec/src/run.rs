@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use backend_cpu::CpuBackend;
 use shape_core::{Backend, SolvedShape};
-use shape_graph::{HostTensor, Inputs, RunError, RunPlan, SolvedGraph, TensorId, TensorKind};
+use shape_graph::{SolvedGraph, TensorId, TensorKind};
+use shape_run::{HostTensor, Inputs, RunError, RunGraph, RunPlan};
 
 use crate::backends::BackendJob;
 use crate::error::{CliError, ProgramError};

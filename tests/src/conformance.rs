@@ -15,9 +15,10 @@ use backend_cpu::CpuBackend;
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
 use shape_graph::{
-    BufferRef, ConstraintCx, Graph, GraphError, HostTensor, Lowered, LoweringCx, Operation,
-    ProjectionBuilder, Step, TensorId,
+    BufferRef, ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
+    Step, TensorId,
 };
+use shape_run::{HostTensor, RunGraph};
 use shape_solver::RowSite;
 
 use crate::differential::{compare_backends, ProgramRunner, Tolerance};
@@ -982,7 +983,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     };
     let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
     let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
-        let mut inputs = shape_graph::Inputs::new();
+        let mut inputs = shape_run::Inputs::new();
         for (t, v) in data {
             inputs.insert(t, v);
         }

@@ -22,6 +22,7 @@ use std::fmt;
 
 use shape_core::Backend;
 use shape_graph::{SolvedGraph, TensorId};
+use shape_run::RunGraph;
 
 use crate::programs::Program;
 
@@ -283,7 +284,7 @@ fn racy(solved: &SolvedGraph, program: &Program, t: TensorId) -> bool {
     solved
         .graph()
         .producer(t)
-        .and_then(|op| solved.lower(op, &program.options).ok())
+        .and_then(|op| solved.lower(op, &program.options.lowering()).ok())
         .is_some_and(|l| l.races())
 }
 

@@ -1589,6 +1589,6 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
         graph: compiled.graph.clone(),
         inputs,
         results: compiled.results.clone(),
-        options: shape_graph::RunOptions::default(),
+        options: shape_run::RunOptions::default(),
     })
 }

@@ -12,10 +12,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use shape_core::SolvedShape;
-use shape_graph::{
-    Graph, GraphError, HostTensor, Inputs, Registry, RunOptions, SampleCx, Sampler, TensorId,
-    TensorKind,
-};
+use shape_graph::{Graph, GraphError, Registry, SampleCx, Sampler, TensorId, TensorKind};
+use shape_run::{HostTensor, Inputs, RunOptions};
 
 /// A generated program: the graph, the data of its inputs, and every
 /// tensor an operation computes.

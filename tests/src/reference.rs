@@ -36,9 +36,9 @@ use backend_cpu::CpuBackend;
 use shape_core::spec::{AxisKind, RowVarName, ShapeSpec};
 use shape_core::{RowKind, SolvedShape};
 use shape_graph::{
-    BuildArgs, Graph, GraphError, OpEntry, Operation, Registry, RunOptions, SampleCx, Sampler,
-    TensorId,
+    BuildArgs, Graph, GraphError, OpEntry, Operation, Registry, SampleCx, Sampler, TensorId,
 };
+use shape_run::RunOptions;
 
 use crate::differential::{ProgramRunner, Tolerance};
 use crate::programs::{Builder, Program, Rng};

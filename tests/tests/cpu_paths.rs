@@ -81,7 +81,7 @@ proptest! {
         let g = solved.graph();
         for op in g.op_ids() {
             let (_, operands, result) = g.op(op).unwrap();
-            let lowered = solved.lower(op, &p.options).unwrap();
+            let lowered = solved.lower(op, &p.options.lowering()).unwrap();
             if lowered.steps.len() != 1 {
                 // Several kernels into one result (a concatenation): the
                 // whole run above already compares both paths on it.

@@ -3,7 +3,8 @@
 
 use backend_cpu::CpuBackend;
 use shape_core::IterKind;
-use shape_graph::{AxisIndex, Graph, HostTensor, Inputs, RunOptions, TensorId};
+use shape_graph::{AxisIndex, Graph, TensorId};
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
 use shape_tests::differential::ProgramRunner;
 use shape_tests::programs::Program;
 
@@ -278,7 +279,10 @@ fn kernel_ir_of_representative_operations() {
     let mut out = String::new();
     for (name, t) in ops {
         let lowered = s
-            .lower(g.producer(t).unwrap(), &RunOptions::default().with_slice(1))
+            .lower(
+                g.producer(t).unwrap(),
+                &shape_graph::LowerOptions::default().with_slice(1),
+            )
             .unwrap();
         let (kernel, launch) = (&lowered.steps[0].kernel, &lowered.steps[0].launch);
         out.push_str(&format!(
@@ -422,7 +426,7 @@ fn a_contraction_takes_its_bias_and_activation_as_an_epilogue() {
     for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
         let fused = s.run_plan(&mut cpu, &plan, inputs.clone()).unwrap();
         let plain = s.run_plan(&mut cpu, &unfused, inputs.clone()).unwrap();
-        let bits = |o: &shape_graph::RunOutputs| -> Vec<u32> {
+        let bits = |o: &shape_run::RunOutputs| -> Vec<u32> {
             o.get(y)
                 .unwrap()
                 .values()
@@ -478,7 +482,7 @@ fn a_pointwise_producer_read_once_fuses_into_the_reduction_reading_it() {
         let fused = solved.run_plan(&mut cpu, &plan, inputs.clone()).unwrap();
         let plain = solved.run_plan(&mut cpu, &unfused, inputs.clone()).unwrap();
         for t in [s, c] {
-            let bits = |o: &shape_graph::RunOutputs| -> Vec<u32> {
+            let bits = |o: &shape_run::RunOutputs| -> Vec<u32> {
                 o.get(t)
                     .unwrap()
                     .values()

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, LaunchError, Layout};
 use shape_core::Backend;
-use shape_graph::{Graph, RunError};
+use shape_graph::Graph;
+use shape_run::{RunError, RunGraph};
 use shape_tests::differential::{
     assert_backends_agree, compare_backends, ProgramRunner, Tolerance,
 };

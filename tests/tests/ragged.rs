@@ -6,7 +6,8 @@ use backend_cpu::CpuBackend;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use shape_core::Backend;
-use shape_graph::{Graph, HostTensor, Inputs, RunError, RunOptions, TensorId};
+use shape_graph::{Graph, TensorId};
+use shape_run::{HostTensor, Inputs, RunError, RunGraph, RunOptions};
 use shape_tests::differential::Tolerance;
 use shape_tests::gpu::wgpu_or_skip;
 
@@ -267,8 +268,8 @@ fn ragged_data_must_fit_the_shape() {
     let e = run_all(&g, &[(x, a())], y).unwrap_err();
     assert!(e.starts_with("data_shape"), "{e}");
     // Offsets that go backwards, lengths that do not match the values.
-    assert!(shape_graph::RaggedAxis::new(1, vec![0, 3, 2]).is_err());
-    assert!(shape_graph::RaggedAxis::new(1, vec![1, 3]).is_err());
+    assert!(shape_run::RaggedAxis::new(1, vec![0, 3, 2]).is_err());
+    assert!(shape_run::RaggedAxis::new(1, vec![1, 3]).is_err());
     assert!(HostTensor::ragged(vec![2], &[1], vec![], vec![1.0]).is_err());
     assert!(HostTensor::ragged(vec![2], &[1, u64::MAX], vec![], vec![1.0]).is_err());
 }

@@ -11,7 +11,6 @@ use shape_core::kernel::{Accumulate, Expr};
 use shape_core::RowKind;
 use shape_graph::{
     ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder, Registry,
-    RunOptions,
 };
 use shape_solver::RowSite;
 use shape_tests::differential::{assert_backends_agree, ProgramRunner, Tolerance};
@@ -140,7 +139,10 @@ fn an_assignment_over_a_reduction_is_refused() {
     let y = g.apply(Arc::new(Total::Assign), &[x]).unwrap();
     let solved = g.solve().unwrap();
     let e = solved
-        .lower(g.producer(y).unwrap(), &RunOptions::default())
+        .lower(
+            g.producer(y).unwrap(),
+            &shape_graph::LowerOptions::default(),
+        )
         .unwrap_err();
     assert_eq!(e.kind(), "assign_over_reduction");
     let op = e.op().expect("the error names its operation").to_string();
@@ -160,7 +162,10 @@ fn an_assignment_over_a_reduction_is_refused() {
     let y = g.apply(Arc::new(Total::Sum), &[x]).unwrap();
     let solved = g.solve().unwrap();
     solved
-        .lower(g.producer(y).unwrap(), &RunOptions::default())
+        .lower(
+            g.producer(y).unwrap(),
+            &shape_graph::LowerOptions::default(),
+        )
         .unwrap();
 }
 
@@ -239,7 +244,10 @@ fn an_operation_that_writes_once_says_so() {
     let y = g.apply(Arc::new(KeepLeft), &[a, b]).unwrap();
     let solved = g.solve().unwrap();
     let lowered = solved
-        .lower(g.producer(y).unwrap(), &RunOptions::default())
+        .lower(
+            g.producer(y).unwrap(),
+            &shape_graph::LowerOptions::default(),
+        )
         .unwrap();
     assert!(lowered.steps[0]
         .kernel

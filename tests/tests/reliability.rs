@@ -163,7 +163,8 @@ fn a_question_mark_in_a_spec_says_how_to_declare_a_run_time_size() {
 fn relu_keeps_nan_on_every_backend() {
     use backend_cpu::CpuBackend;
     use shape_core::Backend;
-    use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
+    use shape_graph::Graph;
+    use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
     let mut g = Graph::new();
     let x = g.input("x", "4").unwrap();
     let y = g.unary("relu", x).unwrap();

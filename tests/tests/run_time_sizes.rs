@@ -6,7 +6,8 @@
 use backend_cpu::CpuBackend;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use shape_graph::{Graph, HostTensor, Inputs, RunOptions, SizeId, SolvedGraph, TensorId};
+use shape_graph::{Graph, SizeId, SolvedGraph, TensorId};
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
 use shape_tests::gpu::wgpu_or_skip;
 
 /// A two-layer perceptron whose batch size is `b`: a run-time size, or

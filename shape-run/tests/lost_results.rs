@@ -5,7 +5,8 @@
 use backend_cpu::CpuBackend;
 use shape_core::kernel::{Kernel, Launch};
 use shape_core::Backend;
-use shape_graph::{Graph, HostTensor, Inputs, RunError, RunOptions};
+use shape_graph::Graph;
+use shape_run::{HostTensor, Inputs, RunError, RunGraph, RunOptions};
 
 /// The CPU reference, except that every buffer taken back loses its last
 /// value.

@@ -2,7 +2,7 @@
 //! finding 5: the runner once tested every result against the list of
 //! outputs, so 100,000 results took 155 s).
 //!
-//! `cargo bench -p shape-graph --bench run_scaling [-- N ...]`
+//! `cargo bench -p shape-run --bench run_scaling [-- N ...]`
 //!
 //! For each N (default 10,000 and 100,000) builds a chain of N pointwise
 //! operations on a 16-element input, every result an output (as `shapec
@@ -14,7 +14,8 @@
 use std::time::Instant;
 
 use backend_cpu::CpuBackend;
-use shape_graph::{Graph, HostTensor, Inputs, RunOptions};
+use shape_graph::Graph;
+use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
 
 fn main() {
     let sizes: Vec<usize> = std::env::args()

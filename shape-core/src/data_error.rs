@@ -1,0 +1,40 @@
+//! Host data that does not fit its dims: the errors of building
+//! tensors' values and ragged rows.
+
+/// Host data that does not fit its dims, or memory that cannot be had.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum DataError {
+    /// The number of values differs from the product of the dims.
+    #[error("dims {dims:?} hold {expected} values but {found} were given")]
+    Length {
+        /// The dims.
+        dims: Vec<u64>,
+        /// Their product.
+        expected: u128,
+        /// The values given.
+        found: usize,
+    },
+    /// Row offsets of ragged data that do not describe rows.
+    #[error("the row offsets of ragged data are invalid: {reason}")]
+    RaggedOffsets {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The values do not fit in memory.
+    #[error("out of memory: {elements} values need {bytes} bytes, which could not be allocated")]
+    OutOfMemory {
+        /// The values asked for.
+        elements: u128,
+        /// Their size.
+        bytes: u128,
+    },
+}
+
+impl DataError {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        self.into()
+    }
+}

@@ -1,0 +1,120 @@
+//! What can go wrong while running a graph.
+
+use std::sync::Arc;
+
+use shape_core::SolvedShape;
+use shape_graph::{GraphError, TensorKind};
+use shape_solver::{OpRef, TensorRef};
+
+/// A failure while running a graph.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunError<E: std::error::Error + 'static> {
+    /// The graph cannot be turned into kernels.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A tensor that no operation computes was given no data.
+    #[error("no data for {} `{}`: give {} values (its solved shape is {shape})", kind_name(*kind), tensor.name, crate::host::elements(&shape.memory_dims()))]
+    MissingData {
+        /// The tensor.
+        tensor: TensorRef,
+        /// Input, parameter or constant.
+        kind: TensorKind,
+        /// Its solved shape.
+        shape: SolvedShape,
+    },
+    /// Data whose dims differ from the tensor's solved shape.
+    #[error("`{}` needs dims {} (its solved shape is {shape}, in memory order: batch, output, input) but was given dims {found:?}", tensor.name, dims_text(shape))]
+    DataShape {
+        /// The tensor.
+        tensor: TensorRef,
+        /// Its solved shape.
+        shape: SolvedShape,
+        /// The dims given.
+        found: Vec<u64>,
+    },
+    /// Data given for a tensor that an operation computes.
+    #[error("`{}` is computed by the graph; only inputs, parameters and constants take data", tensor.name)]
+    NotALeaf {
+        /// The tensor.
+        tensor: TensorRef,
+    },
+    /// The backend failed.
+    #[error("backend {backend} failed {}: {source}", match op { Some(op) => format!("in op #{}", op.id), None => "while moving data".to_string() })]
+    Backend {
+        /// The backend's name.
+        backend: String,
+        /// The operation being run, or `None` for an upload or download.
+        op: Option<Arc<OpRef>>,
+        /// The backend's error.
+        source: E,
+    },
+    /// A maximum, minimum or assignment over a reduction of no values
+    /// (an empty axis), which has no value. Checked for every operation
+    /// before any runs, so the earliest such operation in the graph's
+    /// order is the one reported, whatever the backend and the plan's
+    /// order.
+    #[error("{op} cannot run: {source}")]
+    EmptyReduction {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// What is empty.
+        source: shape_core::kernel::LaunchError,
+    },
+    /// The backend gave back a result that is not the tensor's values: a
+    /// number of values other than its shape holds, or none at all. A
+    /// defect of the backend (or of the runner), never of the graph.
+    #[error("backend {backend} gave back {found} values for `{}`, whose solved shape {shape} holds {expected}", tensor.name)]
+    LostResult {
+        /// The backend's name.
+        backend: String,
+        /// The result.
+        tensor: TensorRef,
+        /// Its solved shape.
+        shape: Box<SolvedShape>,
+        /// The values it holds.
+        expected: u64,
+        /// The values given back (0 when no buffer held it).
+        found: u64,
+    },
+    /// An operation's lowering asks for something the runner cannot do
+    /// (a step that reads the buffer it writes, or a buffer it does not
+    /// have): a defect of that operation.
+    #[error("{op} lowers to step {step}, which {problem}")]
+    InvalidLowering {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// The step.
+        step: usize,
+        /// What is wrong.
+        problem: &'static str,
+    },
+}
+
+/// A shape's dims in memory order, `var` for a ragged axis: `[2, var]`.
+fn dims_text(shape: &SolvedShape) -> String {
+    let dims: Vec<String> = (shape_core::RowKind::MEMORY_ORDER.iter())
+        .flat_map(|&k| shape.row(k).iter().map(|d| d.extent().to_string()))
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+fn kind_name(kind: TensorKind) -> &'static str {
+    match kind {
+        TensorKind::Input => "input",
+        TensorKind::Parameter => "parameter",
+        TensorKind::Constant => "constant",
+        TensorKind::Result(_) => "result",
+    }
+}
+
+impl<E: std::error::Error + 'static> RunError<E> {
+    /// A stable, machine-readable name for the error's kind.
+    pub fn kind(&self) -> &'static str {
+        if let RunError::Graph(e) = self {
+            return e.kind();
+        }
+        self.into()
+    }
+}

@@ -1,0 +1,306 @@
+//! Tensors' values on the host, a run's data and its outputs.
+
+use std::collections::HashMap;
+
+use shape_core::{element_count, DataError, RaggedAxis};
+use shape_graph::TensorId;
+
+/// A tensor's values on the host, in memory order (batch, output, input;
+/// row-major), with the sizes of its axes in that order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    dims: Vec<u64>,
+    values: Vec<f32>,
+    /// The rows of a ragged axis; `dims` then holds its longest row.
+    pub(crate) ragged: Option<RaggedAxis>,
+}
+
+impl HostTensor {
+    /// Values with the dims of their axes in memory order.
+    ///
+    /// ```
+    /// use shape_run::HostTensor;
+    /// let t = HostTensor::new(vec![2, 3], vec![0.0; 6]).unwrap();
+    /// assert_eq!(t.len(), 6);
+    /// assert!(HostTensor::new(vec![2, 3], vec![0.0; 5]).is_err());
+    /// ```
+    pub fn new(dims: Vec<u64>, values: Vec<f32>) -> Result<HostTensor, DataError> {
+        let expected = elements(&dims);
+        HostTensor::checked(dims, values, None, expected)
+    }
+
+    /// The tensor, when `values` holds the `expected` number of values.
+    fn checked(
+        dims: Vec<u64>,
+        values: Vec<f32>,
+        ragged: Option<RaggedAxis>,
+        expected: u128,
+    ) -> Result<HostTensor, DataError> {
+        if expected != values.len() as u128 {
+            return Err(DataError::Length {
+                dims,
+                expected,
+                found: values.len(),
+            });
+        }
+        Ok(HostTensor {
+            dims,
+            values,
+            ragged,
+        })
+    }
+
+    /// Ragged values: `outer` are the dims before the ragged axis (in
+    /// memory order), which has one row per position of them, of the
+    /// lengths `lengths`; `inner` are the dims after it. The values are
+    /// the rows one after another, row-major within each. [`HostTensor::dims`]
+    /// then gives the longest row's length for the ragged axis.
+    ///
+    /// ```
+    /// use shape_run::HostTensor;
+    /// // [[1], [2, 3]]
+    /// let t = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0]).unwrap();
+    /// assert_eq!(t.dims(), &[2, 2]);
+    /// assert_eq!(t.ragged_axis().unwrap().offsets(), &[0, 1, 3]);
+    /// assert_eq!(t.to_string(), "[[1], [2, 3]]");
+    /// assert!(HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0]).is_err());
+    /// ```
+    pub fn ragged(
+        outer: Vec<u64>,
+        lengths: &[u64],
+        inner: Vec<u64>,
+        values: Vec<f32>,
+    ) -> Result<HostTensor, DataError> {
+        let rows = elements(&outer);
+        let axis = RaggedAxis::from_lengths(outer.len(), lengths)?;
+        if rows != lengths.len() as u128 {
+            return Err(DataError::RaggedOffsets {
+                reason: format!(
+                    "the dims {outer:?} before the ragged axis have {rows} rows, but {} lengths were given",
+                    lengths.len()
+                ),
+            });
+        }
+        let expected = (axis.total() as u128).saturating_mul(elements(&inner));
+        let mut dims = outer;
+        dims.push(axis.longest());
+        dims.extend(inner);
+        HostTensor::checked(dims, values, Some(axis), expected)
+    }
+
+    /// The rows of the ragged axis, for ragged values.
+    pub fn ragged_axis(&self) -> Option<&RaggedAxis> {
+        self.ragged.as_ref()
+    }
+
+    /// These values as ragged values along `axis`, every row of the same
+    /// length (the data of a dense tensor given for a ragged one).
+    pub(crate) fn into_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
+        if self.ragged.is_some() {
+            return Ok(self);
+        }
+        let rows = elements(&self.dims[..axis]);
+        let len = self.dims[axis];
+        let mut lengths = Vec::new();
+        let count = usize::try_from(rows).unwrap_or(usize::MAX);
+        lengths
+            .try_reserve_exact(count)
+            .map_err(|_| DataError::OutOfMemory {
+                elements: rows,
+                bytes: rows.saturating_mul(8),
+            })?;
+        lengths.resize(count, len);
+        HostTensor::ragged(
+            self.dims[..axis].to_vec(),
+            &lengths,
+            self.dims[axis + 1..].to_vec(),
+            self.values,
+        )
+    }
+
+    /// A tensor of these dims with every value `value`; fails rather than
+    /// aborting when memory cannot be had.
+    pub fn filled(dims: Vec<u64>, value: f32) -> Result<HostTensor, DataError> {
+        let n = elements(&dims);
+        let oom = || DataError::OutOfMemory {
+            elements: n,
+            bytes: n.saturating_mul(4),
+        };
+        let len = usize::try_from(n).map_err(|_| oom())?;
+        let mut values = Vec::new();
+        values.try_reserve_exact(len).map_err(|_| oom())?;
+        values.resize(len, value);
+        Ok(HostTensor {
+            dims,
+            values,
+            ragged: None,
+        })
+    }
+
+    /// The sizes of the axes, in memory order.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    /// The values, in memory order.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// The values, taken out.
+    pub fn into_values(self) -> Vec<f32> {
+        self.values
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+impl std::fmt::Display for HostTensor {
+    /// The values as nested lists, as numpy's `tolist` prints them
+    /// (ragged rows with their own lengths).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = Vec::new();
+        self.write_nested(&mut out, &|w, v| write!(w, "{v}"))
+            .map_err(|_| std::fmt::Error)?;
+        f.write_str(&String::from_utf8_lossy(&out))
+    }
+}
+
+impl HostTensor {
+    /// Writes the values as nested lists (`[[1, 2], [3]]`), each value by
+    /// `value`: ragged rows with their own lengths, an empty axis as
+    /// numpy's `tolist` writes it (`(2, 0)` is `[[], []]`), a tensor
+    /// without axes as its bare value. Iterative, so thousands of axes
+    /// cannot exhaust the stack.
+    pub fn write_nested(
+        &self,
+        w: &mut dyn std::io::Write,
+        value: &dyn Fn(&mut dyn std::io::Write, f32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let at = |i: u64| self.values.get(i as usize).copied().unwrap_or(0.0);
+        match &self.ragged {
+            None => nested_grid(w, &self.dims, &mut |w, i| value(w, at(i))),
+            Some(rows) => {
+                let axis = rows.axis();
+                let inner = &self.dims[axis + 1..];
+                let per = shape_core::buffer_len(inner);
+                let mut dims = vec![0u64; inner.len() + 1];
+                dims[1..].copy_from_slice(inner);
+                nested_grid(w, &self.dims[..axis], &mut |w, r| {
+                    dims[0] = rows.row_len(r as usize);
+                    let start = rows.row_start(r as usize).saturating_mul(per);
+                    nested_grid(w, &dims, &mut |w, k| value(w, at(start + k)))
+                })
+            }
+        }
+    }
+}
+
+/// Writes a grid of `dims` as nested lists, each element (by its flat
+/// index) by `leaf`; without recursion.
+fn nested_grid(
+    w: &mut dyn std::io::Write,
+    dims: &[u64],
+    leaf: &mut dyn FnMut(&mut dyn std::io::Write, u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if let Some(zero) = dims.iter().position(|&d| d == 0) {
+        // Nothing below the first empty axis: the lists above it, each
+        // holding an empty list.
+        if zero == 0 {
+            return w.write_all(b"[]");
+        }
+        return nested_grid(w, &dims[..zero], &mut |w, _| w.write_all(b"[]"));
+    }
+    // The number of elements each level spans.
+    let mut spans = vec![1u64; dims.len()];
+    let mut span = 1u64;
+    for (level, &d) in dims.iter().enumerate().rev() {
+        span = span.saturating_mul(d);
+        spans[level] = span;
+    }
+    for i in 0..span {
+        if i > 0 {
+            w.write_all(b", ")?;
+        }
+        for _ in spans.iter().filter(|&&s| i.is_multiple_of(s)) {
+            w.write_all(b"[")?;
+        }
+        leaf(w, i)?;
+        for _ in spans.iter().filter(|&&s| (i + 1).is_multiple_of(s)) {
+            w.write_all(b"]")?;
+        }
+    }
+    Ok(())
+}
+
+/// The number of values of `dims`, saturating at `u128::MAX` (a count
+/// no data can have, so a length check fails).
+pub(crate) fn elements(dims: &[u64]) -> u128 {
+    element_count(dims).unwrap_or(u128::MAX)
+}
+
+/// The data of a run: values for the inputs, parameters and constants
+/// the requested outputs depend on.
+#[derive(Clone, Debug, Default)]
+pub struct Inputs {
+    pub(crate) tensors: HashMap<TensorId, HostTensor>,
+}
+
+impl Inputs {
+    /// No data yet.
+    pub fn new() -> Inputs {
+        Inputs::default()
+    }
+
+    /// Gives `t` its values; returns what it had before.
+    pub fn insert(&mut self, t: TensorId, values: HostTensor) -> Option<HostTensor> {
+        self.tensors.insert(t, values)
+    }
+
+    /// This data with `t`'s values added.
+    pub fn with(mut self, t: TensorId, values: HostTensor) -> Inputs {
+        self.insert(t, values);
+        self
+    }
+
+    /// The values of `t`, if given.
+    pub fn get(&self, t: TensorId) -> Option<&HostTensor> {
+        self.tensors.get(&t)
+    }
+
+    /// The tensors given values.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.tensors.keys().copied()
+    }
+}
+
+/// The values of a run's outputs.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutputs {
+    pub(crate) tensors: HashMap<TensorId, HostTensor>,
+}
+
+impl RunOutputs {
+    /// The values of output `t`.
+    pub fn get(&self, t: TensorId) -> Option<&HostTensor> {
+        self.tensors.get(&t)
+    }
+
+    /// Takes the values of output `t` out.
+    pub fn remove(&mut self, t: TensorId) -> Option<HostTensor> {
+        self.tensors.remove(&t)
+    }
+
+    /// Every output with its values.
+    pub fn iter(&self) -> impl Iterator<Item = (TensorId, &HostTensor)> {
+        self.tensors.iter().map(|(&t, v)| (t, v))
+    }
+}
