@@ -10,7 +10,7 @@ use shape_core::coalesce::coalesce;
 
 use crate::transposed;
 use shape_core::kernel::{
-    Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp, WithUnary,
+    Accumulate, BinaryOp, Expr, IterKind, Kernel, Launch, UnaryOp, WithBinary, WithUnary,
 };
 
 /// `map1` with the function inlined: one monomorphic loop per function
@@ -39,7 +39,8 @@ pub(crate) fn map1_op(
     op.with(Map1 { out, o, os, a, n });
 }
 
-/// `map2` with the function inlined.
+/// `map2` with the function inlined: one monomorphic loop per function
+/// (through the scalar table's [`BinaryOp::with`]).
 fn map2_op(
     op: BinaryOp,
     out: &mut [f32],
@@ -49,18 +50,28 @@ fn map2_op(
     b: (&[f32], usize, usize),
     n: usize,
 ) {
-    match op {
-        BinaryOp::Add => map2(out, o, os, a, b, n, |x, y| x + y),
-        BinaryOp::Sub => map2(out, o, os, a, b, n, |x, y| x - y),
-        BinaryOp::Mul => map2(out, o, os, a, b, n, |x, y| x * y),
-        BinaryOp::Div => map2(out, o, os, a, b, n, |x, y| x / y),
-        BinaryOp::Max => map2(out, o, os, a, b, n, f32::max),
-        BinaryOp::Min => map2(out, o, os, a, b, n, f32::min),
-        op => {
-            let body = Expr::Binary(op, Box::new(Expr::Load(0)), Box::new(Expr::Load(1)));
-            map2(out, o, os, a, b, n, |x, y| body.eval(&[x, y]))
+    struct Map2<'a, 'b> {
+        out: &'a mut [f32],
+        o: usize,
+        os: usize,
+        a: (&'b [f32], usize, usize),
+        b: (&'b [f32], usize, usize),
+        n: usize,
+    }
+    impl WithBinary for Map2<'_, '_> {
+        type Output = ();
+        fn call(self, f: impl Fn(f32, f32) -> f32 + Copy) {
+            map2(self.out, self.o, self.os, self.a, self.b, self.n, f);
         }
     }
+    op.with(Map2 {
+        out,
+        o,
+        os,
+        a,
+        b,
+        n,
+    });
 }
 
 /// Iterates an odometer over `sizes`, calling `f` with the index.

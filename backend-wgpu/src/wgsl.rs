@@ -30,9 +30,8 @@
 
 use std::fmt::Write;
 
-use shape_core::kernel::{
-    Accumulate, BinaryOp, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp,
-};
+use shape_core::kernel::{Accumulate, CompareOp, Expr, IterKind, Kernel, Launch, Layout, UnaryOp};
+use shape_core::scalar::WgslBinary;
 
 pub use crate::tiled::TileConfig;
 
@@ -250,36 +249,17 @@ pub(crate) fn expr(e: &Expr, consts: &mut Vec<f32>, out: &mut String) {
             out.push(')');
         }
         Expr::Binary(op, a, b) => {
-            let infix = match op {
-                BinaryOp::Add => Some(" + "),
-                BinaryOp::Sub => Some(" - "),
-                BinaryOp::Mul => Some(" * "),
-                BinaryOp::Div => Some(" / "),
-                BinaryOp::Max | BinaryOp::Min => None,
-                _ => Some(" unsupported_operator "),
+            // The scalar table's spelling: an operator, a builtin or a
+            // prelude function.
+            let (open, between) = match op.wgsl() {
+                WgslBinary::Infix(sym) => (String::from("("), format!(" {sym} ")),
+                WgslBinary::Call(name) => (format!("{name}("), String::from(", ")),
             };
-            match infix {
-                Some(sym) => {
-                    out.push('(');
-                    expr(a, consts, out);
-                    out.push_str(sym);
-                    expr(b, consts, out);
-                    out.push(')');
-                }
-                None => {
-                    // Rust's f32::max/min, which the CPU reference uses,
-                    // return the other operand when one is NaN.
-                    out.push_str(if *op == BinaryOp::Max {
-                        "fmax("
-                    } else {
-                        "fmin("
-                    });
-                    expr(a, consts, out);
-                    out.push_str(", ");
-                    expr(b, consts, out);
-                    out.push(')');
-                }
-            }
+            out.push_str(&open);
+            expr(a, consts, out);
+            out.push_str(&between);
+            expr(b, consts, out);
+            out.push(')');
         }
         Expr::Compare(op, a, b) => {
             let sym = match op {
@@ -324,18 +304,8 @@ pub fn supports(body: &Expr) -> bool {
         Expr::Load(_) | Expr::Const(_) => true,
         // Every function of the scalar table has a WGSL spelling.
         Expr::Unary(_, a) => supports(a),
-        Expr::Binary(op, a, b) => {
-            matches!(
-                op,
-                BinaryOp::Add
-                    | BinaryOp::Sub
-                    | BinaryOp::Mul
-                    | BinaryOp::Div
-                    | BinaryOp::Max
-                    | BinaryOp::Min
-            ) && supports(a)
-                && supports(b)
-        }
+        // Every function of the scalar table has a WGSL spelling.
+        Expr::Binary(_, a, b) => supports(a) && supports(b),
         Expr::Compare(op, a, b) => {
             matches!(
                 op,

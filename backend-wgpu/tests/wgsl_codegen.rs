@@ -192,14 +192,7 @@ fn exprs(operands: usize) -> impl Strategy<Value = Expr> {
             (prop::sample::select(UnaryOp::ALL), inner.clone())
                 .prop_map(|(op, a)| Expr::Unary(op, Box::new(a))),
             (
-                prop_oneof![
-                    Just(BinaryOp::Add),
-                    Just(BinaryOp::Sub),
-                    Just(BinaryOp::Mul),
-                    Just(BinaryOp::Div),
-                    Just(BinaryOp::Max),
-                    Just(BinaryOp::Min)
-                ],
+                prop::sample::select(BinaryOp::ALL),
                 inner.clone(),
                 inner.clone()
             )

@@ -60,26 +60,7 @@ impl Accumulate {
     }
 }
 
-pub use crate::scalar::{relu, UnaryOp, WithUnary};
-
-/// A binary scalar function (`#[non_exhaustive]`: new functions are
-/// additions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BinaryOp {
-    /// `a + b`
-    Add,
-    /// `a - b`
-    Sub,
-    /// `a * b`
-    Mul,
-    /// `a / b`
-    Div,
-    /// `max(a, b)`
-    Max,
-    /// `min(a, b)`
-    Min,
-}
+pub use crate::scalar::{relu, BinaryOp, UnaryOp, WithBinary, WithUnary};
 
 /// A comparison, giving 1.0 when it holds and 0.0 otherwise
 /// (`#[non_exhaustive]`, as [`UnaryOp`]).
@@ -145,17 +126,7 @@ impl Expr {
             Expr::Load(i) => loads.get(*i).copied().unwrap_or(f32::NAN),
             Expr::Const(c) => *c,
             Expr::Unary(op, a) => op.eval(eval(a)),
-            Expr::Binary(op, a, b) => {
-                let (x, y) = (eval(a), eval(b));
-                match op {
-                    BinaryOp::Add => x + y,
-                    BinaryOp::Sub => x - y,
-                    BinaryOp::Mul => x * y,
-                    BinaryOp::Div => x / y,
-                    BinaryOp::Max => x.max(y),
-                    BinaryOp::Min => x.min(y),
-                }
-            }
+            Expr::Binary(op, a, b) => op.eval(eval(a), eval(b)),
             Expr::Compare(op, a, b) => {
                 let (x, y) = (eval(a), eval(b));
                 let holds = match op {
@@ -248,8 +219,8 @@ impl fmt::Display for Expr {
         match self {
             Expr::Load(i) => write!(f, "in{i}"),
             Expr::Const(c) => write!(f, "{c:?}"),
-            Expr::Unary(op, a) => write!(f, "{}({a})", format!("{op:?}").to_lowercase()),
-            Expr::Binary(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
+            Expr::Unary(op, a) => write!(f, "{}({a})", op.name()),
+            Expr::Binary(op, a, b) => write!(f, "{}({a}, {b})", op.name()),
             Expr::Compare(op, a, b) => write!(f, "{}({a}, {b})", format!("{op:?}").to_lowercase()),
             Expr::Select(c, a, b) => write!(f, "select({c}, {a}, {b})"),
             Expr::Accumulated => f.write_str("acc"),

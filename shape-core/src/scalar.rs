@@ -1,10 +1,12 @@
-//! The unary scalar functions, each defined once: its name in programs,
-//! what it computes (the CPU reference's definition), its WGSL spelling,
-//! and how far backends may agree on it. The kernel IR's [`UnaryOp`], the
-//! pointwise operations of `shape-graph`, both backends, the random
-//! program and kernel generators and the docs' function table all come
-//! from `unary_functions!`'s one list below: a new function is one entry
-//! there (and its tests).
+//! The scalar functions, each defined once: its name in programs, what it
+//! computes (the CPU reference's definition), its WGSL spelling, how far
+//! backends may agree on it, and the operator that writes it in programs.
+//! The kernel IR's [`UnaryOp`] and [`BinaryOp`], the pointwise operations
+//! of `shape-graph` and their operators in the program language, both
+//! backends, the random program and kernel generators and the docs'
+//! function table all come from the two lists below (`unary_functions!`,
+//! `binary_functions!`): a new function is one entry there (and its
+//! tests).
 
 /// Defines [`UnaryOp`] and its table from one entry per function:
 ///
@@ -199,6 +201,184 @@ unary_functions! {
     },
 }
 
+/// How tightly an infix operator binds in programs: a higher level binds
+/// tighter, and operators of one level associate to the left (`a - b - c`
+/// is `(a - b) - c`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Precedence(pub u8);
+
+impl Precedence {
+    /// The level of `+` and `-`.
+    pub const SUM: Precedence = Precedence(10);
+    /// The level of `*`, `/` and `@`.
+    pub const PRODUCT: Precedence = Precedence(20);
+}
+
+/// How WGSL writes a binary function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgslBinary {
+    /// An infix operator: `(a + b)`.
+    Infix(&'static str),
+    /// A function: `fmax(a, b)`, a builtin or one of the prelude's.
+    Call(&'static str),
+}
+
+/// Defines [`BinaryOp`] and its table from one entry per function:
+///
+/// ```text
+/// /// doc
+/// Variant => {
+///     name: "name",                 // as programs call it
+///     summary: "what it is",        // for listings
+///     eval: |x: f32, y: f32| ...,   // the CPU reference's definition
+///     wgsl: WgslBinary::Infix("+"), // how WGSL writes it
+///     sampled: bool,                // whether random programs draw it
+///     infix: Some(("+", Precedence::SUM)), // its infix operator in programs
+/// }
+/// ```
+macro_rules! binary_functions {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident => {
+            name: $name:literal,
+            summary: $summary:literal,
+            eval: $eval:expr,
+            wgsl: $wgsl:expr,
+            sampled: $sampled:literal,
+            infix: $infix:expr $(,)?
+        }
+    ),* $(,)?) => {
+        /// A binary scalar function of the kernel IR (the table in
+        /// [`crate::scalar`]).
+        ///
+        /// `#[non_exhaustive]`: new functions are additions.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum BinaryOp {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl BinaryOp {
+            /// Every function, in the table's order.
+            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$variant),*];
+
+            /// The name programs call it by.
+            pub fn name(self) -> &'static str {
+                match self { $(BinaryOp::$variant => $name,)* }
+            }
+
+            /// What it computes, in words, for listings.
+            pub fn summary(self) -> &'static str {
+                match self { $(BinaryOp::$variant => $summary,)* }
+            }
+
+            /// The function of that name, if there is one.
+            pub fn named(name: &str) -> Option<BinaryOp> {
+                BinaryOp::ALL.iter().copied().find(|op| op.name() == name)
+            }
+
+            /// Its value at `(x, y)`: the CPU reference's definition, which
+            /// every backend matches.
+            pub fn eval(self, x: f32, y: f32) -> f32 {
+                match self { $(BinaryOp::$variant => ($eval)(x, y),)* }
+            }
+
+            /// Calls `f` with the function as a closure of its own type,
+            /// so that a loop over many values is compiled once per
+            /// function, with the function inlined.
+            pub fn with<F: WithBinary>(self, f: F) -> F::Output {
+                match self { $(BinaryOp::$variant => f.call($eval),)* }
+            }
+
+            /// How WGSL writes it.
+            pub fn wgsl(self) -> WgslBinary {
+                match self { $(BinaryOp::$variant => $wgsl,)* }
+            }
+
+            /// Whether random programs draw it (division is left out:
+            /// dividing by values near zero makes backends disagree
+            /// beyond any tolerance).
+            pub fn sampled(self) -> bool {
+                match self { $(BinaryOp::$variant => $sampled,)* }
+            }
+
+            /// Its infix operator in programs and how tightly it binds,
+            /// if it has one.
+            pub fn infix_operator(self) -> Option<(&'static str, Precedence)> {
+                match self { $(BinaryOp::$variant => $infix,)* }
+            }
+        }
+    };
+}
+
+/// A computation over values that takes the binary function as a closure
+/// of its own type ([`BinaryOp::with`]).
+pub trait WithBinary {
+    /// What the computation gives.
+    type Output;
+    /// Runs the computation with `f`.
+    fn call(self, f: impl Fn(f32, f32) -> f32 + Copy) -> Self::Output;
+}
+
+binary_functions! {
+    /// `a + b`
+    Add => {
+        name: "add",
+        summary: "a + b",
+        eval: |x: f32, y: f32| x + y,
+        wgsl: WgslBinary::Infix("+"),
+        sampled: true,
+        infix: Some(("+", Precedence::SUM)),
+    },
+    /// `a - b`
+    Sub => {
+        name: "sub",
+        summary: "a - b",
+        eval: |x: f32, y: f32| x - y,
+        wgsl: WgslBinary::Infix("-"),
+        sampled: true,
+        infix: Some(("-", Precedence::SUM)),
+    },
+    /// `a * b`
+    Mul => {
+        name: "mul",
+        summary: "a * b",
+        eval: |x: f32, y: f32| x * y,
+        wgsl: WgslBinary::Infix("*"),
+        sampled: true,
+        infix: Some(("*", Precedence::PRODUCT)),
+    },
+    /// `a / b`
+    Div => {
+        name: "div",
+        summary: "a / b",
+        eval: |x: f32, y: f32| x / y,
+        wgsl: WgslBinary::Infix("/"),
+        sampled: false,
+        infix: Some(("/", Precedence::PRODUCT)),
+    },
+    /// `max(a, b)`; a NaN operand yields the other (as `f32::max`)
+    Max => {
+        name: "max",
+        summary: "the larger of a and b",
+        eval: f32::max,
+        // The prelude's `fmax`: Rust's `f32::max`, which the CPU
+        // reference uses, returns the other operand when one is NaN.
+        wgsl: WgslBinary::Call("fmax"),
+        sampled: true,
+        infix: None,
+    },
+    /// `min(a, b)`; a NaN operand yields the other (as `f32::min`)
+    Min => {
+        name: "min",
+        summary: "the smaller of a and b",
+        eval: f32::min,
+        wgsl: WgslBinary::Call("fmin"),
+        sampled: false,
+        infix: None,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +413,59 @@ mod tests {
             }
             assert!(op.with(At(f32::NAN)).is_nan() == op.eval(f32::NAN).is_nan());
         }
+    }
+
+    #[test]
+    fn binary_names_are_unique_and_with_gives_eval() {
+        struct At(f32, f32);
+        impl WithBinary for At {
+            type Output = f32;
+            fn call(self, f: impl Fn(f32, f32) -> f32 + Copy) -> f32 {
+                f(self.0, self.1)
+            }
+        }
+        let mut names: Vec<&str> = BinaryOp::ALL.iter().map(|op| op.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), BinaryOp::ALL.len());
+        let values = [-2.5f32, -0.0, 0.0, 0.5, 3.0, f32::INFINITY, f32::NAN];
+        for &op in BinaryOp::ALL {
+            assert_eq!(BinaryOp::named(op.name()), Some(op));
+            for x in values {
+                for y in values {
+                    let (a, b) = (op.with(At(x, y)), op.eval(x, y));
+                    assert!(
+                        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                        "{op:?}({x}, {y})"
+                    );
+                }
+            }
+        }
+        // Operators are unique too, and every one has a precedence.
+        let mut symbols: Vec<&str> = (BinaryOp::ALL.iter())
+            .filter_map(|op| op.infix_operator().map(|(s, _)| s))
+            .collect();
+        let n = symbols.len();
+        symbols.sort();
+        symbols.dedup();
+        assert_eq!(symbols.len(), n);
+    }
+
+    #[test]
+    fn binary_values_by_their_textbook_rules() {
+        // Against the rules as written, not against `eval`'s table entry.
+        assert_eq!(BinaryOp::Add.eval(2.0, 3.0), 5.0);
+        assert_eq!(BinaryOp::Sub.eval(2.0, 3.0), -1.0);
+        assert_eq!(BinaryOp::Mul.eval(2.0, 3.0), 6.0);
+        assert_eq!(BinaryOp::Div.eval(3.0, 2.0), 1.5);
+        // max and min pass over a NaN operand, as f32::max and numpy's fmax.
+        assert_eq!(BinaryOp::Max.eval(f32::NAN, 1.0), 1.0);
+        assert_eq!(BinaryOp::Min.eval(1.0, f32::NAN), 1.0);
+        assert_eq!(BinaryOp::Max.eval(-1.0, 2.0), 2.0);
+        assert_eq!(BinaryOp::Min.eval(-1.0, 2.0), -1.0);
+        assert!(Precedence::SUM < Precedence::PRODUCT);
+        assert_eq!(BinaryOp::Add.infix_operator(), Some(("+", Precedence::SUM)));
+        assert_eq!(BinaryOp::Max.infix_operator(), None);
     }
 
     #[test]

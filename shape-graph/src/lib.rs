@@ -42,7 +42,7 @@ pub use lowering::{BufferRef, LowerOptions, Lowered, LoweringCx, Step};
 pub use operation::{ConstraintCx, Operation};
 pub use projections::{AxisIndex, AxisSite, ProjectionBuilder, Projections};
 pub use ragged::RaggedLowered;
-pub use registry::{BuildArgs, Builder, OpEntry, Operator, Registry, Sampler};
+pub use registry::{BuildArgs, Builder, OpEntry, Operator, Precedence, Registry, Sampler};
 
 /// Moved to `shape-core`: the rows of ragged data are shared by lowering,
 /// execution and the backends.

@@ -18,6 +18,7 @@ use std::sync::{Arc, LazyLock};
 use crate::graph::{GraphError, TensorId};
 use crate::operation::Operation;
 use crate::sample::SampleCx;
+pub use shape_core::scalar::Precedence;
 
 /// The arguments an operation is built from.
 #[derive(Clone, Copy, Debug)]
@@ -41,12 +42,27 @@ pub type Sampler =
     Arc<dyn Fn(&mut dyn SampleCx) -> Result<Option<TensorId>, GraphError> + Send + Sync>;
 
 /// How the text language writes an operation besides `name(args)`.
+///
+/// The program language's parser takes its infix operators and their
+/// precedence from the registry, so an operation that declares one is
+/// parsed without a change to the parser.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operator {
-    /// Between its two operands: `a + b`.
-    Infix(&'static str),
+    /// Between its two operands, binding as tightly as its precedence
+    /// says: `a + b`. The symbol is punctuation (not a letter, digit,
+    /// parenthesis, quote, `#`, `=`, `,` or space).
+    Infix(&'static str, Precedence),
     /// Before its one operand: `-a`.
     Prefix(&'static str),
+}
+
+impl Operator {
+    /// The symbol as programs write it.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Operator::Infix(s, _) | Operator::Prefix(s) => s,
+        }
+    }
 }
 
 /// One operation that can be called by name.
@@ -203,7 +219,7 @@ impl Registry {
     /// use shape_graph::Registry;
     /// let r = Registry::builtin();
     /// assert!(r.get("relu").is_some());
-    /// assert_eq!(r.by_operator(shape_graph::Operator::Infix("@")).unwrap().name(), "compose");
+    /// assert_eq!(r.by_infix("@").unwrap().name(), "compose");
     /// ```
     pub fn builtin() -> Arc<Registry> {
         BUILTIN.clone()
@@ -238,6 +254,40 @@ impl Registry {
     /// The entry written with `operator`.
     pub fn by_operator(&self, operator: Operator) -> Option<&OpEntry> {
         self.entries.iter().find(|e| e.operator == Some(operator))
+    }
+
+    /// The entry written with the infix operator `symbol`.
+    pub fn by_infix(&self, symbol: &str) -> Option<&OpEntry> {
+        self.entries
+            .iter()
+            .find(|e| matches!(e.operator, Some(Operator::Infix(s, _)) if s == symbol))
+    }
+
+    /// The entry written with the prefix operator `symbol`.
+    pub fn by_prefix(&self, symbol: &str) -> Option<&OpEntry> {
+        self.entries
+            .iter()
+            .find(|e| matches!(e.operator, Some(Operator::Prefix(s)) if s == symbol))
+    }
+
+    /// Every infix operator with its precedence, longest symbol first (the
+    /// order a parser tries them in, so that `**` is not read as `*`).
+    ///
+    /// ```
+    /// use shape_graph::{Precedence, Registry};
+    /// let ops = Registry::builtin().infix_operators();
+    /// assert!(ops.contains(&("+", Precedence::SUM)));
+    /// assert!(ops.contains(&("@", Precedence::PRODUCT)));
+    /// ```
+    pub fn infix_operators(&self) -> Vec<(&'static str, Precedence)> {
+        let mut ops: Vec<(&'static str, Precedence)> = (self.entries.iter())
+            .filter_map(|e| match e.operator {
+                Some(Operator::Infix(s, p)) => Some((s, p)),
+                _ => None,
+            })
+            .collect();
+        ops.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+        ops
     }
 
     /// Every entry, in the order they were added.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use shape_core::spec::ShapeSpec;
 use shape_core::SpecError;
-use shape_graph::{GraphError, Operator, Registry, SolvedGraph, TensorId};
+use shape_graph::{GraphError, Registry, SolvedGraph, TensorId};
 use shape_solver::{Origin, ShapeError};
 
 pub use shape_graph::Graph;
@@ -374,11 +374,18 @@ impl Compiled {
     }
 }
 
-/// Builds the graph of a program, statement by statement; the first error
-/// stops it.
+/// Builds the graph of a program, statement by statement, with the
+/// built-in operations; the first error stops it.
 pub fn compile(program: &Program) -> Result<Compiled, ProgramError> {
+    compile_with(program, Registry::builtin())
+}
+
+/// [`compile`] with the operations of `registry`: its functions by name
+/// and its operators (a program read with
+/// [`parse_with`](crate::syntax::parse_with) and the same registry).
+pub fn compile_with(program: &Program, registry: Arc<Registry>) -> Result<Compiled, ProgramError> {
     let mut c = Compiled {
-        graph: Graph::new(),
+        graph: Graph::with_registry(registry),
         map: SourceMap::default(),
         constants: HashMap::new(),
         results: Vec::new(),
@@ -783,18 +790,20 @@ fn elements(n: u128) -> String {
     }
 }
 
-/// The function of the registry that `operator` writes.
+/// The function of the registry that the operator `symbol` writes (infix or prefix).
 fn operator_function(
     c: &Compiled,
-    operator: Operator,
+    symbol: &str,
+    infix: bool,
     span: &Span,
 ) -> Result<String, ProgramError> {
-    let symbol = match operator {
-        Operator::Infix(s) | Operator::Prefix(s) => s,
+    let registry = c.graph.registry();
+    let entry = if infix {
+        registry.by_infix(symbol)
+    } else {
+        registry.by_prefix(symbol)
     };
-    c.graph
-        .registry()
-        .by_operator(operator)
+    entry
         .map(|e| e.name().to_string())
         .ok_or_else(|| ProgramError::UnknownFunction {
             name: symbol.to_string(),
@@ -842,13 +851,13 @@ fn expression(
         }
         ExprKind::Neg(inner) => {
             let a = expression(c, inner, base, counter, false)?;
-            let f = operator_function(c, Operator::Prefix("-"), &e.span)?;
+            let f = operator_function(c, "-", false, &e.span)?;
             apply(c, &f, None, &[a], &e.span, base, counter, root)
         }
         ExprKind::Binary { op: bin, lhs, rhs } => {
             let a = expression(c, lhs, base, counter, false)?;
             let b = expression(c, rhs, base, counter, false)?;
-            let f = operator_function(c, Operator::Infix(bin.symbol()), &e.span)?;
+            let f = operator_function(c, bin.symbol(), true, &e.span)?;
             apply(c, &f, None, &[a, b], &e.span, base, counter, root)
         }
         ExprKind::Call { func, args } => call(c, e, func, args, base, counter, root),

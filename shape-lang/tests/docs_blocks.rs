@@ -158,3 +158,55 @@ fn the_function_table_lists_every_unary_function() {
         .collect();
     assert_eq!(listed, table);
 }
+
+/// The cells of a markdown table row or line, split at backquotes: the
+/// backquoted parts.
+fn quoted(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn the_function_table_lists_every_binary_function_and_operator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/program-language.md")).unwrap();
+    let line = |start: &str| {
+        doc.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("docs/program-language.md has a line `{start}...`"))
+    };
+    let ops = shape_core::kernel::BinaryOp::ALL;
+    // `f(a, b)` for `f` in `add sub ...`
+    let row = quoted(line("| `f(a, b)` for `f` in `"));
+    let listed: Vec<&str> = row[2].split_whitespace().collect();
+    let names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
+    assert_eq!(listed, names);
+    // `a + b`, `a - b`, ... | pointwise `add`, `sub`, ...
+    let row = quoted(line("| `a + b`"));
+    let written: Vec<(&str, &str)> = (row.iter())
+        .filter_map(|cell| cell.strip_prefix("a ")?.strip_suffix(" b"))
+        .zip(row.iter().filter(|cell| !cell.contains(' ')).copied())
+        .collect();
+    let table: Vec<(&str, &str)> = (ops.iter())
+        .filter_map(|op| op.infix_operator().map(|(symbol, _)| (symbol, op.name())))
+        .collect();
+    assert_eq!(written, table);
+    // Precedence, loosest first: `+ -`, then `* / @`, then unary `-`
+    let levels: Vec<&str> = quoted(line("Precedence, loosest first:"));
+    let registry = shape_graph::Registry::builtin();
+    let mut infix = registry.infix_operators();
+    infix.sort_by_key(|&(_, p)| p);
+    let mut grouped: Vec<String> = Vec::new();
+    let mut last = None;
+    for (symbol, p) in infix {
+        match grouped.last_mut() {
+            Some(g) if last == Some(p) => {
+                g.push(' ');
+                g.push_str(symbol);
+            }
+            _ => grouped.push(symbol.to_string()),
+        }
+        last = Some(p);
+    }
+    grouped.push("-".to_string()); // unary minus binds tightest
+    assert_eq!(levels, grouped);
+}

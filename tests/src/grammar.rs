@@ -27,9 +27,10 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
+use shape_core::kernel::BinaryOp;
 use shape_core::spec::{AxisKind, EinsumSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::RowKind;
-use shape_graph::SizeBound;
+use shape_graph::{Registry, SizeBound};
 use shape_lang::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
 
 /// One statement of a generated program, with the names it defines and
@@ -135,13 +136,25 @@ productions_of!(expr_production, expr_productions, ExprKind, {
     ExprKind::Call { .. } => "expr:call",
 });
 
-productions_of!(binop_production, binop_productions, BinOp, {
-    BinOp::Add => "op:+",
-    BinOp::Sub => "op:-",
-    BinOp::Mul => "op:*",
-    BinOp::Div => "op:/",
-    BinOp::Compose => "op:@",
-});
+/// The production of an infix operator.
+fn binop_production(op: &BinOp) -> String {
+    format!("op:{}", op.symbol())
+}
+
+/// Every infix operator the registry gives the language.
+fn binop_productions() -> Vec<String> {
+    (Registry::builtin().infix_operators().iter())
+        .map(|(symbol, _)| format!("op:{symbol}"))
+        .collect()
+}
+
+/// The binary pointwise functions as programs write them: the operator
+/// where the scalar table gives one (`+`), the call otherwise (`max`).
+fn pointwise_spellings() -> Vec<&'static str> {
+    (BinaryOp::ALL.iter())
+        .map(|op| op.infix_operator().map_or(op.name(), |(symbol, _)| symbol))
+        .collect()
+}
 
 productions_of!(arg_production, arg_productions, Arg, {
     Arg::Expr(_) => "arg:expr",
@@ -208,7 +221,7 @@ pub fn all_productions() -> BTreeSet<String> {
     all.extend(s(bound_productions()));
     all.extend(s(source_productions()));
     all.extend(s(expr_productions()));
-    all.extend(s(binop_productions()));
+    all.extend(binop_productions());
     all.extend(s(arg_productions()));
     all.extend(s(axis_productions()));
     all.extend(s(AFFINE_PRODUCTIONS.to_vec()));
@@ -337,7 +350,7 @@ fn expression(
         ExprKind::Number(_) => {}
         ExprKind::Neg(inner) => expression(inner, sizes, tensors, out),
         ExprKind::Binary { op, lhs, rhs } => {
-            out.insert(binop_production(op).to_string());
+            out.insert(binop_production(op));
             expression(lhs, sizes, tensors, out);
             expression(rhs, sizes, tensors, out);
         }
@@ -807,12 +820,16 @@ impl Gen {
             }
             1 => format!("-{a}"),
             2 => {
-                let f = *self.c.pick(&["add", "sub", "mul", "div", "max", "min"]);
+                let functions: Vec<&str> = BinaryOp::ALL.iter().map(|op| op.name()).collect();
+                let f = *self.c.pick(&functions);
                 let b = self.expr(t, depth - 1, uses);
                 format!("{f}({a}, {b})")
             }
             _ => {
-                let op = *self.c.pick(&["+", "-", "*", "/"]);
+                let operators: Vec<&str> = (pointwise_spellings().into_iter())
+                    .filter(|f| !f.starts_with(char::is_alphabetic))
+                    .collect();
+                let op = *self.c.pick(&operators);
                 let b = self.expr(t, depth - 1, uses);
                 // Keep `t` in the expression, so its shape is `t`'s.
                 let b = if self.c.chance(50) {
@@ -929,8 +946,8 @@ impl Gen {
         } else {
             (u.clone(), t.name.clone())
         };
-        let f = *self.c.pick(&["+", "-", "*", "/", "max", "min"]);
-        let e = if f.len() == 1 {
+        let f = *self.c.pick(&pointwise_spellings());
+        let e = if !f.starts_with(char::is_alphabetic) {
             format!("{a} {f} {b}")
         } else {
             format!("{f}({a}, {b})")

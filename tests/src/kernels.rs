@@ -41,14 +41,7 @@ fn expr(rng: &mut Rng, operands: usize, depth: u32) -> Expr {
             Expr::Unary(op, sub(rng))
         }
         1 => {
-            let op = [
-                BinaryOp::Add,
-                BinaryOp::Sub,
-                BinaryOp::Mul,
-                BinaryOp::Div,
-                BinaryOp::Max,
-                BinaryOp::Min,
-            ][rng.below(6) as usize];
+            let op = BinaryOp::ALL[rng.below(BinaryOp::ALL.len() as u64) as usize];
             Expr::Binary(op, sub(rng), sub(rng))
         }
         2 => {

@@ -11,7 +11,7 @@ use crate::lowering::{Lowered, LoweringCx};
 use crate::operation::{ConstraintCx, Operation};
 use shape_solver::RowSite;
 use crate::projections::ProjectionBuilder;
-use crate::registry::{OpEntry, Operator};
+use crate::registry::{OpEntry, Operator, Precedence};
 use crate::sample::SampleCx;
 
 /// `a @ b`: contracts `a`'s input row with `b`'s output row.
@@ -89,6 +89,6 @@ pub(super) fn entries() -> Vec<OpEntry> {
         "a @ b: b's outputs feed a's inputs (a matrix product)",
         Arc::new(Compose),
     )
-    .with_operator(Operator::Infix("@"))
+    .with_operator(Operator::Infix("@", Precedence::PRODUCT))
     .with_sampler(sample)]
 }

@@ -35,7 +35,9 @@ pub(crate) mod terminal;
 
 pub use assign::Assign;
 pub use batch_slice::{BatchSlice, BatchSliceRange};
-pub use binary::{Binary, BinaryFunction};
+pub use binary::Binary;
+#[allow(deprecated)]
+pub use binary::BinaryFunction;
 pub use compose::Compose;
 pub use concat::Concat;
 pub use einsum::{Einsum, Reduction};

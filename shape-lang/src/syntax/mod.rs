@@ -15,7 +15,7 @@ mod parse;
 use std::fmt;
 use std::ops::Range;
 
-pub use parse::{parse, SyntaxError};
+pub use parse::{parse, parse_with, SyntaxError};
 
 /// A byte range in the program text.
 pub type Span = Range<usize>;
@@ -171,32 +171,22 @@ pub enum SizeSource {
     },
 }
 
-/// An infix operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinOp {
-    /// `+` (the registry says which function an operator writes: `add`).
-    Add,
-    /// `-`: pointwise `sub`.
-    Sub,
-    /// `*`: pointwise `mul`.
-    Mul,
-    /// `/`: pointwise `div`.
-    Div,
-    /// `@`: `compose` (matrix product: the right operand's outputs feed
-    /// the left operand's inputs).
-    Compose,
+/// An infix operator, as written (`+`); the registry says which function
+/// it writes (`add`) and how tightly it binds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BinOp {
+    symbol: &'static str,
 }
 
 impl BinOp {
+    /// The operator written `symbol`.
+    pub fn new(symbol: &'static str) -> BinOp {
+        BinOp { symbol }
+    }
+
     /// The operator as written.
     pub fn symbol(self) -> &'static str {
-        match self {
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-            BinOp::Mul => "*",
-            BinOp::Div => "/",
-            BinOp::Compose => "@",
-        }
+        self.symbol
     }
 }
 

@@ -4,7 +4,7 @@ use super::{
     Arg, BinOp, DeclKind, Expr, ExprKind, Ident, Program, SizeSource, Span, SpecText, Statement,
     Values,
 };
-use shape_graph::SizeBound;
+use shape_graph::{Precedence, Registry, SizeBound};
 
 /// A malformed program: what was expected where, and what was found.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,8 +29,22 @@ pub const MAX_DEPTH: usize = 64;
 /// name tensors.
 pub const KEYWORDS: &[&str] = &["input", "param", "const", "require", "size", "of", "var"];
 
-/// Parses a whole program.
+/// Parses a whole program, with the built-in operations' infix
+/// operators.
 pub fn parse(source: &str) -> Result<Program, SyntaxError> {
+    parse_with(source, &Registry::builtin())
+}
+
+/// Parses a whole program whose infix operators, and how tightly each
+/// binds, are those of `registry` (an operation registered with an
+/// [`Operator::Infix`](shape_graph::Operator::Infix) is written with it).
+pub fn parse_with(source: &str, registry: &Registry) -> Result<Program, SyntaxError> {
+    let infix = registry.infix_operators();
+    let symbols: Vec<&str> = infix.iter().map(|(s, _)| *s).collect();
+    let after_operand = format!(
+        "an operator (`{}`) or the end of the statement",
+        symbols.join(" ")
+    );
     let mut statements = Vec::new();
     let mut start = 0;
     for line in source.split_inclusive('\n') {
@@ -44,6 +58,8 @@ pub fn parse(source: &str) -> Result<Program, SyntaxError> {
                 end: start + trimmed.len(),
                 nodes: 0,
                 depth: 0,
+                infix: &infix,
+                after_operand: &after_operand,
             };
             statements.push(p.statement()?);
         }
@@ -82,6 +98,10 @@ struct Parser<'a> {
     nodes: usize,
     /// The current nesting depth.
     depth: usize,
+    /// The infix operators, longest first, with their precedence.
+    infix: &'a [(&'static str, Precedence)],
+    /// What may follow a complete operand, for messages.
+    after_operand: &'a str,
 }
 
 impl Parser<'_> {
@@ -215,7 +235,7 @@ impl Parser<'_> {
                     }
                     self.pos += 2;
                     let expr = self.expr()?;
-                    self.expect_end("an operator (`+ - * / @`) or the end of the statement")?;
+                    self.expect_end(self.after_operand)?;
                     return Ok(Statement::AssignInto {
                         name: first,
                         spec,
@@ -230,7 +250,7 @@ impl Parser<'_> {
                     ));
                 }
                 let expr = self.expr()?;
-                self.expect_end("an operator (`+ - * / @`) or the end of the statement")?;
+                self.expect_end(self.after_operand)?;
                 Ok(Statement::Assign {
                     name: first,
                     expr,
@@ -530,35 +550,36 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<Expr, SyntaxError> {
-        let mut lhs = self.term()?;
-        loop {
-            let op = if self.eat('+') {
-                BinOp::Add
-            } else if self.eat('-') {
-                BinOp::Sub
-            } else {
-                return Ok(lhs);
-            };
-            let rhs = self.term()?;
-            lhs = binary(op, lhs, rhs);
-        }
+        self.operands(None)
     }
 
-    fn term(&mut self) -> Result<Expr, SyntaxError> {
+    /// Operands joined by infix operators that bind at least as tightly
+    /// as `min` (any, for `None`), by precedence climbing: an operator's
+    /// right operand holds only operators that bind tighter, so operators
+    /// of one level associate to the left.
+    fn operands(&mut self, min: Option<Precedence>) -> Result<Expr, SyntaxError> {
         let mut lhs = self.unary()?;
-        loop {
-            let op = if self.eat('*') {
-                BinOp::Mul
-            } else if self.eat('/') {
-                BinOp::Div
-            } else if self.eat('@') {
-                BinOp::Compose
-            } else {
-                return Ok(lhs);
+        while let Some((symbol, precedence)) = self.infix_operator(min) {
+            self.pos += symbol.len();
+            let rhs = match precedence.0.checked_add(1) {
+                Some(tighter) => self.operands(Some(Precedence(tighter)))?,
+                None => self.unary()?,
             };
-            let rhs = self.unary()?;
-            lhs = binary(op, lhs, rhs);
+            lhs = binary(BinOp::new(symbol), lhs, rhs);
         }
+        Ok(lhs)
+    }
+
+    /// The infix operator that comes next, if it binds at least as
+    /// tightly as `min` (the longest symbol that matches).
+    fn infix_operator(&mut self, min: Option<Precedence>) -> Option<(&'static str, Precedence)> {
+        self.skip_ws();
+        let rest = self.rest();
+        self.infix
+            .iter()
+            .find(|(symbol, _)| rest.starts_with(symbol))
+            .filter(|(_, p)| min.is_none_or(|m| *p >= m))
+            .copied()
     }
 
     /// Counts one more node of the statement's expression.
