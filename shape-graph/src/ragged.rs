@@ -95,6 +95,167 @@ impl Tensor<'_> {
     }
 }
 
+/// A ragged operation being lowered: the operation and its tensors, the
+/// result first.
+struct RaggedOp<'a> {
+    op: OpId,
+    operation: &'a std::sync::Arc<dyn crate::Operation>,
+    op_ref: std::sync::Arc<shape_solver::OpRef>,
+    tensors: Vec<Tensor<'a>>,
+}
+
+impl RaggedOp<'_> {
+    /// The error for what a ragged run does not take, naming the
+    /// operation.
+    fn unsupported(&self, reason: String) -> GraphError {
+        GraphError::RaggedLowering {
+            op: self.op_ref.clone(),
+            reason,
+        }
+    }
+
+    /// The result's rows, in its own order, from every point's lengths
+    /// (and the result's buffer length from them); `None` for a dense
+    /// result.
+    fn result_rows(
+        &mut self,
+        loops: &RowLoops,
+        lengths: &[u64],
+    ) -> Result<Option<RaggedAxis>, GraphError> {
+        Ok(match self.tensors[0].ragged {
+            Some((var, _)) => {
+                let rows = buffer_len(&self.tensors[0].dims[..var]);
+                let mut row_len: Vec<u64> = Vec::new();
+                row_len
+                    .try_reserve_exact(usize::try_from(rows).unwrap_or(usize::MAX))
+                    .map_err(|_| {
+                        self.unsupported("its result has more rows than fit in memory".into())
+                    })?;
+                row_len.resize(rows as usize, 0);
+                let mut point = vec![0u64; loops.row_iters.len()];
+                for ls in lengths.chunks(self.tensors.len()) {
+                    row_len[loops.row_of(&self.tensors, 0, &point)] = ls[0];
+                    advance(&mut point, &loops.row_sizes);
+                }
+                let axis = RaggedAxis::from_lengths(var, &row_len)
+                    .map_err(|e| self.unsupported(e.to_string()))?;
+                self.tensors[0].len = axis.total().saturating_mul(self.tensors[0].inner(var));
+                Some(axis)
+            }
+            None => None,
+        })
+    }
+}
+
+/// The loops of a ragged operation: its projections with every ragged
+/// axis as a placeholder size, the classes of its ragged axes, and which
+/// iterators run over the rows and along the ragged axes.
+struct RowLoops {
+    structure: Projections,
+    classes: Vec<VarClass>,
+    /// The parallel iterators before a ragged axis: one point of them is
+    /// one row of every ragged tensor.
+    row_iters: Vec<usize>,
+    /// The iterators along the ragged axes.
+    var_iters: Vec<usize>,
+    /// The sizes of `row_iters`.
+    row_sizes: Vec<u64>,
+}
+
+impl RowLoops {
+    /// The loops of `r`, or an error for a structure a ragged run does
+    /// not take (a reduction over the rows, a ragged axis moved before
+    /// the axes its rows depend on).
+    fn of(r: &RaggedOp<'_>) -> Result<RowLoops, GraphError> {
+        let tensors = &r.tensors;
+        // The structure: every ragged axis as a placeholder size above 1,
+        // so that the operation's own projections say which iterators the
+        // rows and the ragged axes are.
+        let placeholder: Vec<SolvedShape> =
+            tensors.iter().map(|t| with_ragged_as(t.shape, 2)).collect();
+        let (structure, slot_classes) = {
+            let mut builder = ProjectionBuilder::new(placeholder.iter().collect());
+            r.operation.project(&mut builder);
+            builder.finish_with_classes()
+        };
+        let classes = VarClass::of(&tensors, &slot_classes);
+        let mut row_iters: Vec<usize> = Vec::new();
+        let mut var_iters: Vec<usize> = Vec::new();
+        for (t, tensor) in tensors.iter().enumerate() {
+            let Some((var, _)) = tensor.ragged else {
+                continue;
+            };
+            let axes = axes_of(&structure, t);
+            for a in &axes[..var] {
+                match a {
+                    AxisIndex::Iterator(k) if structure.kinds[*k] == IterKind::Parallel => {
+                        row_iters.push(*k)
+                    }
+                    AxisIndex::Fixed(_) => {}
+                    _ => {
+                        return Err(r.unsupported(
+                            "it reduces, slices or slides over an axis before a ragged axis".into(),
+                        ))
+                    }
+                }
+            }
+            match axes[var] {
+                AxisIndex::Iterator(k) => var_iters.push(k),
+                _ => {
+                    return Err(
+                        r.unsupported("it fixes, slices or slides over a ragged axis".into())
+                    )
+                }
+            }
+        }
+        row_iters.sort_unstable();
+        row_iters.dedup();
+        var_iters.sort_unstable();
+        var_iters.dedup();
+        if var_iters.iter().any(|k| row_iters.contains(k)) {
+            return Err(
+                r.unsupported("it moves a ragged axis before the axes its rows depend on".into())
+            );
+        }
+        if let Some((var, _)) = tensors[0].ragged {
+            let outer: Vec<usize> = structure.result[..var]
+                .iter()
+                .filter_map(|a| match a {
+                    AxisIndex::Iterator(k) => Some(*k),
+                    _ => None,
+                })
+                .collect();
+            if row_iters.iter().any(|k| !outer.contains(k)) {
+                return Err(r.unsupported(
+                    "its ragged result's rows would depend on an axis after its ragged axis".into(),
+                ));
+            }
+        }
+        let row_sizes = row_iters.iter().map(|&k| structure.sizes[k]).collect();
+        Ok(RowLoops {
+            structure,
+            classes,
+            row_iters,
+            var_iters,
+            row_sizes,
+        })
+    }
+
+    /// The row of tensor `t` (0: the result) at `point` of the row
+    /// iterators.
+    fn row_of(&self, tensors: &[Tensor<'_>], t: usize, point: &[u64]) -> usize {
+        let var = tensors[t].ragged.map_or(0, |(v, _)| v);
+        row_number(
+            &self.structure,
+            t,
+            &tensors[t].dims,
+            &self.row_iters,
+            point,
+            var,
+        )
+    }
+}
+
 /// The axis indices of tensor `t` (0: the result) in `p`.
 fn axes_of(p: &Projections, t: usize) -> &[AxisIndex] {
     if t == 0 {
@@ -146,21 +307,52 @@ impl SolvedGraph {
     /// Lowers `op` row by row for the rows of its ragged operands' data
     /// (`rows[i]` for operand `i`, `None` for a dense one): what a run
     /// does once the data gives the rows.
+    ///
+    /// The phases: the operation's tensors with their data's rows, its
+    /// loops (which iterators run over the rows and along the ragged
+    /// axes), every row's lengths (checked as DyND checks broadcasting),
+    /// the result's rows, then one launch over the rows laid end to end
+    /// where that is the same computation, or a launch per run of rows.
     pub fn lower_ragged(
         &self,
         op: OpId,
         rows: &[Option<&RaggedAxis>],
         options: &LowerOptions,
     ) -> Result<RaggedLowered, GraphError> {
+        let mut r = self.ragged_op(op, rows)?;
+        let loops = RowLoops::of(&r)?;
+        let lengths = self.row_lengths(&r, &loops)?;
+        let result_rows = r.result_rows(&loops, &lengths)?;
+        let steps = match self.flat_step(&r, &loops, &result_rows, options)? {
+            Some(step) => vec![step],
+            None => self.row_steps(&r, &loops, &lengths, &result_rows, options)?,
+        };
+        Ok(RaggedLowered {
+            lowered: Lowered {
+                scratch: Vec::new(),
+                steps,
+            },
+            result_len: r.tensors[0].len,
+            result_rows,
+        })
+    }
+
+    /// The operation `op` with its tensors, the result first, each with
+    /// the rows its data gives (`rows[i]` for operand `i`).
+    fn ragged_op<'a>(
+        &'a self,
+        op: OpId,
+        rows: &[Option<&'a RaggedAxis>],
+    ) -> Result<RaggedOp<'a>, GraphError> {
         let graph = self.graph();
         let (operation, operands, result) =
             graph.op_node(op).ok_or(GraphError::UnknownOp(op.index()))?;
-        let op_ref = graph.op_ref(op)?;
-        let unsupported = |reason: String| GraphError::RaggedLowering {
-            op: op_ref.clone(),
-            reason,
+        let mut r = RaggedOp {
+            op,
+            operation,
+            op_ref: graph.op_ref(op)?,
+            tensors: Vec::with_capacity(operands.len() + 1),
         };
-        let mut tensors = Vec::with_capacity(operands.len() + 1);
         for (t, &id) in std::iter::once(&result).chain(operands).enumerate() {
             let shape = self.shape(id)?;
             let var = ragged_position(self, id)?;
@@ -179,129 +371,57 @@ impl SolvedGraph {
                     r.total().saturating_mul(inner)
                 }
                 (Some(_), None) if t > 0 => {
-                    return Err(unsupported(format!(
+                    return Err(r.unsupported(format!(
                         "operand {} is ragged but its rows are unknown",
                         t - 1
                     )))
                 }
                 _ => buffer_len(&dims),
             };
-            tensors.push(Tensor {
+            r.tensors.push(Tensor {
                 shape,
                 dims,
                 ragged: var.map(|v| (v, data)),
                 len,
             });
         }
+        Ok(r)
+    }
 
-        // The structure: every ragged axis as a placeholder size above 1,
-        // so that the operation's own projections say which iterators the
-        // rows and the ragged axes are.
-        let placeholder: Vec<SolvedShape> =
-            tensors.iter().map(|t| with_ragged_as(t.shape, 2)).collect();
-        let (structure, slot_classes) = {
-            let mut builder = ProjectionBuilder::new(placeholder.iter().collect());
-            operation.project(&mut builder);
-            builder.finish_with_classes()
-        };
-        let classes = VarClass::of(&tensors, &slot_classes);
-        let mut row_iters: Vec<usize> = Vec::new();
-        let mut var_iters: Vec<usize> = Vec::new();
-        for (t, tensor) in tensors.iter().enumerate() {
-            let Some((var, _)) = tensor.ragged else {
-                continue;
-            };
-            let axes = axes_of(&structure, t);
-            for a in &axes[..var] {
-                match a {
-                    AxisIndex::Iterator(k) if structure.kinds[*k] == IterKind::Parallel => {
-                        row_iters.push(*k)
-                    }
-                    AxisIndex::Fixed(_) => {}
-                    _ => {
-                        return Err(unsupported(
-                            "it reduces, slices or slides over an axis before a ragged axis".into(),
-                        ))
-                    }
-                }
-            }
-            match axes[var] {
-                AxisIndex::Iterator(k) => var_iters.push(k),
-                _ => {
-                    return Err(unsupported(
-                        "it fixes, slices or slides over a ragged axis".into(),
-                    ))
-                }
-            }
-        }
-        row_iters.sort_unstable();
-        row_iters.dedup();
-        var_iters.sort_unstable();
-        var_iters.dedup();
-        if var_iters.iter().any(|k| row_iters.contains(k)) {
-            return Err(unsupported(
-                "it moves a ragged axis before the axes its rows depend on".into(),
-            ));
-        }
-        if let Some((var, _)) = tensors[0].ragged {
-            let outer: Vec<usize> = structure.result[..var]
-                .iter()
-                .filter_map(|a| match a {
-                    AxisIndex::Iterator(k) => Some(*k),
-                    _ => None,
-                })
-                .collect();
-            if row_iters.iter().any(|k| !outer.contains(k)) {
-                return Err(unsupported(
-                    "its ragged result's rows would depend on an axis after its ragged axis".into(),
-                ));
-            }
-        }
-
-        // Every point of the row iterators, row-major: its rows' lengths.
-        let row_sizes: Vec<u64> = row_iters.iter().map(|&k| structure.sizes[k]).collect();
-        let points = element_count(&row_sizes)
+    /// The lengths of every row of the operation, checked: for each point
+    /// of the row iterators (row-major), every tensor's length there (0
+    /// for a dense one), `r.tensors.len()` entries a point.
+    fn row_lengths(&self, r: &RaggedOp<'_>, loops: &RowLoops) -> Result<Vec<u64>, GraphError> {
+        let tensors = &r.tensors;
+        let points = element_count(&loops.row_sizes)
             .and_then(|n| u64::try_from(n).ok())
             .filter(|&n| usize::try_from(n).is_ok())
-            .ok_or_else(|| unsupported("it has more rows than fit in memory".into()))?;
-        let row_of = |t: usize, point: &[u64]| -> usize {
-            let var = tensors[t].ragged.map_or(0, |(v, _)| v);
-            row_number(
-                &structure,
-                t,
-                &tensors[t].dims,
-                row_iters.as_slice(),
-                point,
-                var,
-            )
-        };
-        // Each point's length for every tensor (0 for a dense one), in one
-        // vector: `tensors.len()` entries a point.
+            .ok_or_else(|| r.unsupported("it has more rows than fit in memory".into()))?;
         let width = tensors.len();
         let mut lengths: Vec<u64> = Vec::new();
         lengths
             .try_reserve_exact((points as usize).saturating_mul(width))
-            .map_err(|_| unsupported("it has more rows than fit in memory".into()))?;
-        let mut point = vec![0u64; row_iters.len()];
+            .map_err(|_| r.unsupported("it has more rows than fit in memory".into()))?;
+        let mut point = vec![0u64; loops.row_iters.len()];
         let mut ls = vec![0u64; width];
         for _ in 0..points {
             ls.fill(0);
             for (t, tensor) in tensors.iter().enumerate().skip(1) {
                 if let Some((_, Some(data))) = tensor.ragged {
-                    let r = row_of(t, &point);
-                    if r >= data.rows() {
-                        return Err(unsupported(format!(
+                    let row = loops.row_of(tensors, t, &point);
+                    if row >= data.rows() {
+                        return Err(r.unsupported(format!(
                             "operand {} has {} rows where its shape has more",
                             t - 1,
                             data.rows()
                         )));
                     }
-                    ls[t] = data.row_len(r);
+                    ls[t] = data.row_len(row);
                 }
             }
             // Each class of axes a ragged axis is in: the length its rows
             // must have, checked for every member.
-            for class in &classes {
+            for class in &loops.classes {
                 let required = class.required(&tensors, &ls);
                 for &(t, j, tied) in &class.members {
                     let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
@@ -312,62 +432,31 @@ impl SolvedGraph {
                     let n = if is_var { ls[t] } else { tensors[t].dims[j] };
                     let fits = n == required || (n == 1 && !tied);
                     if !fits {
-                        return Err(self.row_error(op, t, j, &point, n, required, is_var));
+                        return Err(self.row_error(r.op, t, j, &point, n, required, is_var));
                     }
                 }
             }
             lengths.extend_from_slice(&ls);
-            advance(&mut point, &row_sizes);
+            advance(&mut point, &loops.row_sizes);
         }
+        Ok(lengths)
+    }
 
-        // The result's rows, in its own order.
-        let result_rows = match tensors[0].ragged {
-            Some((var, _)) => {
-                let rows = buffer_len(&tensors[0].dims[..var]);
-                let mut row_len: Vec<u64> = Vec::new();
-                row_len
-                    .try_reserve_exact(usize::try_from(rows).unwrap_or(usize::MAX))
-                    .map_err(|_| {
-                        unsupported("its result has more rows than fit in memory".into())
-                    })?;
-                row_len.resize(rows as usize, 0);
-                let mut point = vec![0u64; row_iters.len()];
-                for ls in lengths.chunks(width) {
-                    row_len[row_of(0, &point)] = ls[0];
-                    advance(&mut point, &row_sizes);
-                }
-                let axis = RaggedAxis::from_lengths(var, &row_len)
-                    .map_err(|e| unsupported(e.to_string()))?;
-                tensors[0].len = axis.total().saturating_mul(tensors[0].inner(var));
-                Some(axis)
-            }
-            None => None,
-        };
-
-        if let Some(step) = self.flat_step(
-            operation.as_ref(),
-            &op_ref,
-            &structure,
-            &tensors,
-            &row_iters,
-            &var_iters,
-            &result_rows,
-            options,
-        )? {
-            return Ok(RaggedLowered {
-                lowered: Lowered {
-                    scratch: Vec::new(),
-                    steps: vec![step],
-                },
-                result_len: tensors[0].len,
-                result_rows,
-            });
-        }
-
-        // One lowering per distinct set of lengths (a `RowPlan`), then a
-        // launch per row; consecutive rows of the same lengths, evenly
-        // spaced in every buffer, share one launch (DyND's coalescing,
-        // along the rows).
+    /// One launch per run of rows: one lowering per distinct set of
+    /// lengths (a [`RowPlan`]), then a launch per row; consecutive rows of
+    /// the same lengths, evenly spaced in every buffer, share one launch
+    /// (DyND's coalescing, along the rows).
+    fn row_steps(
+        &self,
+        r: &RaggedOp<'_>,
+        loops: &RowLoops,
+        lengths: &[u64],
+        result_rows: &Option<RaggedAxis>,
+        options: &LowerOptions,
+    ) -> Result<Vec<Step>, GraphError> {
+        let tensors = &r.tensors;
+        let (structure, row_iters) = (&loops.structure, &loops.row_iters);
+        let width = tensors.len();
         let mut plans: Vec<RowPlan> = Vec::new();
         let mut plan_of: HashMap<Vec<u64>, usize> = HashMap::new();
         let ragged_slots: Vec<usize> = (0..tensors.len())
@@ -387,23 +476,23 @@ impl SolvedGraph {
                         .enumerate()
                         .map(|(t, tensor)| with_ragged_as(tensor.shape, ls[t]))
                         .collect();
-                    let projections = project(operation.as_ref(), shapes.iter().collect());
+                    let projections = project(r.operation.as_ref(), shapes.iter().collect());
                     let cx = LoweringCx {
-                        op: op_ref.clone(),
+                        op: r.op_ref.clone(),
                         shapes: shapes.iter().collect(),
                         projections,
                         options,
                     };
-                    let Some(step) = single_step(operation.lower(&cx)?) else {
-                        return Err(unsupported(
+                    let Some(step) = single_step(r.operation.lower(&cx)?) else {
+                        return Err(r.unsupported(
                             "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
                         ));
                     };
                     let plan =
-                        RowPlan::new(step, &cx.projections, &structure, &tensors, &row_iters, ls)
+                        RowPlan::new(step, &cx.projections, structure, tensors, row_iters, ls)
                             .map_err(|(t, var, required)| {
-                            self.row_error(op, t, var, &point, ls[t], required, true)
-                        })?;
+                                self.row_error(r.op, t, var, &point, ls[t], required, true)
+                            })?;
                     plans.push(plan);
                     plan_of.insert(key.clone(), plans.len() - 1);
                     plans.len() - 1
@@ -415,9 +504,9 @@ impl SolvedGraph {
                     0 => result_rows.as_ref(),
                     _ => tensors[t].ragged.and_then(|(_, data)| data),
                 };
-                let r = row_number(&structure, t, &tensors[t].dims, &row_iters, &point, var);
+                let row = row_number(structure, t, &tensors[t].dims, row_iters, &point, var);
                 rows.map_or(0, |rows| {
-                    rows.row_start(r).saturating_mul(tensors[t].inner(var))
+                    rows.row_start(row).saturating_mul(tensors[t].inner(var))
                 })
             });
             let next_in_run = point.last().is_some_and(|&v| v > 0);
@@ -432,17 +521,9 @@ impl SolvedGraph {
                     along: None,
                 });
             }
-            advance(&mut point, &row_sizes);
+            advance(&mut point, &loops.row_sizes);
         }
-        let steps = runs.iter().map(|run| plans[run.plan].step(run)).collect();
-        Ok(RaggedLowered {
-            lowered: Lowered {
-                scratch: Vec::new(),
-                steps,
-            },
-            result_len: tensors[0].len,
-            result_rows,
-        })
+        Ok(runs.iter().map(|run| plans[run.plan].step(run)).collect())
     }
 
     /// The whole operation as one launch over the rows laid end to end,
@@ -452,19 +533,18 @@ impl SolvedGraph {
     /// along the rows or the ragged axis (a function of a ragged tensor,
     /// two ragged tensors of one structure, a weight along the axes after
     /// the ragged one). Then the rows are one row of the total length.
-    #[allow(clippy::too_many_arguments)]
     fn flat_step(
         &self,
-        operation: &dyn crate::Operation,
-        op_ref: &std::sync::Arc<shape_solver::OpRef>,
-        structure: &Projections,
-        tensors: &[Tensor<'_>],
-        row_iters: &[usize],
-        var_iters: &[usize],
+        r: &RaggedOp<'_>,
+        loops: &RowLoops,
         result_rows: &Option<RaggedAxis>,
         options: &LowerOptions,
     ) -> Result<Option<Step>, GraphError> {
-        let [k] = var_iters else { return Ok(None) };
+        let (operation, tensors) = (r.operation.as_ref(), &r.tensors);
+        let (structure, row_iters) = (&loops.structure, &loops.row_iters);
+        let [k] = loops.var_iters.as_slice() else {
+            return Ok(None);
+        };
         let Some((result_var, _)) = tensors[0].ragged else {
             return Ok(None);
         };
@@ -529,7 +609,7 @@ impl SolvedGraph {
             .collect();
         let projections = project(operation, shapes.iter().collect());
         let cx = LoweringCx {
-            op: op_ref.clone(),
+            op: r.op_ref.clone(),
             shapes: shapes.iter().collect(),
             projections,
             options,
