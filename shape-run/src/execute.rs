@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 
 use shape_core::{Backend, RaggedAxis};
-use shape_graph::{BufferRef, GraphError, SolvedGraph, TensorId, TensorKind};
+use std::sync::Arc;
+
+use shape_graph::{BufferRef, GraphError, Lowered, OpId, SolvedGraph, Step, TensorId, TensorKind};
+use shape_solver::OpRef;
 
 use crate::error::RunError;
 use crate::host::{HostTensor, Inputs, RunOutputs};
@@ -103,205 +106,321 @@ fn check_empty_reductions<E: std::error::Error + 'static>(
     Ok(())
 }
 
-/// Runs a plan made by [`SolvedGraph::plan`] for this graph.
+/// [`RunGraph::run_plan`](crate::RunGraph::run_plan): checks the data,
+/// uploads it, runs each planned operation, and takes the outputs back.
 pub(crate) fn run_plan<B: Backend>(
     solved: &SolvedGraph,
     backend: &mut B,
     plan: &RunPlan,
-    mut inputs: Inputs,
+    inputs: Inputs,
 ) -> Result<RunOutputs, RunError<B::Error>> {
     check_inputs(solved, plan, &inputs)?;
     check_empty_reductions(solved, plan)?;
-    let graph = solved.graph();
-    let moving = |backend: &B| {
-        let name = backend.name();
+    let mut run = Execution {
+        solved,
+        backend,
+        buffers: HashMap::with_capacity(plan.leaves.len()),
+        rows: HashMap::new(),
+        pool: Pool::new(),
+    };
+    run.upload_leaves(plan, inputs)?;
+    for planned in &plan.ops {
+        run.run_op(plan, planned)?;
+    }
+    run.take_outputs(plan)
+}
+
+/// A run in progress: the buffers of the tensors computed or given so
+/// far, the rows of the ragged ones, and the free buffers.
+struct Execution<'a, B: Backend> {
+    solved: &'a SolvedGraph,
+    backend: &'a mut B,
+    buffers: HashMap<TensorId, B::Buffer>,
+    /// The rows of every ragged tensor, as the data gives them.
+    rows: HashMap<TensorId, RaggedAxis>,
+    pool: Pool<B::Buffer>,
+}
+
+impl<B: Backend> Execution<'_, B> {
+    /// The error for a failed upload or download.
+    fn moving(&self) -> impl Fn(B::Error) -> RunError<B::Error> {
+        let name = self.backend.name();
         move |source| RunError::Backend {
-            backend: name,
+            backend: name.clone(),
             op: None,
             source,
         }
-    };
-    let mut buffers: HashMap<TensorId, B::Buffer> = HashMap::with_capacity(plan.leaves.len());
-    // The rows of every ragged tensor, as the data gives them.
-    let mut rows: HashMap<TensorId, RaggedAxis> = HashMap::new();
-    for &t in &plan.leaves {
-        let mut given = inputs.tensors.remove(&t);
-        let axis = solved.ragged_axis(t)?;
-        if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
-            let data = data
-                .into_ragged(axis)
-                .map_err(|e| GraphError::RaggedLayout {
-                    tensor: graph.tensor_ref(t).ok().map(Box::new),
-                    shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
-                    reason: e.to_string(),
-                })?;
-            rows.extend(data.ragged.clone().map(|r| (t, r)));
-            given = Some(data);
-        }
-        let values = given.map(HostTensor::into_values).unwrap_or_default();
-        let buffer = backend.upload_owned(values).map_err(moving(backend))?;
-        buffers.insert(t, buffer);
     }
-    drop(inputs);
-    let mut pool: Pool<B::Buffer> = Pool::new();
-    for &t in &plan.leaf_releases {
-        if let Some(b) = buffers.remove(&t) {
-            let len = backend.len(&b);
-            pool.put(len, b);
-        }
-    }
-    for planned in &plan.ops {
-        let op = graph.op_ref(planned.op)?;
-        let failed = |backend: &B| {
-            let name = backend.name();
-            let op = op.clone();
-            move |source| RunError::Backend {
-                backend: name,
-                op: Some(op),
-                source,
+
+    /// Hands the data of the plan's leaves to the backend (ragged data
+    /// with its rows), and frees at once the buffers no step reads.
+    fn upload_leaves(
+        &mut self,
+        plan: &RunPlan,
+        mut inputs: Inputs,
+    ) -> Result<(), RunError<B::Error>> {
+        let (solved, graph) = (self.solved, self.solved.graph());
+        for &t in &plan.leaves {
+            let mut given = inputs.tensors.remove(&t);
+            let axis = solved.ragged_axis(t)?;
+            if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
+                let data = data
+                    .into_ragged(axis)
+                    .map_err(|e| GraphError::RaggedLayout {
+                        tensor: graph.tensor_ref(t).ok().map(Box::new),
+                        shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                        reason: e.to_string(),
+                    })?;
+                self.rows.extend(data.ragged.clone().map(|r| (t, r)));
+                given = Some(data);
             }
-        };
-        let invalid = |step: usize, problem| RunError::InvalidLowering {
-            op: op.clone(),
-            step,
-            problem,
-        };
+            let values = given.map(HostTensor::into_values).unwrap_or_default();
+            let buffer = self.backend.upload_owned(values).map_err(self.moving())?;
+            self.buffers.insert(t, buffer);
+        }
+        drop(inputs);
+        for &t in &plan.leaf_releases {
+            if let Some(b) = self.buffers.remove(&t) {
+                let len = self.backend.len(&b);
+                self.pool.put(len, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one planned operation: its kernels (lowered now, row by row,
+    /// for a ragged one) into a result buffer and scratch buffers from the
+    /// pool, then frees what it read last.
+    fn run_op(&mut self, plan: &RunPlan, planned: &PlannedOp) -> Result<(), RunError<B::Error>> {
+        let graph = self.solved.graph();
+        let op = graph.op_ref(planned.op)?;
         let (_, operands, result) = graph
             .op(planned.op)
             .ok_or(GraphError::UnknownOp(planned.op.index()))?;
-        let row_lowered;
+        let rowed;
         let (lowered, result_len) = if planned.ragged {
-            let operand_rows: Vec<Option<&RaggedAxis>> =
-                operands.iter().map(|t| rows.get(t)).collect();
-            let r = solved.lower_ragged(planned.op, &operand_rows, &plan.options.lowering())?;
-            if let Some(axis) = r.result_rows {
-                rows.insert(result, axis);
-            }
-            row_lowered = r.lowered;
-            (&row_lowered, r.result_len)
+            rowed = self.lower_rows(plan, planned.op, operands, result)?;
+            (&rowed.0, rowed.1)
         } else {
             (&planned.lowered, planned.result_len)
         };
-        let out = match pool.take(result_len) {
-            Some(mut b) => {
-                if !lowered.covers_result(result_len) {
-                    backend.fill(&mut b, 0.0).map_err(failed(backend))?;
-                }
-                b
-            }
-            None => backend
-                .alloc(to_usize(result_len))
-                .map_err(failed(backend))?,
+        let clear = !lowered.covers_result(result_len);
+        let mut held = Held {
+            out: Some(self.acquire(result_len, clear, &op)?),
+            scratch: Vec::with_capacity(lowered.scratch.len()),
         };
-        let mut out = Some(out);
-        let mut scratch: Vec<Option<B::Buffer>> = Vec::with_capacity(lowered.scratch.len());
         for &len in &lowered.scratch {
-            let b = match pool.take(len) {
-                Some(mut b) => {
-                    backend.fill(&mut b, 0.0).map_err(failed(backend))?;
-                    b
-                }
-                None => backend.alloc(to_usize(len)).map_err(failed(backend))?,
-            };
-            scratch.push(Some(b));
+            held.scratch.push(Some(self.acquire(len, true, &op)?));
         }
         for (index, step) in lowered.steps.iter().enumerate() {
-            if step.operands.contains(&step.result) {
-                return Err(invalid(index, "reads the buffer it writes"));
+            held.run_step(
+                &mut *self.backend,
+                &self.buffers,
+                operands,
+                &op,
+                index,
+                step,
+            )?;
+        }
+        for (b, &len) in held.scratch.into_iter().zip(&lowered.scratch) {
+            if let Some(b) = b {
+                self.pool.put(len, b);
             }
-            // The written buffer leaves its slot while the step runs, so
-            // that the buffers it reads can be borrowed beside it.
-            let slot = match step.result {
-                BufferRef::Result => &mut out,
-                BufferRef::Scratch(i) => scratch
-                    .get_mut(i)
-                    .ok_or_else(|| invalid(index, "writes a scratch buffer it does not declare"))?,
-                BufferRef::Operand(_) | BufferRef::Tensor(_) => {
-                    return Err(invalid(index, "writes an operand"))
+        }
+        let out =
+            (held.out).ok_or_else(|| invalid(&op, lowered.steps.len(), "loses the result"))?;
+        self.buffers.insert(result, out);
+        for t in &planned.releases {
+            if let Some(b) = self.buffers.remove(t) {
+                let len = self.backend.len(&b);
+                self.pool.put(len, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lowers a ragged operation for the rows its operands have now, and
+    /// records its result's rows: its kernels and its result's length.
+    fn lower_rows(
+        &mut self,
+        plan: &RunPlan,
+        op: OpId,
+        operands: &[TensorId],
+        result: TensorId,
+    ) -> Result<(Lowered, u64), RunError<B::Error>> {
+        let operand_rows: Vec<Option<&RaggedAxis>> =
+            operands.iter().map(|t| self.rows.get(t)).collect();
+        let r = (self.solved).lower_ragged(op, &operand_rows, &plan.options.lowering())?;
+        if let Some(axis) = r.result_rows {
+            self.rows.insert(result, axis);
+        }
+        Ok((r.lowered, r.result_len))
+    }
+
+    /// A buffer of `len` values: a free one of that length (filled with
+    /// zeros when `clear`), or a new one.
+    fn acquire(
+        &mut self,
+        len: u64,
+        clear: bool,
+        op: &Arc<OpRef>,
+    ) -> Result<B::Buffer, RunError<B::Error>> {
+        let failed = backend_failed(&*self.backend, op);
+        match self.pool.take(len) {
+            Some(mut b) => {
+                if clear {
+                    self.backend.fill(&mut b, 0.0).map_err(failed)?;
+                }
+                Ok(b)
+            }
+            None => self.backend.alloc(to_usize(len)).map_err(failed),
+        }
+    }
+
+    /// Takes the outputs' values back from the backend, with their dims
+    /// (and rows, for a ragged output).
+    fn take_outputs(mut self, plan: &RunPlan) -> Result<RunOutputs, RunError<B::Error>> {
+        let (solved, graph) = (self.solved, self.solved.graph());
+        let (backend, buffers, rows) = (&mut *self.backend, &mut self.buffers, &mut self.rows);
+        // The free buffers go back before the outputs come down.
+        drop(std::mem::replace(&mut self.pool, Pool::new()));
+        let mut values = HashMap::with_capacity(plan.outputs.len());
+        let backend_name = backend.name();
+        for &t in &plan.outputs {
+            let lost = |found: usize| -> Result<RunError<B::Error>, GraphError> {
+                let shape = Box::new(solved.shape(t)?.clone());
+                Ok(RunError::LostResult {
+                    backend: backend_name.clone(),
+                    tensor: graph.tensor_ref(t)?,
+                    expected: shape
+                        .num_elems()
+                        .map_or(u64::MAX, |n| u64::try_from(n).unwrap_or(u64::MAX)),
+                    shape,
+                    found: u64::try_from(found).unwrap_or(u64::MAX),
+                })
+            };
+            let Some(buffer) = buffers.remove(&t) else {
+                return Err(lost(0)?);
+            };
+            let data = backend.take(buffer).map_err(|source| RunError::Backend {
+                backend: backend.name(),
+                op: None,
+                source,
+            })?;
+            let dims = solved.shape(t)?.memory_dims();
+            let tensor = match rows.remove(&t) {
+                Some(r) => HostTensor::ragged(
+                    dims[..r.axis()].to_vec(),
+                    &r.lengths(),
+                    dims[r.axis() + 1..].to_vec(),
+                    data,
+                )
+                .map_err(|e| GraphError::RaggedLayout {
+                    tensor: graph.tensor_ref(t).ok().map(Box::new),
+                    shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                    reason: format!("the values returned do not fill its rows: {e}"),
+                })?,
+                None => {
+                    let found = data.len();
+                    match HostTensor::new(dims, data) {
+                        Ok(tensor) => tensor,
+                        Err(_) => return Err(lost(found)?),
+                    }
                 }
             };
-            let mut target = slot
-                .take()
-                .ok_or_else(|| invalid(index, "writes a buffer it does not have"))?;
-            let reads: Option<Vec<&B::Buffer>> = step
-                .operands
-                .iter()
-                .map(|r| match *r {
-                    BufferRef::Result => out.as_ref(),
-                    BufferRef::Operand(i) => operands.get(i).and_then(|t| buffers.get(t)),
-                    BufferRef::Tensor(t) => buffers.get(&t),
-                    BufferRef::Scratch(i) => scratch.get(i).and_then(Option::as_ref),
-                })
-                .collect();
-            let reads = reads.ok_or_else(|| invalid(index, "reads a buffer it does not have"))?;
-            backend
-                .execute(&step.kernel, &step.launch, &mut target, &reads)
-                .map_err(failed(backend))?;
-            match step.result {
-                BufferRef::Scratch(i) => scratch[i] = Some(target),
-                BufferRef::Result | BufferRef::Operand(_) | BufferRef::Tensor(_) => {
-                    out = Some(target)
-                }
-            }
+            values.insert(t, tensor);
         }
-        for (b, &len) in scratch.into_iter().zip(&lowered.scratch) {
-            if let Some(b) = b {
-                pool.put(len, b);
-            }
-        }
-        let out = out.ok_or_else(|| invalid(lowered.steps.len(), "loses the result"))?;
-        buffers.insert(result, out);
-        for t in &planned.releases {
-            if let Some(b) = buffers.remove(t) {
-                let len = backend.len(&b);
-                pool.put(len, b);
-            }
-        }
+        Ok(RunOutputs { tensors: values })
     }
-    drop(pool);
-    let mut values = HashMap::with_capacity(plan.outputs.len());
-    let backend_name = backend.name();
-    for &t in &plan.outputs {
-        let lost = |found: usize| -> Result<RunError<B::Error>, GraphError> {
-            let shape = Box::new(solved.shape(t)?.clone());
-            Ok(RunError::LostResult {
-                backend: backend_name.clone(),
-                tensor: graph.tensor_ref(t)?,
-                expected: shape
-                    .num_elems()
-                    .map_or(u64::MAX, |n| u64::try_from(n).unwrap_or(u64::MAX)),
-                shape,
-                found: u64::try_from(found).unwrap_or(u64::MAX),
+}
+
+/// The buffers one operation writes: its result and its scratch
+/// buffers (a slot is empty while a step writes it).
+struct Held<Buf> {
+    out: Option<Buf>,
+    scratch: Vec<Option<Buf>>,
+}
+
+impl<Buf> Held<Buf> {
+    /// Runs step `index` of the operation `op`, reading `operands`'
+    /// buffers from `buffers` and its own.
+    fn run_step<B: Backend<Buffer = Buf>>(
+        &mut self,
+        backend: &mut B,
+        buffers: &HashMap<TensorId, Buf>,
+        operands: &[TensorId],
+        op: &Arc<OpRef>,
+        index: usize,
+        step: &Step,
+    ) -> Result<(), RunError<B::Error>> {
+        if step.operands.contains(&step.result) {
+            return Err(invalid(op, index, "reads the buffer it writes"));
+        }
+        // The written buffer leaves its slot while the step runs, so that
+        // the buffers it reads can be borrowed beside it.
+        let slot = match step.result {
+            BufferRef::Result => &mut self.out,
+            BufferRef::Scratch(i) => self
+                .scratch
+                .get_mut(i)
+                .ok_or_else(|| invalid(op, index, "writes a scratch buffer it does not declare"))?,
+            BufferRef::Operand(_) | BufferRef::Tensor(_) => {
+                return Err(invalid(op, index, "writes an operand"))
+            }
+        };
+        let mut target = slot
+            .take()
+            .ok_or_else(|| invalid(op, index, "writes a buffer it does not have"))?;
+        let reads: Option<Vec<&Buf>> = step
+            .operands
+            .iter()
+            .map(|r| match *r {
+                BufferRef::Result => self.out.as_ref(),
+                BufferRef::Operand(i) => operands.get(i).and_then(|t| buffers.get(t)),
+                BufferRef::Tensor(t) => buffers.get(&t),
+                BufferRef::Scratch(i) => self.scratch.get(i).and_then(Option::as_ref),
             })
-        };
-        let Some(buffer) = buffers.remove(&t) else {
-            return Err(lost(0)?);
-        };
-        let data = backend.take(buffer).map_err(moving(backend))?;
-        let dims = solved.shape(t)?.memory_dims();
-        let tensor = match rows.remove(&t) {
-            Some(r) => HostTensor::ragged(
-                dims[..r.axis()].to_vec(),
-                &r.lengths(),
-                dims[r.axis() + 1..].to_vec(),
-                data,
-            )
-            .map_err(|e| GraphError::RaggedLayout {
-                tensor: graph.tensor_ref(t).ok().map(Box::new),
-                shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
-                reason: format!("the values returned do not fill its rows: {e}"),
-            })?,
-            None => {
-                let found = data.len();
-                match HostTensor::new(dims, data) {
-                    Ok(tensor) => tensor,
-                    Err(_) => return Err(lost(found)?),
-                }
+            .collect();
+        let reads = reads.ok_or_else(|| invalid(op, index, "reads a buffer it does not have"))?;
+        let failed = backend_failed(&*backend, op);
+        backend
+            .execute(&step.kernel, &step.launch, &mut target, &reads)
+            .map_err(failed)?;
+        match step.result {
+            BufferRef::Scratch(i) => self.scratch[i] = Some(target),
+            BufferRef::Result | BufferRef::Operand(_) | BufferRef::Tensor(_) => {
+                self.out = Some(target)
             }
-        };
-        values.insert(t, tensor);
+        }
+        Ok(())
     }
-    Ok(RunOutputs { tensors: values })
+}
+
+/// The error for a backend that fails while running `op`.
+fn backend_failed<B: Backend>(
+    backend: &B,
+    op: &Arc<OpRef>,
+) -> impl FnOnce(B::Error) -> RunError<B::Error> {
+    let (name, op) = (backend.name(), op.clone());
+    move |source| RunError::Backend {
+        backend: name,
+        op: Some(op),
+        source,
+    }
+}
+
+/// The error for a lowering of `op` whose step `step` asks for something
+/// the runner cannot do: a defect of that operation.
+fn invalid<E: std::error::Error + 'static>(
+    op: &Arc<OpRef>,
+    step: usize,
+    problem: &'static str,
+) -> RunError<E> {
+    RunError::InvalidLowering {
+        op: op.clone(),
+        step,
+        problem,
+    }
 }
 
 /// A buffer length as a `usize`; lengths past it fail allocation.

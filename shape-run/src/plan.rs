@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use petgraph::algo::toposort;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Dfs, NodeFiltered, Reversed};
-use shape_graph::{BufferRef, GraphError, Lowered, OpId, SolvedGraph, TensorId};
+use shape_graph::{BufferRef, Graph, GraphError, Lowered, OpId, SolvedGraph, TensorId};
 
 use crate::fusion::{fuse_epilogues, fuse_pointwise};
 use crate::options::RunOptions;
@@ -116,7 +116,9 @@ fn len_of(solved: &SolvedGraph, t: TensorId) -> Result<u64, GraphError> {
     Ok(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
-/// [`RunGraph::plan`](crate::RunGraph::plan).
+/// [`RunGraph::plan`](crate::RunGraph::plan): the operations the outputs
+/// need in order, lowered and fused, each tensor's last use, and the
+/// memory the run will hold.
 pub(crate) fn plan(
     solved: &SolvedGraph,
     outputs: &[TensorId],
@@ -131,6 +133,25 @@ pub(crate) fn plan(
             wanted.push(t);
         }
     }
+    let order = needed_in_order(graph, &wanted)?;
+    let (kept, ragged) = lowered_and_fused(solved, &order, &seen, options)?;
+    let uses = LastUses::of(graph, &kept, &ragged, &wanted, &seen)?;
+    let (ops, memory) = with_memory(solved, kept, &ragged, uses.releases, &uses.leaves)?;
+    Ok(RunPlan {
+        ops,
+        leaves: uses.leaves,
+        outputs: wanted,
+        leaf_releases: uses.leaf_releases,
+        peak_bytes: memory.peak,
+        allocated_bytes: memory.allocated,
+        options: options.clone(),
+    })
+}
+
+/// The operations the tensors `wanted` depend on, in an order where each
+/// comes after those whose results it reads (over the operation graph,
+/// with `petgraph`).
+fn needed_in_order(graph: &Graph, wanted: &[TensorId]) -> Result<Vec<OpId>, GraphError> {
     // The operation graph: an edge from each producer to each reader.
     let mut deps: DiGraph<OpId, ()> = DiGraph::with_capacity(graph.num_ops(), graph.num_ops());
     let nodes: Vec<NodeIndex> = graph.op_ids().map(|op| deps.add_node(op)).collect();
@@ -147,7 +168,7 @@ pub(crate) fn plan(
     let mut needed = vec![false; nodes.len()];
     let reversed = Reversed(&deps);
     let mut dfs = Dfs::empty(&reversed);
-    for &t in &wanted {
+    for &t in wanted {
         if let Some(op) = graph.producer(t) {
             dfs.move_to(nodes[op.index()]);
             while let Some(n) = dfs.next(&reversed) {
@@ -158,23 +179,33 @@ pub(crate) fn plan(
     let filtered = NodeFiltered::from_fn(&deps, |n| needed[n.index()]);
     // Operations only read tensors that exist when they are applied,
     // so the graph has no cycle.
-    let order: Vec<OpId> = toposort(&filtered, None)
-        .map_err(|cycle| GraphError::UnknownOp(cycle.node_id().index()))?
-        .into_iter()
-        .map(|n| deps[n])
-        .collect();
+    let order = toposort(&filtered, None)
+        .map_err(|cycle| GraphError::UnknownOp(cycle.node_id().index()))?;
+    Ok(order.into_iter().map(|n| deps[n]).collect())
+}
 
+/// Every operation of `order` lowered (an operation on ragged tensors is
+/// left empty: the run lowers it when it knows the rows), then fused
+/// unless `options` or a ragged operation says not to; the operations
+/// fused away are left out. Also the ragged operations.
+fn lowered_and_fused(
+    solved: &SolvedGraph,
+    order: &[OpId],
+    outputs: &HashSet<TensorId>,
+    options: &RunOptions,
+) -> Result<(Vec<(OpId, Lowered)>, HashSet<OpId>), GraphError> {
+    let graph = solved.graph();
     // Lower every operation, then fuse pointwise chains. Operations on
     // ragged tensors are lowered when the run knows the rows; a plan
     // with any does not fuse.
     let mut ragged = HashSet::new();
-    for &op in &order {
+    for &op in order {
         if solved.op_is_ragged(op)? {
             ragged.insert(op);
         }
     }
     let mut lowered: Vec<Option<Lowered>> = Vec::with_capacity(order.len());
-    for &op in &order {
+    for &op in order {
         lowered.push(Some(if ragged.contains(&op) {
             Lowered::default()
         } else {
@@ -182,61 +213,100 @@ pub(crate) fn plan(
         }));
     }
     if !options.unfused && ragged.is_empty() {
-        fuse_pointwise(graph, &order, &mut lowered, &seen);
-        fuse_epilogues(graph, &order, &mut lowered, &seen);
+        fuse_pointwise(graph, order, &mut lowered, outputs);
+        fuse_epilogues(graph, order, &mut lowered, outputs);
     }
     let kept: Vec<(OpId, Lowered)> = order
         .iter()
         .zip(lowered)
         .filter_map(|(&op, l)| l.map(|l| (op, l)))
         .collect();
-    let reads = |op: &OpId, l: &Lowered, operands: &[TensorId]| -> Vec<TensorId> {
-        if ragged.contains(op) {
-            operands.to_vec()
-        } else {
-            read_tensors(l, operands).collect()
-        }
-    };
+    Ok((kept, ragged))
+}
 
-    // The last step that reads each tensor; outputs live to the end.
-    let mut last_use: HashMap<TensorId, usize> = HashMap::new();
-    let mut leaves = Vec::new();
-    let mut leaf_seen = HashSet::new();
-    for (step, (op, l)) in kept.iter().enumerate() {
-        let (_, operands, _) = graph.op(*op).ok_or(GraphError::UnknownOp(op.index()))?;
-        for t in reads(op, l, operands) {
-            last_use.insert(t, step);
+/// Where each tensor is read for the last time.
+struct LastUses {
+    /// The tensors no operation computes that the run reads, in order.
+    leaves: Vec<TensorId>,
+    /// For each kept operation, the tensors whose last use it is.
+    releases: Vec<Vec<TensorId>>,
+    /// The leaves no step reads (and that are not outputs): freed at once.
+    leaf_releases: Vec<TensorId>,
+}
+
+impl LastUses {
+    /// The last step that reads each tensor of `kept`; outputs (in
+    /// `seen`) live to the end.
+    fn of(
+        graph: &Graph,
+        kept: &[(OpId, Lowered)],
+        ragged: &HashSet<OpId>,
+        wanted: &[TensorId],
+        seen: &HashSet<TensorId>,
+    ) -> Result<LastUses, GraphError> {
+        let reads = |op: &OpId, l: &Lowered, operands: &[TensorId]| -> Vec<TensorId> {
+            if ragged.contains(op) {
+                operands.to_vec()
+            } else {
+                read_tensors(l, operands).collect()
+            }
+        };
+
+        // The last step that reads each tensor; outputs live to the end.
+        let mut last_use: HashMap<TensorId, usize> = HashMap::new();
+        let mut leaves = Vec::new();
+        let mut leaf_seen = HashSet::new();
+        for (step, (op, l)) in kept.iter().enumerate() {
+            let (_, operands, _) = graph.op(*op).ok_or(GraphError::UnknownOp(op.index()))?;
+            for t in reads(op, l, operands) {
+                last_use.insert(t, step);
+                if graph.producer(t).is_none() && leaf_seen.insert(t) {
+                    leaves.push(t);
+                }
+            }
+        }
+        for &t in wanted {
             if graph.producer(t).is_none() && leaf_seen.insert(t) {
                 leaves.push(t);
             }
         }
-    }
-    for &t in &wanted {
-        if graph.producer(t).is_none() && leaf_seen.insert(t) {
-            leaves.push(t);
+        let mut releases: Vec<Vec<TensorId>> = vec![Vec::new(); kept.len()];
+        let mut leaf_releases = Vec::new();
+        for (&t, &step) in &last_use {
+            if !seen.contains(&t) {
+                releases[step].push(t);
+            }
         }
-    }
-    let mut releases: Vec<Vec<TensorId>> = vec![Vec::new(); kept.len()];
-    let mut leaf_releases = Vec::new();
-    for (&t, &step) in &last_use {
-        if !seen.contains(&t) {
-            releases[step].push(t);
+        for r in &mut releases {
+            r.sort_unstable();
         }
-    }
-    for r in &mut releases {
-        r.sort_unstable();
-    }
-    for &t in &leaves {
-        if !last_use.contains_key(&t) && !seen.contains(&t) {
-            leaf_releases.push(t);
+        for &t in &leaves {
+            if !last_use.contains_key(&t) && !seen.contains(&t) {
+                leaf_releases.push(t);
+            }
         }
+        Ok(LastUses {
+            leaves,
+            releases,
+            leaf_releases,
+        })
     }
+}
 
-    // Lower every operation, and count the memory as the runner will
-    // use it.
+/// The planned operations, with what each releases, and the memory the
+/// run holds as the runner will use it (leaves first, then each result
+/// and scratch buffer taken from the pool or allocated).
+fn with_memory(
+    solved: &SolvedGraph,
+    kept: Vec<(OpId, Lowered)>,
+    ragged: &HashSet<OpId>,
+    mut releases: Vec<Vec<TensorId>>,
+    leaves: &[TensorId],
+) -> Result<(Vec<PlannedOp>, Memory), GraphError> {
+    let graph = solved.graph();
     let mut memory = Memory::default();
     let mut pool = Pool::new();
-    for &t in &leaves {
+    for &t in leaves {
         let len = len_of(solved, t)? as u128;
         memory.live += len * 4;
         memory.allocated += len * 4;
@@ -264,15 +334,7 @@ pub(crate) fn plan(
             ragged: ragged.contains(&op),
         });
     }
-    Ok(RunPlan {
-        ops,
-        leaves,
-        outputs: wanted,
-        leaf_releases,
-        peak_bytes: memory.peak,
-        allocated_bytes: memory.allocated,
-        options: options.clone(),
-    })
+    Ok((ops, memory))
 }
 
 /// The tensors the steps of `l` read, for an operation with `operands`.

@@ -438,140 +438,198 @@ fn execute(
             dot,
             ..
         } => {
-            let Loaded { compiled, solved } = load(text)?;
-            warn(&compiled.warnings, err);
-            let s = if *json {
-                let mut v = infer::shapes_json(&compiled, &solved)?;
-                v["warnings"] = diagnostics::warnings_json(text, &compiled.warnings);
-                if *projections {
-                    v["projections"] = infer::projections_json(&compiled, &solved)?;
-                }
-                if *kernels {
-                    v["kernels"] = infer::kernels(&compiled, &solved)?.1;
-                }
-                if !explain.is_empty() {
-                    let mut all = Vec::new();
-                    for name in explain {
-                        all.extend(infer::explain_json(&compiled, &solved, text, name)?);
-                    }
-                    v["explain"] = Value::Array(all);
-                }
-                format!("{v}\n")
-            } else {
-                let mut s = if *dot {
-                    infer::dot(&compiled, &solved)?
-                } else {
-                    infer::shapes_text(&compiled, &solved)?
-                };
-                if *projections {
-                    s.push_str("\nprojections:\n");
-                    s.push_str(&infer::projections_text(&compiled, &solved)?);
-                }
-                if *kernels {
-                    s.push_str("\nkernels:\n");
-                    s.push_str(&infer::kernels(&compiled, &solved)?.0);
-                }
-                for name in explain {
-                    s.push('\n');
-                    s.push_str(&infer::explain(&compiled, &solved, text, name)?);
-                }
-                s
+            let show = Shown {
+                projections: *projections,
+                kernels: *kernels,
+                json: *json,
+                explain,
+                dot: *dot,
             };
-            write!(out, "{s}").map_err(stdout_error)?;
+            infer_command(text, &show, out, err, warn)?;
         }
         Command::Run { run, out: dir, .. } => {
-            let Loaded { compiled, solved } = load(text)?;
-            let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
-            warn(&compiled.warnings, err);
-            let outputs = &compiled.results;
-            let out_dir = match dir {
-                Some(d) if !outputs.is_empty() => {
-                    let mut shapes = Vec::with_capacity(outputs.len());
-                    for &t in outputs {
-                        let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
-                        shapes.push((compiled.graph.name(t).unwrap_or("?"), shape.memory_dims()));
-                    }
-                    Some(OutDir::prepare(d, &shapes)?)
-                }
-                _ => None,
-            };
-            let plan = checks::plan(&compiled, &solved, &run.options())?;
-            if run.backend == BackendChoice::Cpu {
-                checks::buffers_fit(
-                    &compiled,
-                    &solved,
-                    backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
-                    "the CPU backend",
-                )?;
-            }
-            enough_memory(&compiled, &solved, &plan, Runs::Once, run.memory_limit)?;
-            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
-            // The run takes the data: its memory goes with the run's
-            // buffers, before the results are written.
-            let mut job = RunJob {
-                compiled: &compiled,
-                solved: &solved,
-                plan: &plan,
-                data: Some(data.values),
-            };
-            let (backend, values) = on_backend(run.backend, &mut job, err)?;
-            let report = RunReport {
-                compiled: &compiled,
-                solved: &solved,
-                backend: &backend,
-                sources: &data.sources,
-                seed: run.seed,
-                values: &values,
-                warnings: diagnostics::warnings_json(text, &compiled.warnings),
-            };
-            let written = match &out_dir {
-                Some(d) => {
-                    let files = report.files()?;
-                    d.write(&files)?;
-                    Some(d.path())
-                }
-                None => None,
-            };
-            if run.json {
-                report.json(written, out)?;
-            } else {
-                report.text(dir.as_deref(), written.is_some(), out)?;
-            }
+            run_command(text, run, dir.as_deref(), out, err, warn)?
         }
         Command::Diff { run, tolerance, .. } => {
-            let Loaded { compiled, solved } = load(text)?;
-            let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
-            warn(&compiled.warnings, err);
-            let plan = checks::plan(&compiled, &solved, &run.options())?;
-            // The reference always runs on the CPU.
-            checks::buffers_fit(
-                &compiled,
-                &solved,
-                backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
-                "the CPU backend",
-            )?;
-            enough_memory(&compiled, &solved, &plan, Runs::Compared, run.memory_limit)?;
-            let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
-            let mut job = DiffJob {
-                job: RunJob {
-                    compiled: &compiled,
-                    solved: &solved,
-                    plan: &plan,
-                    data: Some(data.values),
-                },
-                tolerance: *tolerance,
-            };
-            let d = on_backend(run.backend, &mut job, err)?;
-            if run.json {
-                let warnings = diagnostics::warnings_json(text, &compiled.warnings);
-                diff_json(&compiled, &solved, &d, *tolerance, warnings, out)?;
-            } else {
-                diff_text(&compiled, &d, *tolerance, out)?;
-            }
-            if tolerance.is_some() && d.exceeding > 0 {
-                return Ok(EXIT_TOLERANCE_EXCEEDED);
-            }
+            return diff_command(text, run, *tolerance, out, err, warn)
         }
+    }
+    Ok(0)
+}
+
+/// What `shapec infer` shows besides the shapes.
+struct Shown<'a> {
+    projections: bool,
+    kernels: bool,
+    json: bool,
+    explain: &'a [String],
+    dot: bool,
+}
+
+/// `shapec infer`: the program's shapes, as text, JSON or a graph, with
+/// what `show` asks for.
+fn infer_command(
+    text: &str,
+    show: &Shown<'_>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    warn: &dyn Fn(&[shape_lang::compile::Warning], &mut dyn Write),
+) -> Result<(), CliError> {
+    let Loaded { compiled, solved } = load(text)?;
+    warn(&compiled.warnings, err);
+    let s = if show.json {
+        let mut v = infer::shapes_json(&compiled, &solved)?;
+        v["warnings"] = diagnostics::warnings_json(text, &compiled.warnings);
+        if show.projections {
+            v["projections"] = infer::projections_json(&compiled, &solved)?;
+        }
+        if show.kernels {
+            v["kernels"] = infer::kernels(&compiled, &solved)?.1;
+        }
+        if !show.explain.is_empty() {
+            let mut all = Vec::new();
+            for name in show.explain {
+                all.extend(infer::explain_json(&compiled, &solved, text, name)?);
+            }
+            v["explain"] = Value::Array(all);
+        }
+        format!("{v}\n")
+    } else {
+        let mut s = if show.dot {
+            infer::dot(&compiled, &solved)?
+        } else {
+            infer::shapes_text(&compiled, &solved)?
+        };
+        if show.projections {
+            s.push_str("\nprojections:\n");
+            s.push_str(&infer::projections_text(&compiled, &solved)?);
+        }
+        if show.kernels {
+            s.push_str("\nkernels:\n");
+            s.push_str(&infer::kernels(&compiled, &solved)?.0);
+        }
+        for name in show.explain {
+            s.push('\n');
+            s.push_str(&infer::explain(&compiled, &solved, text, name)?);
+        }
+        s
+    };
+    write!(out, "{s}").map_err(stdout_error)?;
+    Ok(())
+}
+
+/// `shapec run`: checks that the run fits, gathers its data, runs it on
+/// the chosen backend and reports (and writes) the results.
+fn run_command(
+    text: &str,
+    run: &RunArgs,
+    dir: Option<&std::path::Path>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    warn: &dyn Fn(&[shape_lang::compile::Warning], &mut dyn Write),
+) -> Result<(), CliError> {
+    let Loaded { compiled, solved } = load(text)?;
+    let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
+    warn(&compiled.warnings, err);
+    let outputs = &compiled.results;
+    let out_dir = match dir {
+        Some(d) if !outputs.is_empty() => {
+            let mut shapes = Vec::with_capacity(outputs.len());
+            for &t in outputs {
+                let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
+                shapes.push((compiled.graph.name(t).unwrap_or("?"), shape.memory_dims()));
+            }
+            Some(OutDir::prepare(d, &shapes)?)
+        }
+        _ => None,
+    };
+    let plan = checks::plan(&compiled, &solved, &run.options())?;
+    if run.backend == BackendChoice::Cpu {
+        checks::buffers_fit(
+            &compiled,
+            &solved,
+            backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
+            "the CPU backend",
+        )?;
+    }
+    enough_memory(&compiled, &solved, &plan, Runs::Once, run.memory_limit)?;
+    let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+    // The run takes the data: its memory goes with the run's
+    // buffers, before the results are written.
+    let mut job = RunJob {
+        compiled: &compiled,
+        solved: &solved,
+        plan: &plan,
+        data: Some(data.values),
+    };
+    let (backend, values) = on_backend(run.backend, &mut job, err)?;
+    let report = RunReport {
+        compiled: &compiled,
+        solved: &solved,
+        backend: &backend,
+        sources: &data.sources,
+        seed: run.seed,
+        values: &values,
+        warnings: diagnostics::warnings_json(text, &compiled.warnings),
+    };
+    let written = match &out_dir {
+        Some(d) => {
+            let files = report.files()?;
+            d.write(&files)?;
+            Some(d.path())
+        }
+        None => None,
+    };
+    if run.json {
+        report.json(written, out)?;
+    } else {
+        report.text(dir, written.is_some(), out)?;
+    }
+    Ok(())
+}
+
+/// `shapec diff`: runs the program on the chosen backend and on the CPU
+/// reference and compares; the exit status says whether a tolerance was
+/// exceeded.
+fn diff_command(
+    text: &str,
+    run: &RunArgs,
+    tolerance: Option<Tolerance>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    warn: &dyn Fn(&[shape_lang::compile::Warning], &mut dyn Write),
+) -> Result<u8, CliError> {
+    let Loaded { compiled, solved } = load(text)?;
+    let solved = crate::run::bind_sizes(&compiled, solved, &run.inputs, &run.sizes)?;
+    warn(&compiled.warnings, err);
+    let plan = checks::plan(&compiled, &solved, &run.options())?;
+    // The reference always runs on the CPU.
+    checks::buffers_fit(
+        &compiled,
+        &solved,
+        backend_cpu::DEFAULT_MAX_BUFFER_BYTES,
+        "the CPU backend",
+    )?;
+    enough_memory(&compiled, &solved, &plan, Runs::Compared, run.memory_limit)?;
+    let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+    let mut job = DiffJob {
+        job: RunJob {
+            compiled: &compiled,
+            solved: &solved,
+            plan: &plan,
+            data: Some(data.values),
+        },
+        tolerance,
+    };
+    let d = on_backend(run.backend, &mut job, err)?;
+    if run.json {
+        let warnings = diagnostics::warnings_json(text, &compiled.warnings);
+        diff_json(&compiled, &solved, &d, tolerance, warnings, out)?;
+    } else {
+        diff_text(&compiled, &d, tolerance, out)?;
+    }
+    if tolerance.is_some() && d.exceeding > 0 {
+        return Ok(EXIT_TOLERANCE_EXCEEDED);
     }
     Ok(0)
 }
