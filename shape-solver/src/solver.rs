@@ -1959,62 +1959,22 @@ impl Solver {
         let rw = self.env.resolve_row(&whole)?;
         let rr = self.env.resolve_row(&rest)?;
         let (n, m) = (rw.dims.len(), rr.dims.len());
-        let (w, r) =
-            match (rw.tail, rr.tail) {
-                (RowTail::Closed, _) => {
-                    if n == 0 {
-                        let context = self.origin_arc(why.origin);
-                        let row = self.row_fact(&rw);
-                        return Err(match first {
-                            // A leading flank longer than the row.
-                            Some(first) => ShapeError::AxisCountMismatch {
-                                context,
-                                relation: Relation::Equal,
-                                left_row: Box::new(row),
-                                left_len: 0,
-                                right_row: Box::new(RowFact::new(true, Vec::new()).with_before(
-                                    vec![self.resolve_dim(&first)?.as_known().cloned()],
-                                )),
-                                right_len: 1,
-                            },
-                            None => ShapeError::NothingToSlice {
-                                context,
-                                row: Box::new(row),
-                            },
-                        });
-                    }
-                    if let Some(first) = first {
-                        self.requeue(Constraint::DimEq {
-                            a: rw.dims[0].clone(),
-                            b: first,
-                            why,
-                        });
-                    }
-                    // A whole closed by a default to its first axis alone
-                    // leaves the rest empty only by that default (a
-                    // parameter whose row is the rest is then not given).
-                    if let (1, RowTail::Open(r)) = (n, rr.tail) {
-                        self.inherit_default(whole.tail, r)?;
-                    }
-                    self.requeue(Constraint::RowEq {
-                        a: rest,
-                        b: Row::closed(rw.dims[1..].to_vec()),
-                        why,
-                    });
-                    return Ok(());
-                }
-                (RowTail::Open(_), RowTail::Closed) => {
-                    let first = first.unwrap_or_else(|| Dim::Var(self.mint_dim()));
-                    let dims = std::iter::once(first).chain(rr.dims.iter().cloned());
-                    self.requeue(Constraint::RowEq {
-                        a: whole,
-                        b: Row::closed(dims.collect()),
-                        why,
-                    });
-                    return Ok(());
-                }
-                (RowTail::Open(w), RowTail::Open(r)) => (w, r),
-            };
+        let (w, r) = match (rw.tail, rr.tail) {
+            (RowTail::Closed, rest_tail) => {
+                return self.slice_closed_row(whole.tail, rest, &rw, rest_tail, first, why)
+            }
+            (RowTail::Open(_), RowTail::Closed) => {
+                let first = first.unwrap_or_else(|| Dim::Var(self.mint_dim()));
+                let dims = std::iter::once(first).chain(rr.dims.iter().cloned());
+                self.requeue(Constraint::RowEq {
+                    a: whole,
+                    b: Row::closed(dims.collect()),
+                    why,
+                });
+                return Ok(());
+            }
+            (RowTail::Open(w), RowTail::Open(r)) => (w, r),
+        };
         if w == r && n != m + 1 {
             // The rest would be one axis shorter than a row that starts
             // with the very same variable, and ends the same way.
@@ -2038,6 +1998,78 @@ impl Solver {
             self.defer(c, &[], Some(w));
             return Ok(());
         }
+        self.match_slice_axes(&rw, &rr, (w, r), first, why)
+    }
+
+    /// A slice of a closed row: its first axis is the slice's (`first`,
+    /// where a leading flank gives one), and the rest is the row's other
+    /// axes; a row without axes has nothing to slice.
+    fn slice_closed_row(
+        &mut self,
+        whole_tail: RowTail,
+        rest: Row,
+        rw: &ResolvedRow<'_>,
+        rest_tail: RowTail,
+        first: Option<Dim>,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        let n = rw.dims.len();
+        if n == 0 {
+            let context = self.origin_arc(why.origin);
+            let row = self.row_fact(rw);
+            return Err(match first {
+                // A leading flank longer than the row.
+                Some(first) => ShapeError::AxisCountMismatch {
+                    context,
+                    relation: Relation::Equal,
+                    left_row: Box::new(row),
+                    left_len: 0,
+                    right_row: Box::new(
+                        RowFact::new(true, Vec::new())
+                            .with_before(vec![self.resolve_dim(&first)?.as_known().cloned()]),
+                    ),
+                    right_len: 1,
+                },
+                None => ShapeError::NothingToSlice {
+                    context,
+                    row: Box::new(row),
+                },
+            });
+        }
+        if let Some(first) = first {
+            self.requeue(Constraint::DimEq {
+                a: rw.dims[0].clone(),
+                b: first,
+                why,
+            });
+        }
+        // A whole closed by a default to its first axis alone
+        // leaves the rest empty only by that default (a
+        // parameter whose row is the rest is then not given).
+        if let (1, RowTail::Open(r)) = (n, rest_tail) {
+            self.inherit_default(whole_tail, r)?;
+        }
+        self.requeue(Constraint::RowEq {
+            a: rest,
+            b: Row::closed(rw.dims[1..].to_vec()),
+            why,
+        });
+        Ok(())
+    }
+
+    /// A slice between two open rows: matches their spelled-out axes, so
+    /// that one side's row variable gets the other's extra axes (after
+    /// checking that no facts say the opposite, which would make it grow
+    /// forever), and requeues what is left to match.
+    fn match_slice_axes(
+        &mut self,
+        rw: &ResolvedRow<'_>,
+        rr: &ResolvedRow<'_>,
+        (w, r): (RowVar, RowVar),
+        first: Option<Dim>,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        let (n, m) = (rw.dims.len(), rr.dims.len());
         // Matching the spelled-out axes makes one side's row variable
         // longer than the other's: first make sure that no facts already
         // say the opposite (which would make it grow forever).
@@ -2052,8 +2084,8 @@ impl Solver {
             if let Some(cycle) = found {
                 // `grows` must get more leading axes than `than` has.
                 let step = CycleStep::Slice {
-                    whole: self.row_fact(&rw),
-                    rest: self.row_fact(&rr),
+                    whole: self.row_fact(rw),
+                    rest: self.row_fact(rr),
                     operand_grows: grows == w,
                 };
                 return Err(self.rank_cycle_error(grows, step, why, &cycle));
@@ -2067,8 +2099,8 @@ impl Solver {
                 row_var: grows,
                 cycle: Box::new(AxesCycle::TooDeep {
                     step: CycleStep::Slice {
-                        whole: self.row_fact(&rw),
-                        rest: self.row_fact(&rr),
+                        whole: self.row_fact(rw),
+                        rest: self.row_fact(rr),
                         operand_grows: grows == w,
                     },
                 }),

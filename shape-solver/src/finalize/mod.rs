@@ -244,77 +244,14 @@ impl Solver {
                 // closes them too. No order
                 // of constraints can change either batch; the sums decide
                 // what follows, and the rules the rest.
-                s.sums_released = true;
                 sum_rounds += 1;
-                let wholes: BTreeSet<DimVar> = pending.totals.iter().copied().collect();
-                let mut batch = Vec::new();
-                for v in wholes {
-                    if let Some((lub, lw)) = s.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
-                        batch.push((v, lub, lw));
-                    }
-                }
-                for (v, value, lw) in batch {
-                    s.bind_dim(v, Dim::Known(value), lw, lw);
-                }
-                s.run()?;
-                let mut batch = Vec::new();
-                for v in s.pending_sum_parts(sum_rounds == 1)? {
-                    let Some(b) = s.env.dim_bounds(v) else {
-                        continue;
-                    };
-                    let value = match &b.lub {
-                        Some((k, w)) => (k.clone(), *w, *w),
-                        None => match s.least_size(v) {
-                            Some((k, why)) => {
-                                let source = least_source(&k, why, fin);
-                                (k, why, source)
-                            }
-                            None => (KnownDim::one(), fin, fin),
-                        },
-                    };
-                    batch.push((v, value));
-                }
-                for (v, (value, why, source)) in batch {
-                    if s.env.dim_bounds(v).is_some() {
-                        s.bind_dim(v, Dim::Known(value), why, source);
-                    }
-                }
+                s.close_sums(&pending.totals, sum_rounds == 1, fin)?;
                 any_open = s.queue_all_open(&mut q);
                 pending = s.pending()?;
                 continue;
             }
-            if let (Some(c), false) = (pending.affine_waiting.take(), pending.counts_held) {
-                // A convolution still has two unknown sizes, and nothing
-                // else can close: any default would be a guess between
-                // convolutions that fit (which size closed first), so it is
-                // an error in every order, as in OCANNL.
-                return Err(s.affine_error(&c));
-            }
-            if let Some(c) = pending.count_waiting.take() {
-                // What is left waits on the size of a row count (a size
-                // above it, or one its row waits on): closing either by a
-                // default would be a guess, so it is an error in every
-                // order.
-                return Err(s.count_underdetermined(&c));
-            }
-            if let Some(c) = pending.waiting {
-                return Err(s.underdetermined(c));
-            }
-            // Every rule has run dry, which the rules above leave no way to
-            // happen: anything still open is an error, not a silently
-            // partial solution.
-            if let Some(r) = s.env.open_rows().next() {
-                return Err(ShapeError::Unsolved {
-                    what: "row",
-                    id: r.0,
-                });
-            }
-            if let Some(v) = s.env.open_dims().next() {
-                return Err(ShapeError::Unsolved {
-                    what: "dim",
-                    id: v.0,
-                });
-            }
+            // Nothing can close any more: what is left is an error.
+            s.stuck(pending)?;
             break;
         }
         s.env.track_changes(false);
@@ -327,6 +264,95 @@ impl Solver {
             default_origin: fin.origin,
             guards: s.guards,
         })
+    }
+
+    /// One round of closing the sums (see where [`Solver::into_solution`]
+    /// calls it): every whole of `totals` that has a least upper bound
+    /// closes to it, all at once; then the parts still unknown close, all
+    /// at once, each to its least upper bound or else its least size or
+    /// 1. In the first round a part that is the whole of another sum
+    /// waits for it.
+    fn close_sums(
+        &mut self,
+        totals: &[DimVar],
+        first_round: bool,
+        fin: Why,
+    ) -> Result<(), ShapeError> {
+        self.sums_released = true;
+        let wholes: BTreeSet<DimVar> = totals.iter().copied().collect();
+        let mut batch = Vec::new();
+        for v in wholes {
+            if let Some((lub, lw)) = self.env.dim_bounds(v).and_then(|b| b.lub.clone()) {
+                batch.push((v, lub, lw));
+            }
+        }
+        for (v, value, lw) in batch {
+            self.bind_dim(v, Dim::Known(value), lw, lw);
+        }
+        self.run()?;
+        let mut batch = Vec::new();
+        for v in self.pending_sum_parts(first_round)? {
+            let Some(b) = self.env.dim_bounds(v) else {
+                continue;
+            };
+            let value = match &b.lub {
+                Some((k, w)) => (k.clone(), *w, *w),
+                None => match self.least_size(v) {
+                    Some((k, why)) => {
+                        let source = least_source(&k, why, fin);
+                        (k, why, source)
+                    }
+                    None => (KnownDim::one(), fin, fin),
+                },
+            };
+            batch.push((v, value));
+        }
+        for (v, (value, why, source)) in batch {
+            if self.env.dim_bounds(v).is_some() {
+                self.bind_dim(v, Dim::Known(value), why, source);
+            }
+        }
+        Ok(())
+    }
+
+    /// The error for what is left when no rule can close anything: a
+    /// convolution or a row count whose sizes only a guess would decide,
+    /// an element count with two unknowns, or (which the rules leave no
+    /// way to happen) anything still open. `Ok` when nothing is open.
+    fn stuck(&self, pending: Pending) -> Result<(), ShapeError> {
+        if let (Some(c), false) = (pending.affine_waiting, pending.counts_held) {
+            // A convolution still has two unknown sizes, and nothing
+            // else can close: any default would be a guess between
+            // convolutions that fit (which size closed first), so it is
+            // an error in every order, as in OCANNL.
+            return Err(self.affine_error(&c));
+        }
+        if let Some(c) = pending.count_waiting {
+            // What is left waits on the size of a row count (a size
+            // above it, or one its row waits on): closing either by a
+            // default would be a guess, so it is an error in every
+            // order.
+            return Err(self.count_underdetermined(&c));
+        }
+        if let Some(c) = pending.waiting {
+            return Err(self.underdetermined(c));
+        }
+        // Every rule has run dry, which the rules above leave no way to
+        // happen: anything still open is an error, not a silently
+        // partial solution.
+        if let Some(r) = self.env.open_rows().next() {
+            return Err(ShapeError::Unsolved {
+                what: "row",
+                id: r.0,
+            });
+        }
+        if let Some(v) = self.env.open_dims().next() {
+            return Err(ShapeError::Unsolved {
+                what: "dim",
+                id: v.0,
+            });
+        }
+        Ok(())
     }
 
     /// Queues every open variable for every rule; false when none is open.

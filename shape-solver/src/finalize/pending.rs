@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shape_core::{Dim, DimVar, RowTail, RowVar};
+use std::num::NonZeroU64;
+
+use shape_core::{Dim, DimVar, Row, RowTail, RowVar};
 
 use super::BlockedRows;
 use crate::constraint::Constraint;
@@ -304,96 +306,13 @@ impl Gathered {
     ) -> Result<(), ShapeError> {
         match c {
             Constraint::TotalElems { row, why, total } => {
-                let rr = resolve_row(env, row)?;
-                let mut unknown = Vec::new();
-                for d in rr.dims.iter() {
-                    if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
-                        unknown.push(v);
-                    }
-                }
-                unknown.sort();
-                unknown.dedup();
-                if rr.tail == RowTail::Closed && unknown.len() >= 2 {
-                    self.dims.extend(unknown);
-                    self.waiting.get_or_insert_with(|| c.clone());
-                } else if let (RowTail::Open(r), true) = (rr.tail, unknown.is_empty()) {
-                    // A count the known axes do not reach (a
-                    // constant's open batch row): the row variable
-                    // needs one axis at least, which the count then
-                    // decides, rather than none.
-                    let known: u128 = (rr.dims.iter())
-                        .filter_map(|d| match resolve_dim(env, d, *why) {
-                            Ok(ResolvedDim::Known { value, .. }) => Some(value.size() as u128),
-                            _ => None,
-                        })
-                        .product();
-                    if known < u128::from(total.get()) {
-                        self.counted.push((r, known, total.get(), *why));
-                    }
-                }
+                self.gather_total_elems(env, c, row, *total, *why)
             }
             Constraint::DimSum { total, parts, why } => {
-                // Parts close by the defaults, then decide the whole;
-                // the whole may not be closed by a default first. With
-                // the whole known, two unknown parts are a guess.
-                let mut unknown = Vec::new();
-                for d in parts {
-                    if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
-                        unknown.push(v);
-                    }
-                }
-                unknown.sort();
-                unknown.dedup();
-                match resolve_dim(env, total, *why)? {
-                    ResolvedDim::Var(t) => {
-                        self.totals.push(t);
-                        self.parts_of_sums.extend(unknown);
-                    }
-                    ResolvedDim::Known { .. } if unknown.len() >= 2 => {
-                        self.dims.extend(unknown);
-                        self.waiting.get_or_insert_with(|| c.clone());
-                    }
-                    ResolvedDim::Known { .. } => {}
-                }
+                self.gather_dim_sum(env, c, total, parts, *why)
             }
             Constraint::RowCount { row, count, why } => {
-                // The count follows from its row once the row is
-                // closed and known, which the rules see to: no
-                // default may decide it first. Unless it is one of
-                // the row's own sizes, which would then wait for
-                // itself. If nothing else can close, it is an error
-                // (see the loop): a count is never guessed.
-                let c_constraint = c;
-                if let ResolvedDim::Var(c) = resolve_dim(env, count, *why)? {
-                    let rr = resolve_row(env, row)?;
-                    let mut in_row = false;
-                    for d in rr.dims.iter() {
-                        in_row |=
-                            matches!(resolve_dim(env, d, *why)?, ResolvedDim::Var(v) if v == c);
-                    }
-                    if !in_row && !solver.count_is_bound(c)? {
-                        // Only read: the count waits for its row,
-                        // which closes as if it were not read.
-                        self.dims.insert(c);
-                    } else if !in_row {
-                        // Its row's unknown sizes and row variable
-                        // wait with it: closing one by a default
-                        // decides the count, and which closed first
-                        // would depend on the order of constraints.
-                        self.dims.insert(c);
-                        for d in rr.dims.iter() {
-                            if let ResolvedDim::Var(v) = resolve_dim(env, d, *why)? {
-                                self.dims.insert(v);
-                            }
-                        }
-                        if let RowTail::Open(r) = rr.tail {
-                            self.rows.insert(r);
-                        }
-                        self.counts_held = true;
-                        self.count_waiting
-                            .get_or_insert_with(|| c_constraint.clone());
-                    }
-                }
+                self.gather_row_count(solver, env, c, row, count, *why)
             }
             Constraint::DimAffine {
                 input,
@@ -402,69 +321,226 @@ impl Gathered {
                 padded,
                 why,
                 ..
-            } => {
-                // A waiting convolution has two unknown sizes (with
-                // one, it decides it): no default closes either, so
-                // that other facts may decide one; if none does, it
-                // is an error (see the loop).
-                let var = |d: &Dim, env: &mut _| match resolve_dim(env, d, *why) {
-                    Ok(ResolvedDim::Var(v)) => Ok(Some(v)),
-                    Ok(ResolvedDim::Known { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                };
-                // With padding the kernel does not enter the sizes.
-                let k = if *padded { None } else { var(kernel, env)? };
-                let unknown = [var(input, env)?, var(over, env)?, k];
-                if unknown.iter().flatten().count() >= 2 {
-                    self.dims.extend(unknown.into_iter().flatten());
-                    self.affine_waiting.get_or_insert_with(|| c.clone());
-                }
-            }
-            Constraint::Assign { dest, source, why } => {
-                // A destination size waits for its source's: a
-                // default closing it first would size the source
-                // from the destination, which an assignment never
-                // does.
-                let (rd, rs) = (resolve_row(env, dest)?, resolve_row(env, source)?);
-                if rd.tail == RowTail::Closed && rs.tail == RowTail::Closed {
-                    for (d, s) in rd.dims.iter().rev().zip(rs.dims.iter().rev()) {
-                        if let (ResolvedDim::Var(d), ResolvedDim::Var(_)) =
-                            (resolve_dim(env, d, *why)?, resolve_dim(env, s, *why)?)
-                        {
-                            self.dims.insert(d);
-                        }
-                    }
-                }
-            }
+            } => self.gather_affine(env, c, input, over, kernel, *padded, *why),
+            Constraint::Assign { dest, source, why } => self.gather_assign(env, dest, source, *why),
             Constraint::DropFirst {
                 whole,
                 rest,
                 first,
                 why,
-            } => {
-                if let (Some(first), (0, RowTail::Open(w))) =
-                    (first, extent(env, whole.dims.len(), whole.tail)?)
-                {
-                    if let ResolvedDim::Known { value, .. } = resolve_dim(env, first, *why)? {
-                        if let Some(n) = value.static_size() {
-                            self.first_sizes.insert(w, u128::from(n));
-                        }
+            } => self.gather_slice(env, whole, rest, first, *why),
+            _ => Ok(()),
+        }
+    }
+
+    /// An element count: with two unknown sizes or more in a closed row, they
+    /// wait for it; with none in an open row it does not reach, the row
+    /// variable needs an axis (see [`Pending::counted_rows`]).
+    fn gather_total_elems(
+        &mut self,
+        env: &mut ReadOnly<'_>,
+        c: &Constraint,
+        row: &Row,
+        total: NonZeroU64,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        let rr = resolve_row(env, row)?;
+        let mut unknown = Vec::new();
+        for d in rr.dims.iter() {
+            if let ResolvedDim::Var(v) = resolve_dim(env, d, why)? {
+                unknown.push(v);
+            }
+        }
+        unknown.sort();
+        unknown.dedup();
+        if rr.tail == RowTail::Closed && unknown.len() >= 2 {
+            self.dims.extend(unknown);
+            self.waiting.get_or_insert_with(|| c.clone());
+        } else if let (RowTail::Open(r), true) = (rr.tail, unknown.is_empty()) {
+            // A count the known axes do not reach (a
+            // constant's open batch row): the row variable
+            // needs one axis at least, which the count then
+            // decides, rather than none.
+            let known: u128 = (rr.dims.iter())
+                .filter_map(|d| match resolve_dim(env, d, why) {
+                    Ok(ResolvedDim::Known { value, .. }) => Some(value.size() as u128),
+                    _ => None,
+                })
+                .product();
+            if known < u128::from(total.get()) {
+                self.counted.push((r, known, total.get(), why));
+            }
+        }
+        Ok(())
+    }
+
+    /// A sum of sizes: an unknown whole waits with its unknown parts; a
+    /// known whole holds two unknown parts or more.
+    fn gather_dim_sum(
+        &mut self,
+        env: &mut ReadOnly<'_>,
+        c: &Constraint,
+        total: &Dim,
+        parts: &[Dim],
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        // Parts close by the defaults, then decide the whole;
+        // the whole may not be closed by a default first. With
+        // the whole known, two unknown parts are a guess.
+        let mut unknown = Vec::new();
+        for d in parts {
+            if let ResolvedDim::Var(v) = resolve_dim(env, d, why)? {
+                unknown.push(v);
+            }
+        }
+        unknown.sort();
+        unknown.dedup();
+        match resolve_dim(env, total, why)? {
+            ResolvedDim::Var(t) => {
+                self.totals.push(t);
+                self.parts_of_sums.extend(unknown);
+            }
+            ResolvedDim::Known { .. } if unknown.len() >= 2 => {
+                self.dims.extend(unknown);
+                self.waiting.get_or_insert_with(|| c.clone());
+            }
+            ResolvedDim::Known { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A row count whose size is unknown.
+    fn gather_row_count(
+        &mut self,
+        solver: &Solver,
+        env: &mut ReadOnly<'_>,
+        c: &Constraint,
+        row: &Row,
+        count: &Dim,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        // The count follows from its row once the row is
+        // closed and known, which the rules see to: no
+        // default may decide it first. Unless it is one of
+        // the row's own sizes, which would then wait for
+        // itself. If nothing else can close, it is an error
+        // (see the loop): a count is never guessed.
+        let c_constraint = c;
+        if let ResolvedDim::Var(c) = resolve_dim(env, count, why)? {
+            let rr = resolve_row(env, row)?;
+            let mut in_row = false;
+            for d in rr.dims.iter() {
+                in_row |= matches!(resolve_dim(env, d, why)?, ResolvedDim::Var(v) if v == c);
+            }
+            if !in_row && !solver.count_is_bound(c)? {
+                // Only read: the count waits for its row,
+                // which closes as if it were not read.
+                self.dims.insert(c);
+            } else if !in_row {
+                // Its row's unknown sizes and row variable
+                // wait with it: closing one by a default
+                // decides the count, and which closed first
+                // would depend on the order of constraints.
+                self.dims.insert(c);
+                for d in rr.dims.iter() {
+                    if let ResolvedDim::Var(v) = resolve_dim(env, d, why)? {
+                        self.dims.insert(v);
                     }
                 }
-                let (m, rest_tail) = extent(env, rest.dims.len(), rest.tail)?;
-                if let RowTail::Open(r) = rest_tail {
+                if let RowTail::Open(r) = rr.tail {
                     self.rows.insert(r);
-                    if let (0, (0, RowTail::Open(w))) =
-                        (m, extent(env, whole.dims.len(), whole.tail)?)
-                    {
-                        self.rests.insert(w, r);
-                    }
                 }
-                if let (n, RowTail::Open(w)) = extent(env, whole.dims.len(), whole.tail)? {
-                    self.slices.push((w, n, m, rest_tail));
+                self.counts_held = true;
+                self.count_waiting
+                    .get_or_insert_with(|| c_constraint.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// A convolution's sizes.
+    fn gather_affine(
+        &mut self,
+        env: &mut ReadOnly<'_>,
+        c: &Constraint,
+        input: &Dim,
+        over: &Dim,
+        kernel: &Dim,
+        padded: bool,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        // A waiting convolution has two unknown sizes (with
+        // one, it decides it): no default closes either, so
+        // that other facts may decide one; if none does, it
+        // is an error (see the loop).
+        let var = |d: &Dim, env: &mut _| match resolve_dim(env, d, why) {
+            Ok(ResolvedDim::Var(v)) => Ok(Some(v)),
+            Ok(ResolvedDim::Known { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
+        // With padding the kernel does not enter the sizes.
+        let k = if padded { None } else { var(kernel, env)? };
+        let unknown = [var(input, env)?, var(over, env)?, k];
+        if unknown.iter().flatten().count() >= 2 {
+            self.dims.extend(unknown.into_iter().flatten());
+            self.affine_waiting.get_or_insert_with(|| c.clone());
+        }
+        Ok(())
+    }
+
+    /// An assignment into a declared shape.
+    fn gather_assign(
+        &mut self,
+        env: &mut ReadOnly<'_>,
+        dest: &Row,
+        source: &Row,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        // A destination size waits for its source's: a
+        // default closing it first would size the source
+        // from the destination, which an assignment never
+        // does.
+        let (rd, rs) = (resolve_row(env, dest)?, resolve_row(env, source)?);
+        if rd.tail == RowTail::Closed && rs.tail == RowTail::Closed {
+            for (d, s) in rd.dims.iter().rev().zip(rs.dims.iter().rev()) {
+                if let (ResolvedDim::Var(d), ResolvedDim::Var(_)) =
+                    (resolve_dim(env, d, why)?, resolve_dim(env, s, why)?)
+                {
+                    self.dims.insert(d);
                 }
             }
-            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A slice (or a leading flank): its operand's row variable, the known
+    /// first axis it gives, and its rest.
+    fn gather_slice(
+        &mut self,
+        env: &mut ReadOnly<'_>,
+        whole: &Row,
+        rest: &Row,
+        first: &Option<Dim>,
+        why: Why,
+    ) -> Result<(), ShapeError> {
+        if let (Some(first), (0, RowTail::Open(w))) =
+            (first, extent(env, whole.dims.len(), whole.tail)?)
+        {
+            if let ResolvedDim::Known { value, .. } = resolve_dim(env, first, why)? {
+                if let Some(n) = value.static_size() {
+                    self.first_sizes.insert(w, u128::from(n));
+                }
+            }
+        }
+        let (m, rest_tail) = extent(env, rest.dims.len(), rest.tail)?;
+        if let RowTail::Open(r) = rest_tail {
+            self.rows.insert(r);
+            if let (0, (0, RowTail::Open(w))) = (m, extent(env, whole.dims.len(), whole.tail)?) {
+                self.rests.insert(w, r);
+            }
+        }
+        if let (n, RowTail::Open(w)) = extent(env, whole.dims.len(), whole.tail)? {
+            self.slices.push((w, n, m, rest_tail));
         }
         Ok(())
     }
