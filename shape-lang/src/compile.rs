@@ -115,161 +115,45 @@ impl SourceMap {
     /// `trigger`, the statement being compiled), and where each fact it
     /// involves came from.
     pub fn locate(&self, error: GraphError, trigger: Option<Span>) -> ProgramError {
-        let mut op = None;
-        let mut primary = trigger.clone().map(|span| Note {
-            span,
-            text: String::new(),
-        });
-        let mut notes = Vec::new();
-        if let GraphError::Shape(e) = &error {
-            if let Some(ctx) = e.context() {
-                op = ctx.op().map(|o| o.name.to_string());
-                if let Some(span) = self.origin_span(ctx, None) {
-                    primary = Some(Note {
-                        span,
-                        text: String::new(),
-                    });
-                }
+        let mut at = Placement {
+            op: None,
+            primary: trigger.clone().map(|span| Note {
+                span,
+                text: String::new(),
+            }),
+            notes: Vec::new(),
+        };
+        match &error {
+            GraphError::Shape(e) => self.place_shape_error(e, &mut at),
+            GraphError::NotGiven {
+                what: shape_graph::NotGiven::Size(name),
+                ..
+            } => self.place_at_size_statement(name, &mut at),
+            GraphError::SizeBound {
+                statement, name, ..
+            } => self.place_size_bound(*statement, name, &mut at),
+            GraphError::GuardConflict { first, second } => {
+                self.place_guard_conflict(first, second, &mut at)
             }
-            if let Some(p) = &mut primary {
-                p.text = headline(e);
+            GraphError::UnboundSize { name, tensor } => {
+                self.place_unbound_size(name, tensor.as_ref(), &mut at)
             }
-            let facts = match e {
-                ShapeError::DimMismatch { left, right, .. }
-                | ShapeError::LabelMismatch { left, right, .. } => vec![left, right],
-                _ => vec![],
-            };
-            for fact in facts {
-                if let Some(span) = self.origin_span(&fact.origin, fact.axis_from_end) {
-                    notes.push(Note {
-                        span,
-                        text: format!("{} comes from {}", fact.value, fact.place()),
-                    });
-                }
-            }
-        } else if let GraphError::NotGiven {
-            what: shape_graph::NotGiven::Size(name),
-            ..
-        } = &error
-        {
-            // Placed at the first statement about the size.
-            if let Some((_, span)) = self.sizes.iter().find(|(n, _)| **n == **name) {
-                primary = Some(Note {
-                    span: span.clone(),
-                    text: String::new(),
-                });
-            }
-        } else if let GraphError::SizeBound {
-            statement, name, ..
-        } = &error
-        {
-            if let Some((_, span)) = self.sizes.get(*statement) {
-                primary = Some(Note {
-                    span: span.clone(),
-                    text: "the bound".into(),
-                });
-            }
-            let declared = self.size_declaration(name);
-            if let Some(span) = declared.filter(|d| primary.as_ref().is_none_or(|p| p.span != *d)) {
-                notes.push(Note {
-                    span,
-                    text: format!("`{name}` is declared here"),
-                });
-            }
-        } else if let GraphError::GuardConflict { first, second } = &error {
-            if let Some(span) = self.origin_span(&second.context, second.axis) {
-                primary = Some(Note {
-                    span,
-                    text: format!("requires `{}`", second.requires()),
-                });
-            }
-            if let Some(span) = self.origin_span(&first.context, first.axis) {
-                notes.push(Note {
-                    span,
-                    text: format!("requires `{}`", first.requires()),
-                });
-            }
-        } else if let GraphError::UnboundSize { name, tensor } = &error {
-            if let Some(span) = self.size_declaration(name) {
-                primary = Some(Note {
-                    span,
-                    text: format!("declared here; give it with `--size {name}=N`"),
-                });
-            }
-            if let Some(site) = tensor.as_ref().and_then(|t| self.tensors.get(t.id)) {
-                notes.push(Note {
-                    span: site.span.clone(),
-                    text: format!(
-                        "the shape of `{}` needs it",
-                        tensor.as_ref().map_or("", |t| &t.name)
-                    ),
-                });
-            }
-        } else if let GraphError::SizeConflict {
-            name,
-            first,
-            second,
-            tensors,
-            ..
-        } = &error
-        {
-            let (first_tensor, second_tensor) = (&tensors.first, &tensors.second);
-            if let Some(span) = self.size_declaration(name) {
-                primary = Some(Note {
-                    span,
-                    text: format!("`{name}` is declared here"),
-                });
-            }
-            for (t, value) in [(first_tensor, first), (second_tensor, second)] {
-                if let Some((t, site)) = t.as_ref().and_then(|t| Some((t, self.tensors.get(t.id)?)))
-                {
-                    notes.push(Note {
-                        span: site.span.clone(),
-                        text: format!("the data of `{}` makes `{name}` {value}", t.name),
-                    });
-                }
-            }
-        } else if let GraphError::NotGiven { tensor, .. } = &error {
-            // Placed at the declaration of the tensor nothing gives a
-            // shape to.
-            if let Some(site) = self.tensors.get(tensor.id) {
-                primary = Some(Note {
-                    span: site.span.clone(),
-                    text: String::new(),
-                });
-            }
-        } else {
-            // An error about one operation is placed at it.
-            if let Some(o) = error.op() {
-                op = Some(o.name.to_string());
-                if let Some(span) = self.op_span(o.id) {
-                    primary = Some(Note {
-                        span,
-                        text: String::new(),
-                    });
-                }
-            }
+            GraphError::SizeConflict {
+                name,
+                first,
+                second,
+                tensors,
+                ..
+            } => self.place_size_conflict(name, (*first, *second), tensors, &mut at),
+            GraphError::NotGiven { tensor, .. } => self.place_not_given(tensor, &mut at),
+            other => self.place_at_op(other, &mut at),
         }
-        if let (false, Some(p)) = (matches!(error, GraphError::Shape(_)), &mut primary) {
-            p.text = match &error {
-                GraphError::Arity { op: name, .. } => {
-                    op = Some(name.to_string());
-                    "wrong number of operands".into()
-                }
-                GraphError::Constant { .. } => "this constant".into(),
-                GraphError::NotGiven { .. } => "nothing gives this shape".into(),
-                GraphError::SliceOutOfRange { index, size, .. } => {
-                    format!("batch index {index} is outside 0..{size}")
-                }
-                // A label given where the error was placed stays.
-                _ => std::mem::take(&mut p.text),
-            };
-        }
+        label_primary(&error, &mut at);
         // When the error surfaced elsewhere than in the statement being
         // added, that statement is shown too.
-        if let (Some(t), Some(p)) = (&trigger, &primary) {
-            if *t != p.span && !notes.iter().any(|n| n.span == *t) {
-                notes.push(Note {
+        if let (Some(t), Some(p)) = (&trigger, &at.primary) {
+            if *t != p.span && !at.notes.iter().any(|n| n.span == *t) {
+                at.notes.push(Note {
                     span: t.clone(),
                     text: "the conflict shows up when this is added".into(),
                 });
@@ -277,9 +161,164 @@ impl SourceMap {
         }
         ProgramError::Graph {
             error: Box::new(error),
-            op,
-            primary,
-            notes,
+            op: at.op,
+            primary: at.primary,
+            notes: at.notes,
+        }
+    }
+
+    /// A shape error: at the statement its context names, with a note at
+    /// each of the two facts that conflict.
+    fn place_shape_error(&self, e: &ShapeError, at: &mut Placement) {
+        if let Some(ctx) = e.context() {
+            at.op = ctx.op().map(|o| o.name.to_string());
+            if let Some(span) = self.origin_span(ctx, None) {
+                at.primary = Some(Note {
+                    span,
+                    text: String::new(),
+                });
+            }
+        }
+        if let Some(p) = &mut at.primary {
+            p.text = headline(e);
+        }
+        let facts = match e {
+            ShapeError::DimMismatch { left, right, .. }
+            | ShapeError::LabelMismatch { left, right, .. } => vec![left, right],
+            _ => vec![],
+        };
+        for fact in facts {
+            if let Some(span) = self.origin_span(&fact.origin, fact.axis_from_end) {
+                at.notes.push(Note {
+                    span,
+                    text: format!("{} comes from {}", fact.value, fact.place()),
+                });
+            }
+        }
+    }
+
+    /// At the first statement about the size `name`.
+    fn place_at_size_statement(&self, name: &str, at: &mut Placement) {
+        // Placed at the first statement about the size.
+        if let Some((_, span)) = self.sizes.iter().find(|(n, _)| **n == *name) {
+            at.primary = Some(Note {
+                span: span.clone(),
+                text: String::new(),
+            });
+        }
+    }
+
+    /// At the size bound that fails, with a note at the size's
+    /// declaration.
+    fn place_size_bound(&self, statement: usize, name: &str, at: &mut Placement) {
+        if let Some((_, span)) = self.sizes.get(statement) {
+            at.primary = Some(Note {
+                span: span.clone(),
+                text: "the bound".into(),
+            });
+        }
+        let declared = self.size_declaration(name);
+        if let Some(span) = declared.filter(|d| at.primary.as_ref().is_none_or(|p| p.span != *d)) {
+            at.notes.push(Note {
+                span,
+                text: format!("`{name}` is declared here"),
+            });
+        }
+    }
+
+    /// At the second of two guards that conflict, with a note at the
+    /// first.
+    fn place_guard_conflict(
+        &self,
+        first: &shape_solver::guard::SizeGuard,
+        second: &shape_solver::guard::SizeGuard,
+        at: &mut Placement,
+    ) {
+        if let Some(span) = self.origin_span(&second.context, second.axis) {
+            at.primary = Some(Note {
+                span,
+                text: format!("requires `{}`", second.requires()),
+            });
+        }
+        if let Some(span) = self.origin_span(&first.context, first.axis) {
+            at.notes.push(Note {
+                span,
+                text: format!("requires `{}`", first.requires()),
+            });
+        }
+    }
+
+    /// At the declaration of a size that has no value, with a note at
+    /// the tensor whose shape needs it.
+    fn place_unbound_size(
+        &self,
+        name: &str,
+        tensor: Option<&shape_solver::TensorRef>,
+        at: &mut Placement,
+    ) {
+        if let Some(span) = self.size_declaration(name) {
+            at.primary = Some(Note {
+                span,
+                text: format!("declared here; give it with `--size {name}=N`"),
+            });
+        }
+        if let Some(site) = tensor.and_then(|t| self.tensors.get(t.id)) {
+            at.notes.push(Note {
+                span: site.span.clone(),
+                text: format!("the shape of `{}` needs it", tensor.map_or("", |t| &t.name)),
+            });
+        }
+    }
+
+    /// At the declaration of a size two data give different values, with
+    /// a note at each of them.
+    fn place_size_conflict(
+        &self,
+        name: &str,
+        (first, second): (u64, u64),
+        tensors: &shape_graph::ConflictingData,
+        at: &mut Placement,
+    ) {
+        let (first_tensor, second_tensor) = (&tensors.first, &tensors.second);
+        if let Some(span) = self.size_declaration(name) {
+            at.primary = Some(Note {
+                span,
+                text: format!("`{name}` is declared here"),
+            });
+        }
+        for (t, value) in [(first_tensor, first), (second_tensor, second)] {
+            if let Some((t, site)) = t.as_ref().and_then(|t| Some((t, self.tensors.get(t.id)?))) {
+                at.notes.push(Note {
+                    span: site.span.clone(),
+                    text: format!("the data of `{}` makes `{name}` {value}", t.name),
+                });
+            }
+        }
+    }
+
+    /// At the declaration of the tensor nothing gives a shape to.
+    fn place_not_given(&self, tensor: &shape_solver::TensorRef, at: &mut Placement) {
+        // Placed at the declaration of the tensor nothing gives a
+        // shape to.
+        if let Some(site) = self.tensors.get(tensor.id) {
+            at.primary = Some(Note {
+                span: site.span.clone(),
+                text: String::new(),
+            });
+        }
+    }
+
+    /// An error about one operation: at it.
+    fn place_at_op(&self, error: &GraphError, at: &mut Placement) {
+        // An error about one operation is placed at it.
+        if let Some(o) = error.op() {
+            at.op = Some(o.name.to_string());
+            if let Some(span) = self.op_span(o.id) {
+                at.primary = Some(Note {
+                    span,
+                    text: String::new(),
+                });
+            }
         }
     }
 }
@@ -914,6 +953,34 @@ fn call(
         }
     }
     apply(c, name, spec, &operands, &e.span, base, counter, root)
+}
+
+/// Where an error goes in the program: the operation it names, the span
+/// it is shown at (with its label) and notes at other spans.
+struct Placement {
+    op: Option<String>,
+    primary: Option<Note>,
+    notes: Vec<Note>,
+}
+
+/// The label of an error's primary span, for errors other than shape
+/// errors (which [`Compiled::locate`] labels with their headline).
+fn label_primary(error: &GraphError, at: &mut Placement) {
+    if let (false, Some(p)) = (matches!(error, GraphError::Shape(_)), &mut at.primary) {
+        p.text = match &error {
+            GraphError::Arity { op: name, .. } => {
+                at.op = Some(name.to_string());
+                "wrong number of operands".into()
+            }
+            GraphError::Constant { .. } => "this constant".into(),
+            GraphError::NotGiven { .. } => "nothing gives this shape".into(),
+            GraphError::SliceOutOfRange { index, size, .. } => {
+                format!("batch index {index} is outside 0..{size}")
+            }
+            // A label given where the error was placed stays.
+            _ => std::mem::take(&mut p.text),
+        };
+    }
 }
 
 #[cfg(test)]
