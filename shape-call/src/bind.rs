@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use shape_core::Dim;
+use shape_core::{Dim, DimVar};
 
 use super::arg::{Arg, CallArgs, Number, OutputSpec};
 use super::error::CallError;
@@ -253,233 +253,82 @@ impl Function {
         self.bind(args)?.call(args)
     }
 
+    /// Binds `args` to the one overload `sig`, on `solver`: the steps run
+    /// in this order, and the first that fails decides the error.
     fn bind_one(
         &self,
         sig: &Signature,
         args: &CallArgs,
-        mut solver: Solver,
+        solver: Solver,
     ) -> Result<BoundCall, CallError> {
         let function = sig.to_string();
         let lang = sig.language;
-        // Which argument each parameter takes.
-        if args.positional.len() > sig.params.len() {
-            return Err(CallError::TooManyArguments {
-                function,
-                expected: sig.params.len(),
-                found: args.positional.len(),
-            });
-        }
-        let mut tops: Vec<Option<Top>> = (0..sig.params.len())
-            .map(|i| (i < args.positional.len()).then_some(Top::Positional(i)))
-            .collect();
-        let mut result_top = None;
-        let by_name: HashMap<&str, usize> = sig
-            .params
-            .iter()
-            .enumerate()
-            .map(|(k, p)| (&*p.name, k))
-            .collect();
-        for (name, _) in &args.named {
-            if &**name == "_result" && sig.result.is_some() {
-                if result_top.is_some() {
-                    return Err(CallError::DuplicateArgument {
-                        function,
-                        name: name.to_string(),
-                    });
-                }
-                result_top = Some(Top::Named(name.clone()));
-                continue;
-            }
-            let k = *by_name
-                .get(&**name)
-                .ok_or_else(|| CallError::UnknownParameter {
-                    function: function.clone(),
-                    name: super::error::quoted(name),
-                })?;
-            if tops[k].is_some() {
-                return Err(CallError::DuplicateArgument {
-                    function,
-                    name: name.to_string(),
-                });
-            }
-            tops[k] = Some(Top::Named(name.clone()));
-        }
+        let assignment = assign_arguments(sig, args, &function)?;
         let given = Given::new(args);
-        let mut leaves = Vec::new();
-        for (k, p) in sig.params.iter().enumerate() {
-            let top = tops[k].clone().ok_or_else(|| CallError::MissingArgument {
-                function: function.clone(),
-                name: p.name.to_string(),
-            })?;
-            let access = Access {
-                top,
-                fields: Vec::new(),
-                hints: Vec::new(),
-            };
-            let arg = access.find(&given).expect("an assigned argument");
-            expand(
-                &function,
-                p.name.clone(),
-                &p.ty,
-                p.direction,
-                k,
-                arg,
-                access,
-                &mut leaves,
-            )?;
-        }
-        if let Some(ret) = &sig.result {
-            let top = result_top.unwrap_or(Top::Default);
-            let access = Access {
-                top,
-                fields: Vec::new(),
-                hints: Vec::new(),
-            };
-            let arg = access.find(&given).unwrap_or(&DEFAULT_OUTPUT);
-            expand(
-                &function,
-                Arc::from("_result"),
-                ret,
-                Direction::Return,
-                usize::MAX,
-                arg,
-                access,
-                &mut leaves,
-            )?;
-        }
-
-        // Element types, generic types, dims and maps.
-        let mut types: Vec<(Arc<str>, Scalar)> = Vec::new();
-        let maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
-        let mut pending = Vec::with_capacity(leaves.len());
-        for leaf in leaves {
-            let arg = leaf.access.find(&given).unwrap_or(&DEFAULT_OUTPUT);
-            let map = maps.get(&*leaf.path).map(|&m| m.clone());
-            pending.push(self.prepare(sig, leaf, arg, map, &mut types)?);
-        }
-
-        // Call dims.
-        let call_dims = match &self.vmap {
-            Some(v) => v.output.len(),
-            None => pending.iter().filter_map(|l| l.as_len()).max().unwrap_or(0),
-        };
-        for l in &mut pending {
-            l.assign_call_dims(self.vmap.as_ref(), sig, call_dims)?;
-        }
-
-        // Type dims, with generic sizes shared through the solver.
-        let why = Why::of(solver.add_origin(Origin::Direct {
-            what: Arc::from(format!("the call of {function}")),
-        }));
-        let mut generic: HashMap<Arc<str>, shape_core::DimVar> = HashMap::new();
-        let mut dims_of = Vec::with_capacity(pending.len());
-        for l in &pending {
-            let mut ds = Vec::with_capacity(l.ts.len());
-            for e in &l.ts {
-                ds.push(match e {
-                    Extent::Fixed(n) => Dim::sized(*n),
-                    Extent::Generic(g) => Dim::Var(
-                        *generic
-                            .entry(g.clone())
-                            .or_insert_with(|| solver.fresh_dim()),
-                    ),
-                    Extent::Any => Dim::Var(solver.fresh_dim()),
-                });
-            }
-            if l.allocate.is_none() {
-                let mapped = match &l.map {
-                    None => l.known.clone(),
-                    Some(m) => {
-                        let mut out = vec![Some(1); l.mapped_ndims];
-                        for (i, &p) in m.iter().enumerate() {
-                            out[p] = l.known[i];
-                        }
-                        out
-                    }
-                };
-                for (k, d) in ds.iter().enumerate() {
-                    let axis = l.as_len().unwrap_or(0) + k;
-                    let Some(found) = mapped[axis] else { continue };
-                    let required = |what: String| CallError::TypeShape {
-                        arg: l.leaf.path.to_string(),
-                        axis,
-                        found,
-                        required: what,
-                        param_type: l.leaf.ty.spelled(lang),
-                    };
-                    let Some(size) = Dim::known(found) else {
-                        return Err(required("a size of at least 1".into()));
-                    };
-                    if let Err(e) = solver.add(Constraint::DimEq {
-                        a: d.clone(),
-                        b: size,
-                        why,
-                    }) {
-                        let what = match &l.ts[k] {
-                            Extent::Fixed(n) => format!("{n}"),
-                            Extent::Generic(g) => format!("the generic size `{g}` to agree ({e})"),
-                            Extent::Any => format!("a size that fits ({e})"),
-                        };
-                        return Err(required(what));
-                    }
-                }
-            }
-            dims_of.push(ds);
-        }
-        // What the solver knows becomes the call-time checks: a size, or
-        // a slot that the first argument with that dim fills.
-        let mut slot_of: HashMap<Dim, usize> = HashMap::new();
-        let mut bound = Vec::with_capacity(pending.len());
-        for (l, ds) in pending.into_iter().zip(dims_of) {
-            let mut checks = Vec::with_capacity(ds.len());
-            for d in &ds {
-                let d = solver.resolve_dim(d).expect("a dim of this solver");
-                checks.push(match &d {
-                    Dim::Known(n) => TypeCheck::Fixed(n.size()),
-                    Dim::Var(_) => {
-                        let next = slot_of.len();
-                        TypeCheck::Slot(*slot_of.entry(d.clone()).or_insert(next))
-                    }
-                });
-            }
-            bound.push(l.finish(checks));
-        }
-        let mut generic_sizes = Vec::with_capacity(generic.len());
-        for (name, v) in generic {
-            let check = match solver
-                .resolve_dim(&Dim::Var(v))
-                .expect("a dim of this solver")
-            {
-                Dim::Known(n) => TypeCheck::Fixed(n.size()),
-                d => TypeCheck::Slot(slot_of[&d]),
-            };
-            generic_sizes.push((name, check));
-        }
-        // Generic types must be bound by some argument.
-        for l in &bound {
-            if let ParamType::Generic(t) = l.ty.leaf() {
-                if !types.iter().any(|(n, _)| n == t) {
-                    return Err(CallError::TypeMismatch {
-                        arg: l.path.to_string(),
-                        param_type: l.ty.spelled(lang),
-                        found: "an output".into(),
-                        reason: format!("no argument binds the generic type `{t}`"),
-                    });
-                }
-            }
-        }
+        let leaves = expand_leaves(sig, &function, assignment, &given)?;
+        let mut types = Vec::new();
+        let mut pending = self.prepare_leaves(sig, leaves, &given, &mut types)?;
+        let call_dims = self.assign_all_call_dims(sig, &mut pending)?;
+        let mut dims = TypeDims::new(solver, &function, lang);
+        let dims_of = dims.of_leaves(&pending)?;
+        let bound = dims.bound_leaves(pending, dims_of);
+        let slots = dims.slot_of.len();
+        let generic_sizes = dims.generic_sizes();
+        require_generic_types_bound(&bound, &types, lang)?;
         Ok(BoundCall {
             signature: sig.clone(),
             leaves: bound,
             call_dims,
-            slots: slot_of.len(),
+            slots,
             generic_sizes,
             types,
             allow_races: self.allow_races,
         })
     }
 
-    /// Element type, dims and map of one leaf.
+    /// Element types, generic types, dims and maps: every leaf prepared
+    /// with its argument and its map, in order; the generic types that
+    /// the arguments bind are added to `types`.
+    fn prepare_leaves(
+        &self,
+        sig: &Signature,
+        leaves: Vec<Leaf>,
+        given: &Given<'_>,
+        types: &mut Vec<(Arc<str>, Scalar)>,
+    ) -> Result<Vec<Pending>, CallError> {
+        let maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
+        let mut pending = Vec::with_capacity(leaves.len());
+        for leaf in leaves {
+            let arg = leaf.access.find(given).unwrap_or(&DEFAULT_OUTPUT);
+            let map = maps.get(&*leaf.path).map(|&m| m.clone());
+            pending.push(self.prepare(sig, leaf, arg, map, types)?);
+        }
+        Ok(pending)
+    }
+
+    /// Call dims: the vmap's, or else as many as the leaf with the most
+    /// argument dims has; each leaf is then given the call dims its
+    /// argument dims go to. Returns the number of call dims.
+    fn assign_all_call_dims(
+        &self,
+        sig: &Signature,
+        pending: &mut [Pending],
+    ) -> Result<usize, CallError> {
+        let call_dims = match &self.vmap {
+            Some(v) => v.output.len(),
+            None => pending.iter().filter_map(|l| l.as_len()).max().unwrap_or(0),
+        };
+        for l in pending {
+            l.assign_call_dims(self.vmap.as_ref(), sig, call_dims)?;
+        }
+        Ok(call_dims)
+    }
+
+    /// Element type, dims and map of one leaf: the argument's element
+    /// type and shape are read, its element type matched (a generic type
+    /// is bound by the first argument that has it, in `types`), its map
+    /// checked, its dims counted against its type's, and the sizes it
+    /// gives at bind kept.
     fn prepare(
         &self,
         sig: &Signature,
@@ -488,155 +337,21 @@ impl Function {
         map: Option<ArgMap>,
         types: &mut Vec<(Arc<str>, Scalar)>,
     ) -> Result<Pending, CallError> {
-        let lang = sig.language;
-        let mismatch = |reason: String| CallError::TypeMismatch {
-            arg: leaf.path.to_string(),
-            param_type: leaf.ty.spelled(lang),
-            found: arg.describe(lang),
-            reason,
-        };
         let ts = leaf.ty.type_shape();
-        let (arg_leaf, shape) = match arg {
-            Arg::Tensor { elem, .. } => (
-                Some(elem.leaf().clone()),
-                Shape::Full(arg.full_shape().map_or(0, |s| s.len())),
-            ),
-            Arg::Value(t) => (
-                Some(t.leaf().clone()),
-                Shape::Known(arg.full_shape().unwrap_or_default()),
-            ),
-            Arg::Ref(s) => (Some(ParamType::Scalar(*s)), Shape::Known(Vec::new())),
-            Arg::Number(n) => {
-                if !ts.is_empty() {
-                    return Err(mismatch("a number binds only to a scalar parameter: there is no implicit conversion between concrete types".into()));
-                }
-                let s = match (n, leaf.ty.leaf()) {
-                    (Number::Float(_), ParamType::Scalar(s @ (Scalar::Float | Scalar::Half))) => *s,
-                    (Number::Int(_), ParamType::Scalar(s)) if *s != Scalar::Bool => *s,
-                    (Number::Float(_), ParamType::Generic(_)) => Scalar::Float,
-                    (Number::Int(_), ParamType::Generic(_)) => Scalar::Int,
-                    _ => {
-                        return Err(mismatch(
-                            "no implicit conversion between concrete types".into(),
-                        ))
-                    }
-                };
-                (Some(ParamType::Scalar(s)), Shape::Known(Vec::new()))
-            }
-            Arg::Output(spec) => {
-                if leaf.direction == Direction::In {
-                    return Err(CallError::UnsizedOutput {
-                        arg: leaf.path.to_string(),
-                        message: "an output to allocate cannot be passed to an `in` parameter"
-                            .into(),
-                    });
-                }
-                if let Some(e) = &spec.elem {
-                    let resolved = leaf.ty.substituted(&|_| None, &|_| None);
-                    if *e != resolved && !matches!(leaf.ty.leaf(), ParamType::Generic(_)) {
-                        return Err(mismatch(format!(
-                            "an output's element type must be the parameter's type, {}",
-                            leaf.ty.spelled(lang)
-                        )));
-                    }
-                }
-                let shape = match &spec.shape {
-                    Some(s) => {
-                        let mut full = s.clone();
-                        full.extend(ts.iter().map(|e| match e {
-                            Extent::Fixed(n) => *n,
-                            _ => 1,
-                        }));
-                        if ts.iter().any(|e| !matches!(e, Extent::Fixed(_))) {
-                            return Err(CallError::UnsizedOutput {
-                                arg: leaf.path.to_string(),
-                                message: format!("{} has sizes no argument gives, so an output of it cannot be allocated", leaf.ty.spelled(lang)),
-                            });
-                        }
-                        Shape::Known(full)
-                    }
-                    None => Shape::Allocate(spec.dims),
-                };
-                (spec.elem.as_ref().map(|e| e.leaf().clone()), shape)
-            }
-            // Fields are expanded into leaves before this; a struct's
-            // fields given to anything else were refused there.
-            Arg::Fields(_) => return Err(mismatch("only a struct parameter takes fields".into())),
+        let leaf_arg = LeafArg {
+            leaf: &leaf,
+            arg,
+            lang: sig.language,
         };
-        // Element types: equal, or a generic type bound once.
+        let (arg_leaf, shape) = leaf_arg.element_and_shape(&ts)?;
         if let Some(a) = &arg_leaf {
-            match (leaf.ty.leaf(), a) {
-                (ParamType::Scalar(p), ParamType::Scalar(s)) if p == s => {}
-                (ParamType::Struct(p), ParamType::Struct(s)) if p.name == s.name => {}
-                (ParamType::Generic(t), ParamType::Scalar(s)) => match types.iter().find(|(n, _)| n == t) {
-                    Some((_, bound)) if bound != s => {
-                        return Err(mismatch(format!(
-                            "generic type `{t}` is already {} from another argument",
-                            bound.spelled(lang)
-                        )))
-                    }
-                    Some(_) => {}
-                    None => types.push((t.clone(), *s)),
-                },
-                (p, a) => {
-                    return Err(mismatch(format!(
-                        "its elements are {} where the parameter's are {}: no implicit conversion between concrete types",
-                        a.spelled(lang),
-                        p.spelled(lang)
-                    )))
-                }
-            }
+            leaf_arg.match_element_type(a, types)?;
         }
-        // Maps.
-        let ndims = match &shape {
-            Shape::Full(n) => Some(*n),
-            Shape::Known(s) => Some(s.len()),
-            Shape::Allocate(_) => None,
-        };
-        let map = match (map, ndims) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(CallError::InvalidMap {
-                    arg: leaf.path.to_string(),
-                    message: "an output to allocate has no dims to map".into(),
-                })
-            }
-            (Some(m), Some(n)) => Some(check_map(&leaf.path, m, n, arg)?),
-        };
-        let mapped_ndims = match (&map, ndims) {
-            (Some(m), _) => m.iter().max().map_or(0, |&x| x + 1),
-            (None, Some(n)) => n,
-            (None, None) => 0,
-        };
-        if ndims.is_some() && mapped_ndims < ts.len() {
-            return Err(CallError::Dimensionality {
-                arg: leaf.path.to_string(),
-                found: mapped_ndims,
-                needed: ts.len(),
-                param_type: leaf.ty.spelled(lang),
-                type_shape: shape_text(&ts),
-            });
-        }
-        // The sizes known at bind: all of a value's, and the element dims
-        // of a tensor (its element type fixes them).
-        let (known, allocate) = match (shape, arg) {
-            (Shape::Known(s), _) => (s.into_iter().map(Some).collect(), None),
-            (Shape::Full(n), Arg::Tensor { elem, .. }) => {
-                let fixed: Vec<Option<u64>> = elem
-                    .type_shape()
-                    .iter()
-                    .map(|e| match e {
-                        Extent::Fixed(n) => Some(*n),
-                        _ => None,
-                    })
-                    .collect();
-                let mut known = vec![None; n.saturating_sub(fixed.len())];
-                known.extend(fixed);
-                (known, None)
-            }
-            (Shape::Full(n), _) => (vec![None; n], None),
-            (Shape::Allocate(d), _) => (Vec::new(), Some(d)),
-        };
+        let ndims = shape.ndims();
+        let map = leaf_arg.checked_map(map, ndims)?;
+        let mapped_ndims = mapped_ndims(map.as_deref(), ndims);
+        leaf_arg.require_type_dims(ndims, mapped_ndims, &ts)?;
+        let (known, allocate) = known_sizes(shape, arg);
         Ok(Pending {
             ndims: ndims.unwrap_or(0),
             map,
@@ -723,6 +438,293 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
     Ok(dims)
 }
 
+/// Which argument each parameter takes, before any is looked at.
+struct Assignment {
+    /// Per parameter, where its argument is; `None` where none was given.
+    tops: Vec<Option<Top>>,
+    /// Where `_result` is, when it was given.
+    result: Option<Top>,
+}
+
+/// Which argument each parameter of `sig` takes: the positional ones in
+/// order, then the named ones (`_result` names the return value's
+/// argument). Too many arguments, an unknown name or a parameter given
+/// twice is an error.
+fn assign_arguments(
+    sig: &Signature,
+    args: &CallArgs,
+    function: &str,
+) -> Result<Assignment, CallError> {
+    if args.positional.len() > sig.params.len() {
+        return Err(CallError::TooManyArguments {
+            function: function.to_owned(),
+            expected: sig.params.len(),
+            found: args.positional.len(),
+        });
+    }
+    let mut tops: Vec<Option<Top>> = (0..sig.params.len())
+        .map(|i| (i < args.positional.len()).then_some(Top::Positional(i)))
+        .collect();
+    let mut result = None;
+    let by_name: HashMap<&str, usize> = sig
+        .params
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (&*p.name, k))
+        .collect();
+    let duplicate = |name: &Arc<str>| CallError::DuplicateArgument {
+        function: function.to_owned(),
+        name: name.to_string(),
+    };
+    for (name, _) in &args.named {
+        if &**name == "_result" && sig.result.is_some() {
+            if result.is_some() {
+                return Err(duplicate(name));
+            }
+            result = Some(Top::Named(name.clone()));
+            continue;
+        }
+        let k = *by_name
+            .get(&**name)
+            .ok_or_else(|| CallError::UnknownParameter {
+                function: function.to_owned(),
+                name: super::error::quoted(name),
+            })?;
+        if tops[k].is_some() {
+            return Err(duplicate(name));
+        }
+        tops[k] = Some(Top::Named(name.clone()));
+    }
+    Ok(Assignment { tops, result })
+}
+
+/// The leaves of every parameter, in order, then of the return value
+/// (allocated when no `_result` was given): struct arguments given field
+/// by field are expanded into one leaf per field. A parameter with no
+/// argument is an error.
+fn expand_leaves(
+    sig: &Signature,
+    function: &str,
+    assignment: Assignment,
+    given: &Given<'_>,
+) -> Result<Vec<Leaf>, CallError> {
+    let mut leaves = Vec::new();
+    for (k, (p, top)) in sig.params.iter().zip(assignment.tops).enumerate() {
+        let top = top.ok_or_else(|| CallError::MissingArgument {
+            function: function.to_owned(),
+            name: p.name.to_string(),
+        })?;
+        let access = Access::at(top);
+        let arg = access.find(given).expect("an assigned argument");
+        expand(
+            function,
+            p.name.clone(),
+            &p.ty,
+            p.direction,
+            k,
+            arg,
+            access,
+            &mut leaves,
+        )?;
+    }
+    if let Some(ret) = &sig.result {
+        let access = Access::at(assignment.result.unwrap_or(Top::Default));
+        let arg = access.find(given).unwrap_or(&DEFAULT_OUTPUT);
+        expand(
+            function,
+            Arc::from("_result"),
+            ret,
+            Direction::Return,
+            usize::MAX,
+            arg,
+            access,
+            &mut leaves,
+        )?;
+    }
+    Ok(leaves)
+}
+
+/// Type dims, with generic sizes shared through the solver: each leaf's
+/// type dims become solver dims (a generic size one dim wherever it
+/// appears, each `?` a dim of its own), the sizes that arguments give at
+/// bind are required of them, and what the solver then knows becomes the
+/// call-time checks.
+struct TypeDims {
+    solver: Solver,
+    /// Why each constraint holds: the call being bound.
+    why: Why,
+    lang: Language,
+    /// Each generic size's dim, by name.
+    generic: HashMap<Arc<str>, DimVar>,
+    /// The slot of each dim the solver leaves open, numbered as the
+    /// first leaf with that dim reaches it.
+    slot_of: HashMap<Dim, usize>,
+}
+
+impl TypeDims {
+    /// Starts on `solver`, with the call of `function` as the origin of
+    /// every constraint.
+    fn new(mut solver: Solver, function: &str, lang: Language) -> TypeDims {
+        let why = Why::of(solver.add_origin(Origin::Direct {
+            what: Arc::from(format!("the call of {function}")),
+        }));
+        TypeDims {
+            solver,
+            why,
+            lang,
+            generic: HashMap::new(),
+            slot_of: HashMap::new(),
+        }
+    }
+
+    /// Each leaf's type dims, in order, with the sizes its argument gives
+    /// at bind required of them (an output to allocate gives none).
+    fn of_leaves(&mut self, pending: &[Pending]) -> Result<Vec<Vec<Dim>>, CallError> {
+        let mut dims_of = Vec::with_capacity(pending.len());
+        for l in pending {
+            let ds = self.declare(&l.ts);
+            if l.allocate.is_none() {
+                self.require_known_sizes(l, &ds)?;
+            }
+            dims_of.push(ds);
+        }
+        Ok(dims_of)
+    }
+
+    /// The solver dims of one type shape: a fixed size, the generic
+    /// size's shared dim, or a fresh dim for `?`.
+    fn declare(&mut self, ts: &[Extent]) -> Vec<Dim> {
+        let mut ds = Vec::with_capacity(ts.len());
+        for e in ts {
+            ds.push(match e {
+                Extent::Fixed(n) => Dim::sized(*n),
+                Extent::Generic(g) => Dim::Var(
+                    *self
+                        .generic
+                        .entry(g.clone())
+                        .or_insert_with(|| self.solver.fresh_dim()),
+                ),
+                Extent::Any => Dim::Var(self.solver.fresh_dim()),
+            });
+        }
+        ds
+    }
+
+    /// Requires of each type dim `ds[k]` of `l` the size its argument
+    /// gives at bind, where it gives one.
+    fn require_known_sizes(&mut self, l: &Pending, ds: &[Dim]) -> Result<(), CallError> {
+        let mapped = l.mapped_known();
+        for (k, d) in ds.iter().enumerate() {
+            let axis = l.as_len().unwrap_or(0) + k;
+            let Some(found) = mapped[axis] else { continue };
+            self.require_size(l, k, axis, found, d)?;
+        }
+        Ok(())
+    }
+
+    /// Requires type dim `k` of `l` (its argument's dim `axis`, after
+    /// any map), solver dim `d`, to be `found`.
+    fn require_size(
+        &mut self,
+        l: &Pending,
+        k: usize,
+        axis: usize,
+        found: u64,
+        d: &Dim,
+    ) -> Result<(), CallError> {
+        let required = |what: String| CallError::TypeShape {
+            arg: l.leaf.path.to_string(),
+            axis,
+            found,
+            required: what,
+            param_type: l.leaf.ty.spelled(self.lang),
+        };
+        let Some(size) = Dim::known(found) else {
+            return Err(required("a size of at least 1".into()));
+        };
+        if let Err(e) = self.solver.add(Constraint::DimEq {
+            a: d.clone(),
+            b: size,
+            why: self.why,
+        }) {
+            let what = match &l.ts[k] {
+                Extent::Fixed(n) => format!("{n}"),
+                Extent::Generic(g) => format!("the generic size `{g}` to agree ({e})"),
+                Extent::Any => format!("a size that fits ({e})"),
+            };
+            return Err(required(what));
+        }
+        Ok(())
+    }
+
+    /// What the solver knows becomes the call-time checks: a size, or
+    /// a slot that the first argument with that dim fills.
+    fn bound_leaves(&mut self, pending: Vec<Pending>, dims_of: Vec<Vec<Dim>>) -> Vec<BoundLeaf> {
+        let mut bound = Vec::with_capacity(pending.len());
+        for (l, ds) in pending.into_iter().zip(dims_of) {
+            let mut checks = Vec::with_capacity(ds.len());
+            for d in &ds {
+                checks.push(self.check_of(d));
+            }
+            bound.push(l.finish(checks));
+        }
+        bound
+    }
+
+    /// The call-time check of solver dim `d`: its size, when the solver
+    /// knows it, or else its slot (a new one for a dim not seen before).
+    fn check_of(&mut self, d: &Dim) -> TypeCheck {
+        let d = self.solver.resolve_dim(d).expect("a dim of this solver");
+        match &d {
+            Dim::Known(n) => TypeCheck::Fixed(n.size()),
+            Dim::Var(_) => {
+                let next = self.slot_of.len();
+                TypeCheck::Slot(*self.slot_of.entry(d.clone()).or_insert(next))
+            }
+        }
+    }
+
+    /// The call-time check of each generic size, after
+    /// [`TypeDims::bound_leaves`] has numbered the slots.
+    fn generic_sizes(self) -> Vec<(Arc<str>, TypeCheck)> {
+        let mut generic_sizes = Vec::with_capacity(self.generic.len());
+        for (name, v) in self.generic {
+            let check = match self
+                .solver
+                .resolve_dim(&Dim::Var(v))
+                .expect("a dim of this solver")
+            {
+                Dim::Known(n) => TypeCheck::Fixed(n.size()),
+                d => TypeCheck::Slot(self.slot_of[&d]),
+            };
+            generic_sizes.push((name, check));
+        }
+        generic_sizes
+    }
+}
+
+/// Generic types must be bound by some argument: a generic type that
+/// only outputs to allocate have is an error.
+fn require_generic_types_bound(
+    bound: &[BoundLeaf],
+    types: &[(Arc<str>, Scalar)],
+    lang: Language,
+) -> Result<(), CallError> {
+    for l in bound {
+        if let ParamType::Generic(t) = l.ty.leaf() {
+            if !types.iter().any(|(n, _)| n == t) {
+                return Err(CallError::TypeMismatch {
+                    arg: l.path.to_string(),
+                    param_type: l.ty.spelled(lang),
+                    found: "an output".into(),
+                    reason: format!("no argument binds the generic type `{t}`"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Where a leaf's argument is in [`CallArgs`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Top {
@@ -757,6 +759,15 @@ impl<'a> Given<'a> {
 }
 
 impl Access {
+    /// The access to a whole argument, at `top`.
+    fn at(top: Top) -> Access {
+        Access {
+            top,
+            fields: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
     fn find<'a>(&self, given: &Given<'a>) -> Option<&'a Arg> {
         let mut a = match &self.top {
             Top::Positional(i) => given.args.positional.get(*i)?,
@@ -868,6 +879,242 @@ enum Shape {
     Known(Vec<u64>),
     /// An output to allocate, with its dims if constrained.
     Allocate(Option<usize>),
+}
+
+impl Shape {
+    /// The argument's number of dims; `None` for an output to allocate.
+    fn ndims(&self) -> Option<usize> {
+        match self {
+            Shape::Full(n) => Some(*n),
+            Shape::Known(s) => Some(s.len()),
+            Shape::Allocate(_) => None,
+        }
+    }
+}
+
+/// One leaf with the argument given for it, as [`Function::prepare`]
+/// reads it.
+struct LeafArg<'a> {
+    leaf: &'a Leaf,
+    arg: &'a Arg,
+    lang: Language,
+}
+
+impl LeafArg<'_> {
+    /// The error of an argument that does not fit the leaf's type, for
+    /// `reason`.
+    fn mismatch(&self, reason: String) -> CallError {
+        CallError::TypeMismatch {
+            arg: self.leaf.path.to_string(),
+            param_type: self.leaf.ty.spelled(self.lang),
+            found: self.arg.describe(self.lang),
+            reason,
+        }
+    }
+
+    /// The argument's element type (`None` for an output that does not
+    /// name one) and its shape, by its kind; `ts` is the type shape.
+    fn element_and_shape(&self, ts: &[Extent]) -> Result<(Option<ParamType>, Shape), CallError> {
+        let arg = self.arg;
+        Ok(match arg {
+            Arg::Tensor { elem, .. } => (
+                Some(elem.leaf().clone()),
+                Shape::Full(arg.full_shape().map_or(0, |s| s.len())),
+            ),
+            Arg::Value(t) => (
+                Some(t.leaf().clone()),
+                Shape::Known(arg.full_shape().unwrap_or_default()),
+            ),
+            Arg::Ref(s) => (Some(ParamType::Scalar(*s)), Shape::Known(Vec::new())),
+            Arg::Number(n) => (
+                Some(ParamType::Scalar(self.number_type(n, ts)?)),
+                Shape::Known(Vec::new()),
+            ),
+            Arg::Output(spec) => self.output_element_and_shape(spec, ts)?,
+            // Fields are expanded into leaves before this; a struct's
+            // fields given to anything else were refused there.
+            Arg::Fields(_) => {
+                return Err(self.mismatch("only a struct parameter takes fields".into()))
+            }
+        })
+    }
+
+    /// The scalar type a number takes: the parameter's own (a float only
+    /// as a floating type, an int as any but `bool`), or `float` or `int`
+    /// for a generic type.
+    fn number_type(&self, n: &Number, ts: &[Extent]) -> Result<Scalar, CallError> {
+        if !ts.is_empty() {
+            return Err(self.mismatch("a number binds only to a scalar parameter: there is no implicit conversion between concrete types".into()));
+        }
+        Ok(match (n, self.leaf.ty.leaf()) {
+            (Number::Float(_), ParamType::Scalar(s @ (Scalar::Float | Scalar::Half))) => *s,
+            (Number::Int(_), ParamType::Scalar(s)) if *s != Scalar::Bool => *s,
+            (Number::Float(_), ParamType::Generic(_)) => Scalar::Float,
+            (Number::Int(_), ParamType::Generic(_)) => Scalar::Int,
+            _ => return Err(self.mismatch("no implicit conversion between concrete types".into())),
+        })
+    }
+
+    /// An output's element type, when it names one, and its shape: the
+    /// one given, or one to allocate. Only an `out` or `inout` parameter
+    /// takes an output, and a named element type must be the
+    /// parameter's.
+    fn output_element_and_shape(
+        &self,
+        spec: &OutputSpec,
+        ts: &[Extent],
+    ) -> Result<(Option<ParamType>, Shape), CallError> {
+        let leaf = self.leaf;
+        if leaf.direction == Direction::In {
+            return Err(CallError::UnsizedOutput {
+                arg: leaf.path.to_string(),
+                message: "an output to allocate cannot be passed to an `in` parameter".into(),
+            });
+        }
+        if let Some(e) = &spec.elem {
+            let resolved = leaf.ty.substituted(&|_| None, &|_| None);
+            if *e != resolved && !matches!(leaf.ty.leaf(), ParamType::Generic(_)) {
+                return Err(self.mismatch(format!(
+                    "an output's element type must be the parameter's type, {}",
+                    leaf.ty.spelled(self.lang)
+                )));
+            }
+        }
+        let shape = match &spec.shape {
+            Some(s) => self.given_output_shape(s, ts)?,
+            None => Shape::Allocate(spec.dims),
+        };
+        Ok((spec.elem.as_ref().map(|e| e.leaf().clone()), shape))
+    }
+
+    /// The full shape of an output given with argument shape `s`: `s`,
+    /// then the type shape `ts`, whose sizes must all be fixed (no
+    /// argument gives the others).
+    fn given_output_shape(&self, s: &[u64], ts: &[Extent]) -> Result<Shape, CallError> {
+        let mut full = s.to_vec();
+        full.extend(ts.iter().map(|e| match e {
+            Extent::Fixed(n) => *n,
+            _ => 1,
+        }));
+        if ts.iter().any(|e| !matches!(e, Extent::Fixed(_))) {
+            return Err(CallError::UnsizedOutput {
+                arg: self.leaf.path.to_string(),
+                message: format!(
+                    "{} has sizes no argument gives, so an output of it cannot be allocated",
+                    self.leaf.ty.spelled(self.lang)
+                ),
+            });
+        }
+        Ok(Shape::Known(full))
+    }
+
+    /// Element types: equal, or a generic type bound once. The argument's
+    /// element type `a` must be the parameter's; a generic type is bound
+    /// (in `types`) by the first argument that has it.
+    fn match_element_type(
+        &self,
+        a: &ParamType,
+        types: &mut Vec<(Arc<str>, Scalar)>,
+    ) -> Result<(), CallError> {
+        let lang = self.lang;
+        match (self.leaf.ty.leaf(), a) {
+            (ParamType::Scalar(p), ParamType::Scalar(s)) if p == s => {}
+            (ParamType::Struct(p), ParamType::Struct(s)) if p.name == s.name => {}
+            (ParamType::Generic(t), ParamType::Scalar(s)) => {
+                match types.iter().find(|(n, _)| n == t) {
+                    Some((_, bound)) if bound != s => {
+                        return Err(self.mismatch(format!(
+                            "generic type `{t}` is already {} from another argument",
+                            bound.spelled(lang)
+                        )))
+                    }
+                    Some(_) => {}
+                    None => types.push((t.clone(), *s)),
+                }
+            }
+            (p, a) => {
+                return Err(self.mismatch(format!(
+                    "its elements are {} where the parameter's are {}: no implicit conversion between concrete types",
+                    a.spelled(lang),
+                    p.spelled(lang)
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps: the leaf's map as dims, checked against the argument's
+    /// `ndims` dims; an output to allocate (no `ndims`) has none to map.
+    fn checked_map(
+        &self,
+        map: Option<ArgMap>,
+        ndims: Option<usize>,
+    ) -> Result<Option<Vec<usize>>, CallError> {
+        Ok(match (map, ndims) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(CallError::InvalidMap {
+                    arg: self.leaf.path.to_string(),
+                    message: "an output to allocate has no dims to map".into(),
+                })
+            }
+            (Some(m), Some(n)) => Some(check_map(&self.leaf.path, m, n, self.arg)?),
+        })
+    }
+
+    /// An argument with dims (`ndims`) must have, after any map, at least
+    /// as many as its type shape `ts` consumes.
+    fn require_type_dims(
+        &self,
+        ndims: Option<usize>,
+        mapped_ndims: usize,
+        ts: &[Extent],
+    ) -> Result<(), CallError> {
+        if ndims.is_some() && mapped_ndims < ts.len() {
+            return Err(CallError::Dimensionality {
+                arg: self.leaf.path.to_string(),
+                found: mapped_ndims,
+                needed: ts.len(),
+                param_type: self.leaf.ty.spelled(self.lang),
+                type_shape: shape_text(ts),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The number of dims after `map`: one past the last position it fills,
+/// or else the argument's `ndims` (0 for an output to allocate).
+fn mapped_ndims(map: Option<&[usize]>, ndims: Option<usize>) -> usize {
+    match (map, ndims) {
+        (Some(m), _) => m.iter().max().map_or(0, |&x| x + 1),
+        (None, Some(n)) => n,
+        (None, None) => 0,
+    }
+}
+
+/// The sizes known at bind: all of a value's, and the element dims
+/// of a tensor (its element type fixes them), per dim as given; for an
+/// output to allocate none, and its dims if constrained.
+fn known_sizes(shape: Shape, arg: &Arg) -> (Vec<Option<u64>>, Option<Option<usize>>) {
+    match (shape, arg) {
+        (Shape::Known(s), _) => (s.into_iter().map(Some).collect(), None),
+        (Shape::Full(n), Arg::Tensor { elem, .. }) => {
+            let fixed: Vec<Option<u64>> = elem
+                .type_shape()
+                .iter()
+                .map(|e| match e {
+                    Extent::Fixed(n) => Some(*n),
+                    _ => None,
+                })
+                .collect();
+            let mut known = vec![None; n.saturating_sub(fixed.len())];
+            known.extend(fixed);
+            (known, None)
+        }
+        (Shape::Full(n), _) => (vec![None; n], None),
+        (Shape::Allocate(d), _) => (Vec::new(), Some(d)),
+    }
 }
 
 /// What kind of argument a leaf was bound with, so that a call with
@@ -987,9 +1234,43 @@ impl Pending {
                     .collect::<Result<_, _>>()?
             }
             _ if self.map.is_some() => (0..n).collect(),
-            _ => (k - n..k).collect(),
+            // The last `n` call dims, when the call has that many (a result
+            // given with more argument dims than a vmap's call has not).
+            _ => match k.checked_sub(n) {
+                Some(first) => (first..k).collect(),
+                None => {
+                    return Err(match vmap {
+                        Some(v) => CallError::InvalidVmap {
+                            spec: super::error::quoted(&v.text),
+                            message: format!(
+                                "argument `{path}` has {n} argument dims, but the call has {k} call dims"
+                            ),
+                        },
+                        None => CallError::UndefinableDimensions {
+                            arg: path,
+                            dims: n,
+                            call_dims: k,
+                        },
+                    })
+                }
+            },
         };
         Ok(())
+    }
+
+    /// The sizes known at bind moved to their mapped positions (missing
+    /// ones are size 1).
+    fn mapped_known(&self) -> Vec<Option<u64>> {
+        match &self.map {
+            None => self.known.clone(),
+            Some(m) => {
+                let mut out = vec![Some(1); self.mapped_ndims];
+                for (i, &p) in m.iter().enumerate() {
+                    out[p] = self.known[i];
+                }
+                out
+            }
+        }
     }
 
     fn finish(self, checks: Vec<TypeCheck>) -> BoundLeaf {
@@ -1048,6 +1329,77 @@ pub(crate) struct BoundLeaf {
     mapped_ndims: usize,
     checks: Vec<TypeCheck>,
     as_calls: Vec<usize>,
+}
+
+impl BoundLeaf {
+    /// The sizes its type consumes: fixed at bind, or filled by a slot;
+    /// a slot that no argument filled leaves an output that cannot be
+    /// allocated.
+    fn type_shape(&self, slots: &[Option<(u64, usize)>]) -> Result<Vec<u64>, CallError> {
+        let mut type_shape = Vec::with_capacity(self.checks.len());
+        for (t, check) in self.checks.iter().enumerate() {
+            type_shape.push(match *check {
+                TypeCheck::Fixed(size) => size,
+                TypeCheck::Slot(s) => match slots[s] {
+                    Some((size, _)) => size,
+                    None => {
+                        return Err(CallError::UnsizedOutput {
+                            arg: self.path.to_string(),
+                            message: format!(
+                                "no argument gives the size of its type's axis {t}, so it cannot be allocated"
+                            ),
+                        })
+                    }
+                },
+            });
+        }
+        Ok(type_shape)
+    }
+
+    /// A leaf that is written must span every call dim of the call shape
+    /// `cs` larger than 1 with that size (its argument shape being
+    /// `arg_shape`); otherwise several call indices write one element.
+    fn refuse_races(&self, cs: &[u64], arg_shape: &[u64]) -> Result<(), CallError> {
+        for (c, &size) in cs.iter().enumerate() {
+            if size > 1
+                && !self
+                    .as_calls
+                    .iter()
+                    .zip(arg_shape)
+                    .any(|(&lc, &s)| lc == c && s == size)
+            {
+                return Err(CallError::Race {
+                    arg: self.path.to_string(),
+                    axis: c,
+                    size: cs[c],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Where each dim of its argument as given goes: a call dim, or a
+    /// type dim; an allocated output lists its argument dims then its
+    /// type's.
+    fn axes(&self) -> Vec<AxisRole> {
+        let n = self.as_calls.len();
+        match &self.map {
+            Some(map) => map
+                .iter()
+                .map(|&p| {
+                    if p < n {
+                        AxisRole::Call(self.as_calls[p])
+                    } else {
+                        AxisRole::Type(p - n)
+                    }
+                })
+                .collect(),
+            None => (0..n)
+                .map(|p| AxisRole::Call(self.as_calls[p]))
+                .chain((0..self.checks.len()).map(AxisRole::Type))
+                .collect(),
+        }
+    }
 }
 
 /// Where one dim of an argument goes: a call dim, or a dim of its type
@@ -1129,198 +1481,269 @@ impl BoundCall {
     /// Resolves a call with concrete sizes: type sizes checked, the call
     /// shape by NumPy's broadcasting of the argument shapes, outputs
     /// sized, races refused unless allowed.
+    ///
+    /// Every leaf is measured first (its argument checked against the
+    /// bind, its type sizes checked, its dims broadcast), and only then
+    /// resolved, since outputs take their sizes from the whole call.
     pub fn call(&self, args: &CallArgs) -> Result<Resolution, CallError> {
-        let lang = self.signature.language;
         let supplied = Given::new(args);
-        let k = self.call_dims;
-        let mut cs = vec![1u64; k];
-        let mut owner: Vec<Option<usize>> = vec![None; k];
-        let mut slots: Vec<Option<(u64, usize)>> = vec![None; self.slots];
-        let mut shapes: Vec<Option<Vec<u64>>> = Vec::with_capacity(self.leaves.len());
-        let mut given: Vec<Vec<u64>> = Vec::with_capacity(self.leaves.len());
+        let mut sizes = CallSizes::new(self.call_dims, self.slots);
+        let mut measured = Vec::with_capacity(self.leaves.len());
         for (li, l) in self.leaves.iter().enumerate() {
             let arg = l.access.find(&supplied).unwrap_or(&DEFAULT_OUTPUT);
-            let rebind = |message: String| CallError::Rebind {
-                arg: l.path.to_string(),
-                message,
-            };
-            if !l.kind.fits(arg) {
-                return Err(rebind(format!("it is now {}", arg.describe(lang))));
-            }
-            if l.allocate {
-                if !matches!(arg, Arg::Output(OutputSpec { shape: None, .. })) {
-                    return Err(rebind("it was an output to allocate".into()));
-                }
-                shapes.push(None);
-                given.push(Vec::new());
-                continue;
-            }
-            let full = arg
-                .full_shape()
-                .ok_or_else(|| rebind("it has no shape".into()))?;
-            if full.len() != l.ndims {
-                return Err(rebind(format!(
-                    "it had {} dims, now {}",
-                    l.ndims,
-                    full.len()
-                )));
-            }
-            let m = mapped(l.map.as_deref(), l.mapped_ndims, &full);
-            let n = l.as_calls.len();
-            for (t, check) in l.checks.iter().enumerate() {
-                let found = m[n + t];
-                let required = match *check {
-                    TypeCheck::Fixed(size) if size != found => Some(format!("{size}")),
-                    TypeCheck::Fixed(_) => None,
-                    TypeCheck::Slot(s) => match slots[s] {
-                        // A generic size of 0 would spell a type of no
-                        // components (`float0`), which no language has.
-                        None if found == 0 => self
-                            .generic_sizes
-                            .iter()
-                            .find(|(_, c)| *c == TypeCheck::Slot(s))
-                            .map(|(g, _)| format!("at least 1 (the generic size `{g}`)")),
-                        None => {
-                            slots[s] = Some((found, li));
-                            None
-                        }
-                        Some((size, _)) if size == found => None,
-                        Some((size, other)) => Some(format!(
-                            "{size}{}, the size argument `{}` gives it",
-                            self.generic_sizes
-                                .iter()
-                                .find(|(_, c)| *c == TypeCheck::Slot(s))
-                                .map_or(String::new(), |(g, _)| format!(" (generic size `{g}`)")),
-                            self.leaves[other].path
-                        )),
-                    },
-                };
-                if let Some(required) = required {
-                    return Err(CallError::TypeShape {
-                        arg: l.path.to_string(),
-                        axis: n + t,
-                        found,
-                        required,
-                        param_type: l.ty.spelled(lang),
-                    });
-                }
-            }
-            for (p, &c) in l.as_calls.iter().enumerate() {
-                let s = m[p];
-                if s == 1 || cs[c] == s {
-                    continue;
-                }
-                if cs[c] == 1 {
-                    cs[c] = s;
-                    owner[c] = Some(li);
-                    continue;
-                }
-                let other = owner[c].map_or("?", |o| &self.leaves[o].path);
-                return Err(CallError::BroadcastMismatch {
-                    axis: c,
-                    arg: l.path.to_string(),
-                    arg_axis: p,
-                    size: s,
-                    other: other.to_owned(),
-                    other_size: cs[c],
-                });
-            }
-            shapes.push(Some(m));
-            given.push(full);
+            measured.push(self.measure(li, l, arg, &mut sizes)?);
         }
         let mut resolved = Vec::with_capacity(self.leaves.len());
-        for ((l, m), full) in self.leaves.iter().zip(shapes).zip(given) {
-            let n = l.as_calls.len();
-            let mut type_shape = Vec::with_capacity(l.checks.len());
-            for (t, check) in l.checks.iter().enumerate() {
-                type_shape.push(match *check {
-                    TypeCheck::Fixed(size) => size,
-                    TypeCheck::Slot(s) => match slots[s] {
-                        Some((size, _)) => size,
-                        None => {
-                            return Err(CallError::UnsizedOutput {
-                                arg: l.path.to_string(),
-                                message: format!(
-                                    "no argument gives the size of its type's axis {t}, so it cannot be allocated"
-                                ),
-                            })
-                        }
-                    },
-                });
-            }
-            let arg_shape: Vec<u64> = match &m {
-                Some(m) => m[..n].to_vec(),
-                None => l.as_calls.iter().map(|&c| cs[c]).collect(),
-            };
-            if l.direction.writes() && !self.allow_races {
-                for (c, &size) in cs.iter().enumerate() {
-                    if size > 1
-                        && !l
-                            .as_calls
-                            .iter()
-                            .zip(&arg_shape)
-                            .any(|(&lc, &s)| lc == c && s == size)
-                    {
-                        return Err(CallError::Race {
-                            arg: l.path.to_string(),
-                            axis: c,
-                            size: cs[c],
-                        });
-                    }
-                }
-            }
-            let axes = match &l.map {
-                Some(map) => map
-                    .iter()
-                    .map(|&p| {
-                        if p < n {
-                            AxisRole::Call(l.as_calls[p])
-                        } else {
-                            AxisRole::Type(p - n)
-                        }
-                    })
-                    .collect(),
-                None => (0..n)
-                    .map(|p| AxisRole::Call(l.as_calls[p]))
-                    .chain((0..l.checks.len()).map(AxisRole::Type))
-                    .collect(),
-            };
-            let ty = l.ty.substituted(
-                &|g| self.types.iter().find(|(n, _)| **n == *g).map(|(_, s)| *s),
-                &|g| match self.generic_sizes.iter().find(|(n, _)| **n == *g)?.1 {
-                    TypeCheck::Fixed(size) => Some(size),
-                    TypeCheck::Slot(s) => slots[s].map(|(size, _)| size),
-                },
-            );
-            let shape = if l.allocate {
-                arg_shape.iter().chain(&type_shape).copied().collect()
-            } else {
-                full
-            };
-            resolved.push((
-                l.direction,
-                ResolvedArg {
-                    shape,
-                    path: l.path.to_string(),
-                    ty: ty.spelled(lang),
-                    type_shape,
-                    call_dims: n,
-                    mapping: l.as_calls.clone(),
-                    arg_shape,
-                    axes,
-                    allocated: l.allocate,
-                },
-            ));
+        for (l, m) in self.leaves.iter().zip(measured) {
+            resolved.push(self.resolve_leaf(l, m, &sizes)?);
         }
         let result = match resolved.last() {
             Some((Direction::Return, _)) => resolved.pop().map(|(_, r)| r),
             _ => None,
         };
         Ok(Resolution {
-            call_shape: cs,
+            call_shape: sizes.call_shape,
             overload: self.signature.to_string(),
             args: resolved.into_iter().map(|(_, r)| r).collect(),
             result,
         })
+    }
+
+    /// Measures leaf `li` with its argument `arg`: the argument is checked
+    /// against the bind, its type sizes are checked (filling slots) and
+    /// its argument dims broadcast into the call shape. `None` for an
+    /// output to allocate, which has no sizes yet.
+    fn measure(
+        &self,
+        li: usize,
+        l: &BoundLeaf,
+        arg: &Arg,
+        sizes: &mut CallSizes,
+    ) -> Result<Option<Measured>, CallError> {
+        let Some(full) = self.rebound_shape(l, arg)? else {
+            return Ok(None);
+        };
+        let m = mapped(l.map.as_deref(), l.mapped_ndims, &full);
+        self.check_type_sizes(li, l, &m, &mut sizes.slots)?;
+        sizes.broadcast(li, l, &m, &self.leaves)?;
+        Ok(Some(Measured { mapped: m, full }))
+    }
+
+    /// The full shape of `arg`, which must be of the kind, element type
+    /// and dims that leaf `l` was bound with; `None` for an output to
+    /// allocate, which must still be one.
+    fn rebound_shape(&self, l: &BoundLeaf, arg: &Arg) -> Result<Option<Vec<u64>>, CallError> {
+        let rebind = |message: String| CallError::Rebind {
+            arg: l.path.to_string(),
+            message,
+        };
+        if !l.kind.fits(arg) {
+            return Err(rebind(format!(
+                "it is now {}",
+                arg.describe(self.signature.language)
+            )));
+        }
+        if l.allocate {
+            if !matches!(arg, Arg::Output(OutputSpec { shape: None, .. })) {
+                return Err(rebind("it was an output to allocate".into()));
+            }
+            return Ok(None);
+        }
+        let full = arg
+            .full_shape()
+            .ok_or_else(|| rebind("it has no shape".into()))?;
+        if full.len() != l.ndims {
+            return Err(rebind(format!(
+                "it had {} dims, now {}",
+                l.ndims,
+                full.len()
+            )));
+        }
+        Ok(Some(full))
+    }
+
+    /// Checks the type sizes of leaf `li` (its mapped shape `m`) against
+    /// its type checks, filling the slots it is the first to reach.
+    fn check_type_sizes(
+        &self,
+        li: usize,
+        l: &BoundLeaf,
+        m: &[u64],
+        slots: &mut [Option<(u64, usize)>],
+    ) -> Result<(), CallError> {
+        let n = l.as_calls.len();
+        for (t, check) in l.checks.iter().enumerate() {
+            let found = m[n + t];
+            if let Some(required) = self.type_size_required(*check, found, li, slots) {
+                return Err(CallError::TypeShape {
+                    arg: l.path.to_string(),
+                    axis: n + t,
+                    found,
+                    required,
+                    param_type: l.ty.spelled(self.signature.language),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// What `check` requires where leaf `li` has size `found`, when that
+    /// is not `found`: `None` where it fits. An empty slot is filled with
+    /// `found`.
+    fn type_size_required(
+        &self,
+        check: TypeCheck,
+        found: u64,
+        li: usize,
+        slots: &mut [Option<(u64, usize)>],
+    ) -> Option<String> {
+        match check {
+            TypeCheck::Fixed(size) if size != found => Some(format!("{size}")),
+            TypeCheck::Fixed(_) => None,
+            TypeCheck::Slot(s) => match slots[s] {
+                // A generic size of 0 would spell a type of no
+                // components (`float0`), which no language has.
+                None if found == 0 => self
+                    .generic_size_of_slot(s)
+                    .map(|g| format!("at least 1 (the generic size `{g}`)")),
+                None => {
+                    slots[s] = Some((found, li));
+                    None
+                }
+                Some((size, _)) if size == found => None,
+                Some((size, other)) => Some(format!(
+                    "{size}{}, the size argument `{}` gives it",
+                    self.generic_size_of_slot(s)
+                        .map_or(String::new(), |g| format!(" (generic size `{g}`)")),
+                    self.leaves[other].path
+                )),
+            },
+        }
+    }
+
+    /// The generic size that slot `s` holds, if it holds one (and not a
+    /// `?` of some type).
+    fn generic_size_of_slot(&self, s: usize) -> Option<&Arc<str>> {
+        self.generic_sizes
+            .iter()
+            .find(|(_, c)| *c == TypeCheck::Slot(s))
+            .map(|(g, _)| g)
+    }
+
+    /// Leaf `l` resolved once every leaf is measured (`m` is its
+    /// measure, `None` for an output to allocate): its type and argument
+    /// shapes, with races refused unless allowed.
+    fn resolve_leaf(
+        &self,
+        l: &BoundLeaf,
+        m: Option<Measured>,
+        sizes: &CallSizes,
+    ) -> Result<(Direction, ResolvedArg), CallError> {
+        let n = l.as_calls.len();
+        let type_shape = l.type_shape(&sizes.slots)?;
+        let arg_shape: Vec<u64> = match &m {
+            Some(m) => m.mapped[..n].to_vec(),
+            None => l.as_calls.iter().map(|&c| sizes.call_shape[c]).collect(),
+        };
+        if l.direction.writes() && !self.allow_races {
+            l.refuse_races(&sizes.call_shape, &arg_shape)?;
+        }
+        let ty = self.resolved_type(l, &sizes.slots);
+        // An output to allocate has its argument shape, then its type's.
+        let shape = match m {
+            Some(m) => m.full,
+            None => arg_shape.iter().chain(&type_shape).copied().collect(),
+        };
+        Ok((
+            l.direction,
+            ResolvedArg {
+                shape,
+                path: l.path.to_string(),
+                ty: ty.spelled(self.signature.language),
+                type_shape,
+                call_dims: n,
+                mapping: l.as_calls.clone(),
+                arg_shape,
+                axes: l.axes(),
+                allocated: l.allocate,
+            },
+        ))
+    }
+
+    /// The type of leaf `l` with its generic types and the generic sizes
+    /// that this call knows (fixed at bind, or filled by `slots`)
+    /// substituted.
+    fn resolved_type(&self, l: &BoundLeaf, slots: &[Option<(u64, usize)>]) -> ParamType {
+        l.ty.substituted(
+            &|g| self.types.iter().find(|(n, _)| **n == *g).map(|(_, s)| *s),
+            &|g| match self.generic_sizes.iter().find(|(n, _)| **n == *g)?.1 {
+                TypeCheck::Fixed(size) => Some(size),
+                TypeCheck::Slot(s) => slots[s].map(|(size, _)| size),
+            },
+        )
+    }
+}
+
+/// A leaf's argument as one call gives it.
+struct Measured {
+    /// Its full shape moved to its mapped positions.
+    mapped: Vec<u64>,
+    /// Its full shape as given.
+    full: Vec<u64>,
+}
+
+/// The sizes that one call's arguments give, as they are measured.
+struct CallSizes {
+    /// The call shape so far: 1 where no argument has set a size.
+    call_shape: Vec<u64>,
+    /// The leaf that set each call dim's size.
+    owner: Vec<Option<usize>>,
+    /// Each slot's size, with the leaf that filled it.
+    slots: Vec<Option<(u64, usize)>>,
+}
+
+impl CallSizes {
+    /// No sizes yet, for `call_dims` call dims and `slots` slots.
+    fn new(call_dims: usize, slots: usize) -> CallSizes {
+        CallSizes {
+            call_shape: vec![1u64; call_dims],
+            owner: vec![None; call_dims],
+            slots: vec![None; slots],
+        }
+    }
+
+    /// Broadcasts the argument dims of leaf `li` (the first of its mapped
+    /// shape `m`) into the call shape, as NumPy does: a size of 1 fits
+    /// any, and the first other size a call dim meets is its size.
+    /// `leaves` name the leaf that set a size that does not agree.
+    fn broadcast(
+        &mut self,
+        li: usize,
+        l: &BoundLeaf,
+        m: &[u64],
+        leaves: &[BoundLeaf],
+    ) -> Result<(), CallError> {
+        let cs = &mut self.call_shape;
+        for (p, &c) in l.as_calls.iter().enumerate() {
+            let s = m[p];
+            if s == 1 || cs[c] == s {
+                continue;
+            }
+            if cs[c] == 1 {
+                cs[c] = s;
+                self.owner[c] = Some(li);
+                continue;
+            }
+            let other = self.owner[c].map_or("?", |o| &leaves[o].path);
+            return Err(CallError::BroadcastMismatch {
+                axis: c,
+                arg: l.path.to_string(),
+                arg_axis: p,
+                size: s,
+                other: other.to_owned(),
+                other_size: cs[c],
+            });
+        }
+        Ok(())
     }
 }

@@ -596,3 +596,17 @@ fn a_wrong_number_of_buffers_names_the_count_and_the_leaves() {
         "{e}"
     );
 }
+
+/// A result given with more argument dims than a vmap's call has was an
+/// unchecked subtraction (a panic in debug builds, a result with no call
+/// dims in release); found by comparing the binder with its earlier
+/// version over random calls. Now a typed error naming the result.
+#[test]
+fn a_result_with_more_dims_than_the_vmapped_call_is_an_error() {
+    let f = func("float f(float3 a)").vmap("(N)->(N)").unwrap();
+    let r = call(&f, &["tensor(100,3)"]).unwrap();
+    assert_eq!(r.call_shape, vec![100]);
+    let e = call(&f, &["tensor(100,3)", "_result=tensor(100,1,3)"]).unwrap_err();
+    assert_eq!(e.kind(), "invalid_vmap");
+    assert!(e.to_string().contains("_result"), "{e}");
+}

@@ -8,6 +8,30 @@
 //! `binary_functions!`): a new function is one entry there (and its
 //! tests).
 
+/// The items both tables give each function: the list of all, the name,
+/// the summary, and the look-up by name.
+macro_rules! table_basics {
+    ($ty:ident, $($variant:ident => $name:literal, $summary:literal);*) => {
+        /// Every function, in the table's order.
+        pub const ALL: &'static [$ty] = &[$($ty::$variant),*];
+
+        /// The name programs call it by.
+        pub fn name(self) -> &'static str {
+            match self { $($ty::$variant => $name,)* }
+        }
+
+        /// What it computes, in words, for listings.
+        pub fn summary(self) -> &'static str {
+            match self { $($ty::$variant => $summary,)* }
+        }
+
+        /// The function of that name, if there is one.
+        pub fn named(name: &str) -> Option<$ty> {
+            $ty::ALL.iter().copied().find(|op| op.name() == name)
+        }
+    };
+}
+
 /// Defines [`UnaryOp`] and its table from one entry per function:
 ///
 /// ```text
@@ -48,23 +72,7 @@ macro_rules! unary_functions {
         }
 
         impl UnaryOp {
-            /// Every function, in the table's order.
-            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$variant),*];
-
-            /// The name programs call it by.
-            pub fn name(self) -> &'static str {
-                match self { $(UnaryOp::$variant => $name,)* }
-            }
-
-            /// What it computes, in words, for listings.
-            pub fn summary(self) -> &'static str {
-                match self { $(UnaryOp::$variant => $summary,)* }
-            }
-
-            /// The function of that name, if there is one.
-            pub fn named(name: &str) -> Option<UnaryOp> {
-                UnaryOp::ALL.iter().copied().find(|op| op.name() == name)
-            }
+            table_basics!(UnaryOp, $($variant => $name, $summary);*);
 
             /// Its value at `x`: the CPU reference's definition, which
             /// every backend matches.
@@ -259,23 +267,7 @@ macro_rules! binary_functions {
         }
 
         impl BinaryOp {
-            /// Every function, in the table's order.
-            pub const ALL: &'static [BinaryOp] = &[$(BinaryOp::$variant),*];
-
-            /// The name programs call it by.
-            pub fn name(self) -> &'static str {
-                match self { $(BinaryOp::$variant => $name,)* }
-            }
-
-            /// What it computes, in words, for listings.
-            pub fn summary(self) -> &'static str {
-                match self { $(BinaryOp::$variant => $summary,)* }
-            }
-
-            /// The function of that name, if there is one.
-            pub fn named(name: &str) -> Option<BinaryOp> {
-                BinaryOp::ALL.iter().copied().find(|op| op.name() == name)
-            }
+            table_basics!(BinaryOp, $($variant => $name, $summary);*);
 
             /// Its value at `(x, y)`: the CPU reference's definition, which
             /// every backend matches.

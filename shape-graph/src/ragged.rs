@@ -178,7 +178,7 @@ impl RowLoops {
             r.operation.project(&mut builder);
             builder.finish_with_classes()
         };
-        let classes = VarClass::of(&tensors, &slot_classes);
+        let classes = VarClass::of(tensors, &slot_classes);
         let mut row_iters: Vec<usize> = Vec::new();
         let mut var_iters: Vec<usize> = Vec::new();
         for (t, tensor) in tensors.iter().enumerate() {
@@ -422,7 +422,7 @@ impl SolvedGraph {
             // Each class of axes a ragged axis is in: the length its rows
             // must have, checked for every member.
             for class in &loops.classes {
-                let required = class.required(&tensors, &ls);
+                let required = class.required(tensors, &ls);
                 for &(t, j, tied) in &class.members {
                     let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
                     if t == 0 && is_var {

@@ -184,6 +184,9 @@ fn needed_in_order(graph: &Graph, wanted: &[TensorId]) -> Result<Vec<OpId>, Grap
     Ok(order.into_iter().map(|n| deps[n]).collect())
 }
 
+/// The operations a plan keeps after fusion, each with its kernels.
+type Kept = Vec<(OpId, Lowered)>;
+
 /// Every operation of `order` lowered (an operation on ragged tensors is
 /// left empty: the run lowers it when it knows the rows), then fused
 /// unless `options` or a ragged operation says not to; the operations
@@ -193,7 +196,7 @@ fn lowered_and_fused(
     order: &[OpId],
     outputs: &HashSet<TensorId>,
     options: &RunOptions,
-) -> Result<(Vec<(OpId, Lowered)>, HashSet<OpId>), GraphError> {
+) -> Result<(Kept, HashSet<OpId>), GraphError> {
     let graph = solved.graph();
     // Lower every operation, then fuse pointwise chains. Operations on
     // ragged tensors are lowered when the run knows the rows; a plan
@@ -298,7 +301,7 @@ impl LastUses {
 /// and scratch buffer taken from the pool or allocated).
 fn with_memory(
     solved: &SolvedGraph,
-    kept: Vec<(OpId, Lowered)>,
+    kept: Kept,
     ragged: &HashSet<OpId>,
     mut releases: Vec<Vec<TensorId>>,
     leaves: &[TensorId],

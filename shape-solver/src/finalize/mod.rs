@@ -269,9 +269,9 @@ impl Solver {
     /// One round of closing the sums (see where [`Solver::into_solution`]
     /// calls it): every whole of `totals` that has a least upper bound
     /// closes to it, all at once; then the parts still unknown close, all
-    /// at once, each to its least upper bound or else its least size or
-    /// 1. In the first round a part that is the whole of another sum
-    /// waits for it.
+    /// at once, each to its least upper bound, or else its least size, or
+    /// else to 1. In the first round a part that is the whole of another
+    /// sum waits for it.
     fn close_sums(
         &mut self,
         totals: &[DimVar],

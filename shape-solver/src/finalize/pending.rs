@@ -314,14 +314,7 @@ impl Gathered {
             Constraint::RowCount { row, count, why } => {
                 self.gather_row_count(solver, env, c, row, count, *why)
             }
-            Constraint::DimAffine {
-                input,
-                over,
-                kernel,
-                padded,
-                why,
-                ..
-            } => self.gather_affine(env, c, input, over, kernel, *padded, *why),
+            Constraint::DimAffine { .. } => self.gather_affine(env, c),
             Constraint::Assign { dest, source, why } => self.gather_assign(env, dest, source, *why),
             Constraint::DropFirst {
                 whole,
@@ -459,16 +452,19 @@ impl Gathered {
     }
 
     /// A convolution's sizes.
-    fn gather_affine(
-        &mut self,
-        env: &mut ReadOnly<'_>,
-        c: &Constraint,
-        input: &Dim,
-        over: &Dim,
-        kernel: &Dim,
-        padded: bool,
-        why: Why,
-    ) -> Result<(), ShapeError> {
+    fn gather_affine(&mut self, env: &mut ReadOnly<'_>, c: &Constraint) -> Result<(), ShapeError> {
+        let Constraint::DimAffine {
+            input,
+            over,
+            kernel,
+            padded,
+            why,
+            ..
+        } = c
+        else {
+            return Ok(());
+        };
+        let (padded, why) = (*padded, *why);
         // A waiting convolution has two unknown sizes (with
         // one, it decides it): no default closes either, so
         // that other facts may decide one; if none does, it
