@@ -11,13 +11,13 @@
 /// The items both tables give each function: the list of all, the name,
 /// the summary, and the look-up by name.
 macro_rules! table_basics {
-    ($ty:ident, $($variant:ident => $name:literal, $summary:literal);*) => {
+    ($ty:ident, $($variant:ident => $name:ident, $summary:literal);*) => {
         /// Every function, in the table's order.
         pub const ALL: &'static [$ty] = &[$($ty::$variant),*];
 
         /// The name programs call it by.
         pub fn name(self) -> &'static str {
-            match self { $($ty::$variant => $name,)* }
+            match self { $($ty::$variant => stringify!($name),)* }
         }
 
         /// What it computes, in words, for listings.
@@ -37,7 +37,7 @@ macro_rules! table_basics {
 /// ```text
 /// /// doc
 /// Variant => {
-///     name: "name",            // as programs call it
+///     name: name,              // as programs call it (and tensor methods)
 ///     summary: "what it is",   // for listings
 ///     eval: |x: f32| ...,      // the CPU reference's definition
 ///     wgsl: "fn_name",         // a WGSL builtin, or a function of `wgsl_fn`
@@ -51,7 +51,7 @@ macro_rules! unary_functions {
     ($(
         $(#[$doc:meta])*
         $variant:ident => {
-            name: $name:literal,
+            name: $name:ident,
             summary: $summary:literal,
             eval: $eval:expr,
             wgsl: $wgsl:literal,
@@ -140,74 +140,85 @@ pub fn relu(x: f32) -> f32 {
     }
 }
 
-unary_functions! {
-    /// `-x`
-    Neg => {
-        name: "neg",
-        summary: "-x",
-        eval: |x: f32| -x,
-        wgsl: "-",
-        wgsl_fn: None,
-        exact: true,
-        finite: true,
-        prefix: Some("-"),
-    },
-    /// `e^x`
-    Exp => {
-        name: "exp",
-        summary: "e to the power x",
-        eval: f32::exp,
-        wgsl: "exp",
-        wgsl_fn: None,
-        exact: false,
-        finite: true,
-        prefix: None,
-    },
-    /// natural logarithm
-    Log => {
-        name: "log",
-        summary: "the natural logarithm",
-        eval: f32::ln,
-        wgsl: "log",
-        wgsl_fn: None,
-        exact: false,
-        finite: false,
-        prefix: None,
-    },
-    /// square root
-    Sqrt => {
-        name: "sqrt",
-        summary: "the square root",
-        eval: f32::sqrt,
-        wgsl: "sqrt",
-        wgsl_fn: None,
-        exact: false,
-        finite: false,
-        prefix: None,
-    },
-    /// `max(x, 0)`, NaN kept
-    Relu => {
-        name: "relu",
-        summary: "max(x, 0)",
-        eval: relu,
-        wgsl: "relu",
-        wgsl_fn: Some("fn relu(x: f32) -> f32 { return select(fmax(x, 0.0), x, is_nan(x)); }"),
-        exact: true,
-        finite: true,
-        prefix: None,
-    },
-    /// `1 / (1 + e^-x)`, the logistic function
-    Sigmoid => {
-        name: "sigmoid",
-        summary: "1 / (1 + e^-x)",
-        eval: |x: f32| 1.0 / (1.0 + (-x).exp()),
-        wgsl: "sigmoid",
-        wgsl_fn: Some("fn sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }"),
-        exact: false,
-        finite: true,
-        prefix: None,
-    },
+/// The unary functions' table: passes its entries (in the form
+/// `unary_functions!` documents) to the macro `$m`. This crate defines
+/// [`UnaryOp`] from it; other crates generate from it too (`shape-graph`'s
+/// tensor methods), so that a function added here reaches them all.
+#[macro_export]
+macro_rules! unary_table {
+    ($m:ident) => {
+        $m! {
+            /// `-x`
+            Neg => {
+                name: neg,
+                summary: "-x",
+                eval: |x: f32| -x,
+                wgsl: "-",
+                wgsl_fn: None,
+                exact: true,
+                finite: true,
+                prefix: Some("-"),
+            },
+            /// `e^x`
+            Exp => {
+                name: exp,
+                summary: "e to the power x",
+                eval: f32::exp,
+                wgsl: "exp",
+                wgsl_fn: None,
+                exact: false,
+                finite: true,
+                prefix: None,
+            },
+            /// natural logarithm
+            Log => {
+                name: log,
+                summary: "the natural logarithm",
+                eval: f32::ln,
+                wgsl: "log",
+                wgsl_fn: None,
+                exact: false,
+                finite: false,
+                prefix: None,
+            },
+            /// square root
+            Sqrt => {
+                name: sqrt,
+                summary: "the square root",
+                eval: f32::sqrt,
+                wgsl: "sqrt",
+                wgsl_fn: None,
+                exact: false,
+                finite: false,
+                prefix: None,
+            },
+            /// `max(x, 0)`, NaN kept
+            Relu => {
+                name: relu,
+                summary: "max(x, 0)",
+                eval: $crate::scalar::relu,
+                wgsl: "relu",
+                wgsl_fn: Some("fn relu(x: f32) -> f32 { return select(fmax(x, 0.0), x, is_nan(x)); }"),
+                exact: true,
+                finite: true,
+                prefix: None,
+            },
+            /// `1 / (1 + e^-x)`, the logistic function
+            Sigmoid => {
+                name: sigmoid,
+                summary: "1 / (1 + e^-x)",
+                eval: |x: f32| 1.0 / (1.0 + (-x).exp()),
+                wgsl: "sigmoid",
+                wgsl_fn: Some("fn sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }"),
+                exact: false,
+                finite: true,
+                prefix: None,
+            },
+        }
+    };
 }
+
+unary_table!(unary_functions);
 
 /// How tightly an infix operator binds in programs: a higher level binds
 /// tighter, and operators of one level associate to the left (`a - b - c`
@@ -236,7 +247,7 @@ pub enum WgslBinary {
 /// ```text
 /// /// doc
 /// Variant => {
-///     name: "name",                 // as programs call it
+///     name: name,                   // as programs call it (and tensor methods)
 ///     summary: "what it is",        // for listings
 ///     eval: |x: f32, y: f32| ...,   // the CPU reference's definition
 ///     wgsl: WgslBinary::Infix("+"), // how WGSL writes it
@@ -248,7 +259,7 @@ macro_rules! binary_functions {
     ($(
         $(#[$doc:meta])*
         $variant:ident => {
-            name: $name:literal,
+            name: $name:ident,
             summary: $summary:literal,
             eval: $eval:expr,
             wgsl: $wgsl:expr,
@@ -312,64 +323,74 @@ pub trait WithBinary {
     fn call(self, f: impl Fn(f32, f32) -> f32 + Copy) -> Self::Output;
 }
 
-binary_functions! {
-    /// `a + b`
-    Add => {
-        name: "add",
-        summary: "a + b",
-        eval: |x: f32, y: f32| x + y,
-        wgsl: WgslBinary::Infix("+"),
-        sampled: true,
-        infix: Some(("+", Precedence::SUM)),
-    },
-    /// `a - b`
-    Sub => {
-        name: "sub",
-        summary: "a - b",
-        eval: |x: f32, y: f32| x - y,
-        wgsl: WgslBinary::Infix("-"),
-        sampled: true,
-        infix: Some(("-", Precedence::SUM)),
-    },
-    /// `a * b`
-    Mul => {
-        name: "mul",
-        summary: "a * b",
-        eval: |x: f32, y: f32| x * y,
-        wgsl: WgslBinary::Infix("*"),
-        sampled: true,
-        infix: Some(("*", Precedence::PRODUCT)),
-    },
-    /// `a / b`
-    Div => {
-        name: "div",
-        summary: "a / b",
-        eval: |x: f32, y: f32| x / y,
-        wgsl: WgslBinary::Infix("/"),
-        sampled: false,
-        infix: Some(("/", Precedence::PRODUCT)),
-    },
-    /// `max(a, b)`; a NaN operand yields the other (as `f32::max`)
-    Max => {
-        name: "max",
-        summary: "the larger of a and b",
-        eval: f32::max,
-        // The prelude's `fmax`: Rust's `f32::max`, which the CPU
-        // reference uses, returns the other operand when one is NaN.
-        wgsl: WgslBinary::Call("fmax"),
-        sampled: true,
-        infix: None,
-    },
-    /// `min(a, b)`; a NaN operand yields the other (as `f32::min`)
-    Min => {
-        name: "min",
-        summary: "the smaller of a and b",
-        eval: f32::min,
-        wgsl: WgslBinary::Call("fmin"),
-        sampled: false,
-        infix: None,
-    },
+/// The binary functions' table: passes its entries (in the form
+/// `binary_functions!` documents) to the macro `$m` (see
+/// [`unary_table!`](crate::unary_table)).
+#[macro_export]
+macro_rules! binary_table {
+    ($m:ident) => {
+        $m! {
+            /// `a + b`
+            Add => {
+                name: add,
+                summary: "a + b",
+                eval: |x: f32, y: f32| x + y,
+                wgsl: $crate::scalar::WgslBinary::Infix("+"),
+                sampled: true,
+                infix: Some(("+", $crate::scalar::Precedence::SUM)),
+            },
+            /// `a - b`
+            Sub => {
+                name: sub,
+                summary: "a - b",
+                eval: |x: f32, y: f32| x - y,
+                wgsl: $crate::scalar::WgslBinary::Infix("-"),
+                sampled: true,
+                infix: Some(("-", $crate::scalar::Precedence::SUM)),
+            },
+            /// `a * b`
+            Mul => {
+                name: mul,
+                summary: "a * b",
+                eval: |x: f32, y: f32| x * y,
+                wgsl: $crate::scalar::WgslBinary::Infix("*"),
+                sampled: true,
+                infix: Some(("*", $crate::scalar::Precedence::PRODUCT)),
+            },
+            /// `a / b`
+            Div => {
+                name: div,
+                summary: "a / b",
+                eval: |x: f32, y: f32| x / y,
+                wgsl: $crate::scalar::WgslBinary::Infix("/"),
+                sampled: false,
+                infix: Some(("/", $crate::scalar::Precedence::PRODUCT)),
+            },
+            /// `max(a, b)`; a NaN operand yields the other (as `f32::max`)
+            Max => {
+                name: max,
+                summary: "the larger of a and b",
+                eval: f32::max,
+                // The prelude's `fmax`: Rust's `f32::max`, which the CPU
+                // reference uses, returns the other operand when one is NaN.
+                wgsl: $crate::scalar::WgslBinary::Call("fmax"),
+                sampled: true,
+                infix: None,
+            },
+            /// `min(a, b)`; a NaN operand yields the other (as `f32::min`)
+            Min => {
+                name: min,
+                summary: "the smaller of a and b",
+                eval: f32::min,
+                wgsl: $crate::scalar::WgslBinary::Call("fmin"),
+                sampled: false,
+                infix: None,
+            },
+        }
+    };
 }
+
+binary_table!(binary_functions);
 
 #[cfg(test)]
 mod tests {

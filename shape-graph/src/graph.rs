@@ -56,6 +56,9 @@ pub enum TensorKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Tensor {
     pub(crate) name: Arc<str>,
+    /// For a result named by number: its operation and operands
+    /// (`add(h, b1)`), for messages (see [`TensorRef::definition`]).
+    definition: Option<Arc<str>>,
     pub(crate) kind: TensorKind,
     pub(crate) shape: Shape,
     /// The spec it was declared with, for size statements that capture a
@@ -247,6 +250,15 @@ pub enum GraphError {
     /// A tensor id that this graph did not create.
     #[error("unknown tensor id {0}: it was not created by this graph")]
     UnknownTensor(usize),
+    /// A tensor handle of another [`Scope`](crate::Scope) given to this
+    /// one.
+    #[error(
+        "`{name}` belongs to another scope: a tensor handle works only with the scope that made it"
+    )]
+    ForeignTensor {
+        /// The tensor's name in its own scope.
+        name: Arc<str>,
+    },
     /// An operation given the wrong number of operands.
     #[error(
         "{op} takes {expected} operand(s) but was given {found}: {}",
@@ -485,6 +497,7 @@ impl GraphError {
             | GraphError::PermuteSpec { .. }
             | GraphError::UnknownOp(_)
             | GraphError::UnknownTensor(_)
+            | GraphError::ForeignTensor { .. }
             | GraphError::Arity { .. }
             | GraphError::NoSuchAxis { .. }
             | GraphError::NotGiven { .. }
@@ -714,10 +727,8 @@ impl Graph {
     /// The tensor as messages name it (its id, name and where it was
     /// declared), for errors about it.
     pub fn tensor_ref(&self, t: TensorId) -> Result<TensorRef, GraphError> {
-        Ok(TensorRef {
-            id: t.0,
-            name: self.tensor(t)?.name.clone(),
-        })
+        let tensor = self.tensor(t)?;
+        Ok(TensorRef::new(t.0, tensor.name.clone()).with_definition(tensor.definition.clone()))
     }
 
     fn names_of(&self, ts: &[TensorId]) -> Vec<Arc<str>> {
@@ -822,6 +833,7 @@ impl Graph {
         let id = TensorId(self.tensors.len());
         self.tensors.push_back(Tensor {
             name,
+            definition: None,
             kind,
             shape,
             spec: None,
@@ -926,10 +938,7 @@ impl Graph {
         if num_elems.is_some() {
             terminal::check_counted_spec(name, &spec_arc, &spec)?;
         }
-        let tref = TensorRef {
-            id: self.tensors.len(),
-            name: Arc::from(name),
-        };
+        let tref = TensorRef::new(self.tensors.len(), Arc::from(name));
         let mut labels = Vec::new();
         // The named sizes of an input must be given by something else: an
         // input's sizes are those of the data, which no default can know.
@@ -963,6 +972,31 @@ impl Graph {
         Ok(())
     }
 
+    /// Gives tensor `t` the name `name`: later operations, listings and
+    /// messages call it that. (An operation already applied to it keeps
+    /// the name it had then in its own messages.)
+    ///
+    /// ```
+    /// use shape_graph::Graph;
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "3")?;
+    /// let y = g.unary("relu", x)?;
+    /// g.rename(y, "activation")?;
+    /// let z = g.unary("exp", y)?;
+    /// assert_eq!(g.name(y)?, "activation");
+    /// assert_eq!(g.op_ref(g.producer(z).unwrap())?.operands[0].name.as_ref(), "activation");
+    /// # Ok::<(), shape_graph::GraphError>(())
+    /// ```
+    pub fn rename(&mut self, t: TensorId, name: &str) -> Result<(), GraphError> {
+        let tensor = self
+            .tensors
+            .get_mut(t.0)
+            .ok_or(GraphError::UnknownTensor(t.0))?;
+        tensor.name = Arc::from(name);
+        tensor.definition = None;
+        Ok(())
+    }
+
     /// Applies an operation; the result is named `t<id>`.
     pub fn apply(
         &mut self,
@@ -970,7 +1004,16 @@ impl Graph {
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
         let name = numbered_name(b't', self.tensors.len());
-        self.apply_arc(name, op, operands)
+        let definition = Arc::from(
+            op.spell(
+                &self
+                    .names_of(operands)
+                    .iter()
+                    .map(|n| &**n)
+                    .collect::<Vec<_>>(),
+            ),
+        );
+        self.apply_arc(name, Some(definition), op, operands)
     }
 
     /// Applies an operation and names its result.
@@ -980,12 +1023,13 @@ impl Graph {
         op: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
-        self.apply_arc(Arc::from(name), op, operands)
+        self.apply_arc(Arc::from(name), None, op, operands)
     }
 
     fn apply_arc(
         &mut self,
         result_name: Arc<str>,
+        definition: Option<Arc<str>>,
         operation: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
@@ -1008,10 +1052,8 @@ impl Graph {
             id: op_id.0,
             name: op_name,
             operands: operand_refs,
-            result: TensorRef {
-                id: result.0,
-                name: result_name.clone(),
-            },
+            result: TensorRef::new(result.0, result_name.clone())
+                .with_definition(definition.clone()),
         });
         let tensors = &self.tensors;
         let result_shape = self.solver.transaction(|solver| {
@@ -1044,6 +1086,7 @@ impl Graph {
         })?;
         self.tensors.push_back(Tensor {
             name: result_name,
+            definition,
             kind: TensorKind::Result(op_id),
             shape: result_shape,
             spec: None,
@@ -1590,10 +1633,7 @@ impl Graph {
         for (name, v) in self.sizes.iter() {
             if solution.sized_by_default(&Dim::Var(*v))? {
                 return Err(GraphError::NotGiven {
-                    tensor: TensorRef {
-                        id: usize::MAX,
-                        name: name.clone(),
-                    },
+                    tensor: TensorRef::new(usize::MAX, name.clone()),
                     what: NotGiven::Size(name.clone()),
                 });
             }
@@ -1621,10 +1661,9 @@ impl Graph {
     }
 
     fn not_given(&self, t: TensorId, what: NotGiven) -> GraphError {
-        let tensor = self.tensor_ref(t).unwrap_or_else(|_| TensorRef {
-            id: t.0,
-            name: Arc::from("?"),
-        });
+        let tensor = self
+            .tensor_ref(t)
+            .unwrap_or_else(|_| TensorRef::new(t.0, Arc::from("?")));
         GraphError::NotGiven { tensor, what }
     }
 }

@@ -32,6 +32,7 @@ mod projections;
 mod ragged;
 mod registry;
 mod sample;
+mod scope;
 mod widened;
 
 pub use graph::{
@@ -54,6 +55,7 @@ pub type RaggedAxis = shape_core::RaggedAxis;
 #[deprecated(since = "0.1.0", note = "moved to `shape_core::DataError`")]
 pub type DataError = shape_core::DataError;
 pub use sample::SampleCx;
+pub use scope::{Scope, Tensor};
 pub use widened::{WidenedAxis, WidenedUse};
 
 // The Rust blocks of the docs are doc-tests (the README's through

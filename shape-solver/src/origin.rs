@@ -16,11 +16,37 @@ pub struct TensorRef {
     pub id: usize,
     /// The tensor's name.
     pub name: Arc<str>,
+    /// For a result nobody named (its name is a number, `t7`): the
+    /// operation and operands that make it (`add(h, b1)`), which
+    /// messages show after the name.
+    pub definition: Option<Arc<str>>,
+}
+
+impl TensorRef {
+    /// The tensor `id` called `name`.
+    pub fn new(id: usize, name: Arc<str>) -> TensorRef {
+        TensorRef {
+            id,
+            name,
+            definition: None,
+        }
+    }
+
+    /// This tensor, made by `definition` (see [`TensorRef::definition`]).
+    pub fn with_definition(mut self, definition: Option<Arc<str>>) -> TensorRef {
+        self.definition = definition;
+        self
+    }
 }
 
 impl fmt::Display for TensorRef {
+    /// `` `h` ``, or `` `t7` (add(h, b1)) `` for a result nobody named.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}`", self.name)
+        write!(f, "`{}`", self.name)?;
+        match &self.definition {
+            Some(d) => write!(f, " ({d})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -63,6 +89,9 @@ impl fmt::Display for SiteIn<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the {} row of ", self.1.kind)?;
         match self.0.tensor_at(self.1.position) {
+            // The operation's own result: the operation already says what
+            // makes it.
+            Some(t) if self.1.position == 0 => write!(f, "`{}`", t.name),
             Some(t) => write!(f, "{t}"),
             None => write!(f, "tensor #{} of the operation", self.1.position),
         }
