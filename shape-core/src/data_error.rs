@@ -22,6 +22,12 @@ pub enum DataError {
         /// What is wrong.
         reason: String,
     },
+    /// Ragged values asked for as a rectangular array.
+    #[error("ragged values have no rectangular array: {reason}")]
+    Ragged {
+        /// What was asked.
+        reason: String,
+    },
     /// The values do not fit in memory.
     #[error("out of memory: {elements} values need {bytes} bytes, which could not be allocated")]
     OutOfMemory {

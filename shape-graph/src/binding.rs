@@ -156,6 +156,32 @@ impl SolvedGraph {
             .map_or_else(Vec::new, |b| b.order.clone())
     }
 
+    /// The dims (memory order: batch, output, input) the data of `t` has
+    /// when the run-time sizes take the values `sizes` (every run-time
+    /// size, once; nothing for a graph without any): what to allocate
+    /// before a run, without binding the graph first. The sizes' guards
+    /// and bounds are checked as [`SolvedGraph::bind`] checks them.
+    ///
+    /// ```
+    /// use shape_graph::Graph;
+    /// let mut g = Graph::new();
+    /// let b = g.run_time_size("b")?;
+    /// let x = g.input("x", "b|784")?;
+    /// let w = g.parameter_with_spec("w", "784->10")?;
+    /// let y = g.compose(w, x)?;
+    /// let solved = g.solve()?;
+    /// assert_eq!(solved.data_dims(x, &[(b, 32)])?, vec![32, 784]);
+    /// assert_eq!(solved.data_dims(y, &[(b, 8)])?, vec![8, 10]);
+    /// assert_eq!(solved.data_dims(w, &[(b, 8)])?, vec![10, 784]);
+    /// # Ok::<(), shape_graph::GraphError>(())
+    /// ```
+    pub fn data_dims(&self, t: TensorId, sizes: &[(SizeId, u64)]) -> Result<Vec<u64>, GraphError> {
+        if sizes.is_empty() && !self.needs_binding() {
+            return Ok(self.shape(t)?.memory_dims());
+        }
+        Ok(self.bind(sizes)?.shape(t)?.memory_dims())
+    }
+
     /// This graph with its run-time sizes given the values `sizes` (every
     /// run-time size, once): the guards and the bounds stated on the sizes
     /// are checked, and every shape is then made of numbers. Solves

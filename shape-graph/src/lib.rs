@@ -28,6 +28,7 @@ mod graph;
 mod lowering;
 mod operation;
 pub mod ops;
+pub mod prelude;
 mod projections;
 mod ragged;
 mod registry;

@@ -10,7 +10,7 @@ use shape_solver::{OpRef, TensorRef};
 #[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
-pub enum RunError<E: std::error::Error + 'static> {
+pub enum RunError {
     /// The graph cannot be turned into kernels.
     #[error(transparent)]
     Graph(#[from] GraphError),
@@ -40,7 +40,8 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// The tensor.
         tensor: TensorRef,
     },
-    /// The backend failed.
+    /// The backend failed: its own error, whatever the backend, is the
+    /// `source` ([`BackendFailure::downcast_ref`] gives it back typed).
     #[error("backend {backend} failed {}: {source}", match op { Some(op) => format!("in op #{}", op.id), None => "while moving data".to_string() })]
     Backend {
         /// The backend's name.
@@ -48,7 +49,7 @@ pub enum RunError<E: std::error::Error + 'static> {
         /// The operation being run, or `None` for an upload or download.
         op: Option<Arc<OpRef>>,
         /// The backend's error.
-        source: E,
+        source: BackendFailure,
     },
     /// A maximum, minimum or assignment over a reduction of no values
     /// (an empty axis), which has no value. Checked for every operation
@@ -109,12 +110,58 @@ fn kind_name(kind: TensorKind) -> &'static str {
     }
 }
 
-impl<E: std::error::Error + 'static> RunError<E> {
+impl RunError {
     /// A stable, machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
         if let RunError::Graph(e) = self {
             return e.kind();
         }
         self.into()
+    }
+}
+
+/// A backend's own error, whatever the backend: it displays as the
+/// backend's error, and [`BackendFailure::downcast_ref`] gives it back with
+/// its type. One [`RunError`] serves every backend, so code shared between
+/// the CPU and the GPU has one error type.
+///
+/// ```
+/// use shape_run::BackendFailure;
+/// let e = BackendFailure::new(std::fmt::Error);
+/// assert_eq!(e.to_string(), std::fmt::Error.to_string());
+/// assert!(e.downcast_ref::<std::fmt::Error>().is_some());
+/// assert!(e.downcast_ref::<std::io::Error>().is_none());
+/// ```
+#[derive(Debug)]
+pub struct BackendFailure(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl BackendFailure {
+    /// The failure `error` of a backend.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> BackendFailure {
+        BackendFailure(Box::new(error))
+    }
+
+    /// The backend's error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+
+    /// The backend's error.
+    pub fn into_inner(self) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self.0
+    }
+}
+
+impl std::fmt::Display for BackendFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for BackendFailure {
+    // Transparent: the backend's error stands here, so the chain goes on
+    // with its own source.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use shape_graph::{BufferRef, GraphError, Lowered, OpId, SolvedGraph, Step, TensorId, TensorKind};
 use shape_solver::OpRef;
 
-use crate::error::RunError;
-use crate::host::{HostTensor, Inputs, RunOutputs};
+use crate::error::{BackendFailure, RunError};
+use crate::host::{HostTensor, Inputs, RunInputs, RunOutputs};
 use crate::options::RunOptions;
 use crate::plan::{PlannedOp, RunPlan};
 use crate::pool::Pool;
@@ -20,13 +20,13 @@ use crate::pool::Pool;
 pub(crate) fn run<B: Backend>(
     solved: &SolvedGraph,
     backend: &mut B,
-    inputs: Inputs,
+    inputs: RunInputs<'_>,
     outputs: &[TensorId],
     options: &RunOptions,
-) -> Result<RunOutputs, RunError<B::Error>> {
+) -> Result<RunOutputs, RunError> {
     if solved.needs_binding() {
         // Run-time sizes take their values from the data.
-        let bound = crate::bind::bind_inputs(solved, &inputs, &[])?;
+        let bound = crate::bind::bind_inputs(solved, inputs.inputs(), &[])?;
         return run(&bound, backend, inputs, outputs, options);
     }
     let plan = crate::plan::plan(solved, outputs, options)?;
@@ -35,11 +35,7 @@ pub(crate) fn run<B: Backend>(
 
 /// Checks that `inputs` gives exactly what `plan` reads, with the
 /// right dims.
-fn check_inputs<E: std::error::Error + 'static>(
-    solved: &SolvedGraph,
-    plan: &RunPlan,
-    inputs: &Inputs,
-) -> Result<(), RunError<E>> {
+fn check_inputs(solved: &SolvedGraph, plan: &RunPlan, inputs: &Inputs) -> Result<(), RunError> {
     let graph = solved.graph();
     for t in inputs.tensors() {
         if let TensorKind::Result(_) = graph.kind(t)? {
@@ -85,10 +81,7 @@ fn check_inputs<E: std::error::Error + 'static>(
 /// no values where that has no value (see
 /// [`RunError::EmptyReduction`]). Ragged operations are lowered, and
 /// checked, row by row as they run.
-fn check_empty_reductions<E: std::error::Error + 'static>(
-    solved: &SolvedGraph,
-    plan: &RunPlan,
-) -> Result<(), RunError<E>> {
+fn check_empty_reductions(solved: &SolvedGraph, plan: &RunPlan) -> Result<(), RunError> {
     let mut dense: Vec<&PlannedOp> = plan.ops.iter().filter(|p| !p.ragged).collect();
     dense.sort_by_key(|p| p.op.index());
     for planned in dense {
@@ -112,9 +105,9 @@ pub(crate) fn run_plan<B: Backend>(
     solved: &SolvedGraph,
     backend: &mut B,
     plan: &RunPlan,
-    inputs: Inputs,
-) -> Result<RunOutputs, RunError<B::Error>> {
-    check_inputs(solved, plan, &inputs)?;
+    inputs: RunInputs<'_>,
+) -> Result<RunOutputs, RunError> {
+    check_inputs(solved, plan, inputs.inputs())?;
     check_empty_reductions(solved, plan)?;
     let mut run = Execution {
         solved,
@@ -143,25 +136,21 @@ struct Execution<'a, B: Backend> {
 
 impl<B: Backend> Execution<'_, B> {
     /// The error for a failed upload or download.
-    fn moving(&self) -> impl Fn(B::Error) -> RunError<B::Error> {
+    fn moving(&self) -> impl Fn(B::Error) -> RunError {
         let name = self.backend.name();
         move |source| RunError::Backend {
             backend: name.clone(),
             op: None,
-            source,
+            source: BackendFailure::new(source),
         }
     }
 
     /// Hands the data of the plan's leaves to the backend (ragged data
     /// with its rows), and frees at once the buffers no step reads.
-    fn upload_leaves(
-        &mut self,
-        plan: &RunPlan,
-        mut inputs: Inputs,
-    ) -> Result<(), RunError<B::Error>> {
+    fn upload_leaves(&mut self, plan: &RunPlan, mut inputs: RunInputs<'_>) -> Result<(), RunError> {
         let (solved, graph) = (self.solved, self.solved.graph());
         for &t in &plan.leaves {
-            let mut given = inputs.tensors.remove(&t);
+            let mut given = inputs.take(t);
             let axis = solved.ragged_axis(t)?;
             if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
                 let data = data
@@ -191,7 +180,7 @@ impl<B: Backend> Execution<'_, B> {
     /// Runs one planned operation: its kernels (lowered now, row by row,
     /// for a ragged one) into a result buffer and scratch buffers from the
     /// pool, then frees what it read last.
-    fn run_op(&mut self, plan: &RunPlan, planned: &PlannedOp) -> Result<(), RunError<B::Error>> {
+    fn run_op(&mut self, plan: &RunPlan, planned: &PlannedOp) -> Result<(), RunError> {
         let graph = self.solved.graph();
         let op = graph.op_ref(planned.op)?;
         let (_, operands, result) = graph
@@ -247,7 +236,7 @@ impl<B: Backend> Execution<'_, B> {
         op: OpId,
         operands: &[TensorId],
         result: TensorId,
-    ) -> Result<(Lowered, u64), RunError<B::Error>> {
+    ) -> Result<(Lowered, u64), RunError> {
         let operand_rows: Vec<Option<&RaggedAxis>> =
             operands.iter().map(|t| self.rows.get(t)).collect();
         let r = (self.solved).lower_ragged(op, &operand_rows, &plan.options.lowering())?;
@@ -259,12 +248,7 @@ impl<B: Backend> Execution<'_, B> {
 
     /// A buffer of `len` values: a free one of that length (filled with
     /// zeros when `clear`), or a new one.
-    fn acquire(
-        &mut self,
-        len: u64,
-        clear: bool,
-        op: &Arc<OpRef>,
-    ) -> Result<B::Buffer, RunError<B::Error>> {
+    fn acquire(&mut self, len: u64, clear: bool, op: &Arc<OpRef>) -> Result<B::Buffer, RunError> {
         let failed = backend_failed(&*self.backend, op);
         match self.pool.take(len) {
             Some(mut b) => {
@@ -279,7 +263,7 @@ impl<B: Backend> Execution<'_, B> {
 
     /// Takes the outputs' values back from the backend, with their dims
     /// (and rows, for a ragged output).
-    fn take_outputs(mut self, plan: &RunPlan) -> Result<RunOutputs, RunError<B::Error>> {
+    fn take_outputs(mut self, plan: &RunPlan) -> Result<RunOutputs, RunError> {
         let (solved, graph) = (self.solved, self.solved.graph());
         let (backend, buffers, rows) = (&mut *self.backend, &mut self.buffers, &mut self.rows);
         // The free buffers go back before the outputs come down.
@@ -287,7 +271,7 @@ impl<B: Backend> Execution<'_, B> {
         let mut values = HashMap::with_capacity(plan.outputs.len());
         let backend_name = backend.name();
         for &t in &plan.outputs {
-            let lost = |found: usize| -> Result<RunError<B::Error>, GraphError> {
+            let lost = |found: usize| -> Result<RunError, GraphError> {
                 let shape = Box::new(solved.shape(t)?.clone());
                 Ok(RunError::LostResult {
                     backend: backend_name.clone(),
@@ -305,7 +289,7 @@ impl<B: Backend> Execution<'_, B> {
             let data = backend.take(buffer).map_err(|source| RunError::Backend {
                 backend: backend.name(),
                 op: None,
-                source,
+                source: BackendFailure::new(source),
             })?;
             let dims = solved.shape(t)?.memory_dims();
             let tensor = match rows.remove(&t) {
@@ -352,7 +336,7 @@ impl<Buf> Held<Buf> {
         op: &Arc<OpRef>,
         index: usize,
         step: &Step,
-    ) -> Result<(), RunError<B::Error>> {
+    ) -> Result<(), RunError> {
         if step.operands.contains(&step.result) {
             return Err(invalid(op, index, "reads the buffer it writes"));
         }
@@ -397,25 +381,18 @@ impl<Buf> Held<Buf> {
 }
 
 /// The error for a backend that fails while running `op`.
-fn backend_failed<B: Backend>(
-    backend: &B,
-    op: &Arc<OpRef>,
-) -> impl FnOnce(B::Error) -> RunError<B::Error> {
+fn backend_failed<B: Backend>(backend: &B, op: &Arc<OpRef>) -> impl FnOnce(B::Error) -> RunError {
     let (name, op) = (backend.name(), op.clone());
     move |source| RunError::Backend {
         backend: name,
         op: Some(op),
-        source,
+        source: BackendFailure::new(source),
     }
 }
 
 /// The error for a lowering of `op` whose step `step` asks for something
 /// the runner cannot do: a defect of that operation.
-fn invalid<E: std::error::Error + 'static>(
-    op: &Arc<OpRef>,
-    step: usize,
-    problem: &'static str,
-) -> RunError<E> {
+fn invalid(op: &Arc<OpRef>, step: usize, problem: &'static str) -> RunError {
     RunError::InvalidLowering {
         op: op.clone(),
         step,

@@ -88,6 +88,16 @@ impl HostTensor {
         HostTensor::checked(dims, values, Some(axis), expected)
     }
 
+    /// Values whose count the caller knows is the product of `dims`.
+    #[cfg(feature = "ndarray")]
+    pub(crate) fn from_parts(dims: Vec<u64>, values: Vec<f32>) -> HostTensor {
+        HostTensor {
+            dims,
+            values,
+            ragged: None,
+        }
+    }
+
     /// The rows of the ragged axis, for ragged values.
     pub fn ragged_axis(&self) -> Option<&RaggedAxis> {
         self.ragged.as_ref()
@@ -247,6 +257,56 @@ pub(crate) fn elements(dims: &[u64]) -> u128 {
     element_count(dims).unwrap_or(u128::MAX)
 }
 
+impl TryFrom<(Vec<u64>, Vec<f32>)> for HostTensor {
+    type Error = DataError;
+
+    /// Values with their dims, in memory order ([`HostTensor::new`]).
+    fn try_from((dims, values): (Vec<u64>, Vec<f32>)) -> Result<HostTensor, DataError> {
+        HostTensor::new(dims, values)
+    }
+}
+
+impl From<Vec<f32>> for HostTensor {
+    /// A tensor of one axis holding `values`.
+    fn from(values: Vec<f32>) -> HostTensor {
+        HostTensor {
+            dims: vec![values.len() as u64],
+            values,
+            ragged: None,
+        }
+    }
+}
+
+impl HostTensor {
+    /// A tensor of two axes from its rows, which must all have the same
+    /// length (otherwise [`DataError::Length`], naming the dims the first
+    /// row implies).
+    ///
+    /// ```
+    /// use shape_run::HostTensor;
+    /// let t = HostTensor::from_rows(&[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])?;
+    /// assert_eq!(t.dims(), &[2, 3]);
+    /// assert_eq!(t.to_string(), "[[1, 2, 3], [4, 5, 6]]");
+    /// assert!(HostTensor::from_rows(&[vec![1.0], vec![2.0, 3.0]]).is_err());
+    /// # Ok::<(), shape_run::DataError>(())
+    /// ```
+    pub fn from_rows<R: AsRef<[f32]>>(rows: &[R]) -> Result<HostTensor, DataError> {
+        let width = rows.first().map_or(0, |r| r.as_ref().len());
+        let mut values = Vec::new();
+        let total = rows.iter().map(|r| r.as_ref().len()).sum::<usize>();
+        values
+            .try_reserve_exact(total)
+            .map_err(|_| DataError::OutOfMemory {
+                elements: total as u128,
+                bytes: total as u128 * 4,
+            })?;
+        for r in rows {
+            values.extend_from_slice(r.as_ref());
+        }
+        HostTensor::new(vec![rows.len() as u64, width as u64], values)
+    }
+}
+
 /// The data of a run: values for the inputs, parameters and constants
 /// the requested outputs depend on.
 #[derive(Clone, Debug, Default)]
@@ -302,5 +362,47 @@ impl RunOutputs {
     /// Every output with its values.
     pub fn iter(&self) -> impl Iterator<Item = (TensorId, &HostTensor)> {
         self.tensors.iter().map(|(&t, v)| (t, v))
+    }
+}
+
+/// The data a run takes: [`Inputs`] by value, whose values the run may
+/// keep (the CPU backend does, with no copy), or by reference, which the
+/// run copies as it uploads them (so the same data can run on two
+/// backends). Made by `From` from either.
+#[derive(Debug)]
+pub enum RunInputs<'a> {
+    /// Data the run takes.
+    Owned(Inputs),
+    /// Data the run copies.
+    Borrowed(&'a Inputs),
+}
+
+impl From<Inputs> for RunInputs<'_> {
+    fn from(inputs: Inputs) -> Self {
+        RunInputs::Owned(inputs)
+    }
+}
+
+impl<'a> From<&'a Inputs> for RunInputs<'a> {
+    fn from(inputs: &'a Inputs) -> Self {
+        RunInputs::Borrowed(inputs)
+    }
+}
+
+impl RunInputs<'_> {
+    /// The data, to read.
+    pub fn inputs(&self) -> &Inputs {
+        match self {
+            RunInputs::Owned(i) => i,
+            RunInputs::Borrowed(i) => i,
+        }
+    }
+
+    /// The values of `t`, taken (owned data) or copied (borrowed data).
+    pub(crate) fn take(&mut self, t: TensorId) -> Option<HostTensor> {
+        match self {
+            RunInputs::Owned(i) => i.tensors.remove(&t),
+            RunInputs::Borrowed(i) => i.get(t).cloned(),
+        }
     }
 }

@@ -44,12 +44,15 @@ mod error;
 mod execute;
 mod fusion;
 mod host;
+#[cfg(feature = "ndarray")]
+mod ndarray;
 mod options;
 mod plan;
 mod pool;
+pub mod prelude;
 
-pub use error::RunError;
-pub use host::{HostTensor, Inputs, RunOutputs};
+pub use error::{BackendFailure, RunError};
+pub use host::{HostTensor, Inputs, RunInputs, RunOutputs};
 pub use options::RunOptions;
 pub use plan::{PlannedOp, RunPlan};
 pub use shape_core::{DataError, RaggedAxis};
@@ -90,29 +93,30 @@ pub trait RunGraph {
     /// returns their values.
     ///
     /// `inputs` gives the values of every input, parameter and constant
-    /// the outputs depend on; the run takes them (a backend may keep them
-    /// instead of copying). Buffers are freed after their last use and
+    /// the outputs depend on: [`Inputs`] by value, which the run takes (a
+    /// backend may keep them instead of copying), or `&Inputs`, which it
+    /// copies (to run the same data on two backends). Buffers are freed after their last use and
     /// reused by later results of the same size.
     ///
     /// A graph with run-time sizes still to bind is bound from the data
     /// first ([`RunGraph::bind_inputs`]): its guards are checked before
     /// anything runs. To run one solved graph at many sizes, call `run` on
     /// it each time, or [`SolvedGraph::bind`] it once per size.
-    fn run<B: Backend>(
+    fn run<'a, B: Backend>(
         &self,
         backend: &mut B,
-        inputs: Inputs,
+        inputs: impl Into<RunInputs<'a>>,
         outputs: &[TensorId],
         options: &RunOptions,
-    ) -> Result<RunOutputs, RunError<B::Error>>;
+    ) -> Result<RunOutputs, RunError>;
 
     /// Runs a plan made by [`RunGraph::plan`] for this graph.
-    fn run_plan<B: Backend>(
+    fn run_plan<'a, B: Backend>(
         &self,
         backend: &mut B,
         plan: &RunPlan,
-        inputs: Inputs,
-    ) -> Result<RunOutputs, RunError<B::Error>>;
+        inputs: impl Into<RunInputs<'a>>,
+    ) -> Result<RunOutputs, RunError>;
 
     /// [`SolvedGraph::bind`] with the values the inputs' data give: an
     /// input axis whose solved size is a run-time size binds it to the
@@ -132,23 +136,23 @@ impl RunGraph for SolvedGraph {
         plan::plan(self, outputs, options)
     }
 
-    fn run<B: Backend>(
+    fn run<'a, B: Backend>(
         &self,
         backend: &mut B,
-        inputs: Inputs,
+        inputs: impl Into<RunInputs<'a>>,
         outputs: &[TensorId],
         options: &RunOptions,
-    ) -> Result<RunOutputs, RunError<B::Error>> {
-        execute::run(self, backend, inputs, outputs, options)
+    ) -> Result<RunOutputs, RunError> {
+        execute::run(self, backend, inputs.into(), outputs, options)
     }
 
-    fn run_plan<B: Backend>(
+    fn run_plan<'a, B: Backend>(
         &self,
         backend: &mut B,
         plan: &RunPlan,
-        inputs: Inputs,
-    ) -> Result<RunOutputs, RunError<B::Error>> {
-        execute::run_plan(self, backend, plan, inputs)
+        inputs: impl Into<RunInputs<'a>>,
+    ) -> Result<RunOutputs, RunError> {
+        execute::run_plan(self, backend, plan, inputs.into())
     }
 
     fn bind_inputs(

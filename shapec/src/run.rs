@@ -326,7 +326,7 @@ impl RunJob<'_> {
         Ok((backend.name(), values))
     }
 
-    fn locate<E: std::error::Error>(&self, e: RunError<E>) -> ProgramError {
+    fn locate(&self, e: RunError) -> ProgramError {
         match e {
             RunError::Graph(g) => self.compiled.map.locate(g, None),
             RunError::Backend {

@@ -39,7 +39,7 @@ fn run_all(g: &Graph, data: &[(TensorId, HostTensor)], out: TensorId) -> Result<
     ) -> Result<String, String> {
         let mut r = solved
             .run(b, inputs, &[out], &RunOptions::default())
-            .map_err(|e: RunError<B::Error>| format!("{}: {e}", e.kind()))?;
+            .map_err(|e: RunError| format!("{}: {e}", e.kind()))?;
         Ok(r.remove(out).unwrap().to_string())
     }
     let reference = once(&mut |i| go(&solved, &mut CpuBackend::reference(), i, out));
