@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod binding;
+mod explain;
 mod graph;
 mod lowering;
 mod operation;
@@ -36,6 +37,7 @@ mod sample;
 mod scope;
 mod widened;
 
+pub use explain::{AxisExplanation, Explanation};
 pub use graph::{
     ConflictingData, ConstantProblem, Graph, GraphError, NotGiven, OpId, SizeBound, SizeId,
     SolvedGraph, SpecContext, TensorId, TensorKind,

@@ -253,37 +253,12 @@ pub fn explain(
 ) -> Result<String, CliError> {
     let mut out = String::new();
     for t in explained(compiled, name)? {
-        let shape = solved.symbolic_shape(t).map_err(located(compiled))?;
-        let _ = writeln!(out, "{name}: {shape}");
-        let mut any = false;
-        for kind in RowKind::ALL {
-            for axis in 0..shape.row(kind).len() {
-                any = true;
-                let p = solved.explain(t, kind, axis).map_err(located(compiled))?;
-                let place = match p.source_axis {
-                    Some(a) => format!("{} at {a}", p.source),
-                    None => p.source.to_string(),
-                };
-                let _ = writeln!(
-                    out,
-                    "  {kind} axis {axis} = {}: from {place}{}",
-                    p.value,
-                    at_line(compiled, source, &p.source, p.source_axis)
-                );
-                for via in &p.via {
-                    if **via != *p.source {
-                        let _ = writeln!(
-                            out,
-                            "      via {via}{}",
-                            at_line(compiled, source, via, None)
-                        );
-                    }
-                }
-            }
-        }
-        if !any {
-            out.push_str("  (no axes)\n");
-        }
+        let mut e = solved.explain_tensor(t).map_err(located(compiled))?;
+        // As the program writes it (an inner result's own name is `y.1`).
+        e.name = name.to_string();
+        let _ = e.write_with(&mut out, &|origin, axis| {
+            at_line(compiled, source, origin, axis)
+        });
     }
     Ok(out)
 }

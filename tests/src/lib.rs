@@ -34,6 +34,10 @@ pub mod kernels;
 pub mod programs;
 pub mod reference;
 
+/// `proptest`, for a dependent crate's own differential tests without a
+/// dependency line of its own (`use shape_tests::proptest::prelude::*`).
+pub use proptest;
+
 use shape_graph::{Graph, GraphError, TensorKind};
 
 /// Renders every tensor of `g`, in creation order, as a line of a small
