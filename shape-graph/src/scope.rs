@@ -182,6 +182,9 @@ macro_rules! unary_methods {
         $(#[$doc:meta])*
         $variant:ident => { name: $name:ident, summary: $summary:literal, $($rest:tt)* }
     ),* $(,)?) => {
+        // Named as the functions are (`neg`, `add`): fallible, so not the
+        // `std::ops` traits, whose results would have to be `Result`s.
+        #[allow(clippy::should_implement_trait)]
         impl<'s> Tensor<'s> {
             $(
                 #[doc = concat!("`", stringify!($name), "` of this tensor, elementwise: ", $summary, ".")]
@@ -202,6 +205,7 @@ macro_rules! binary_methods {
         $(#[$doc:meta])*
         $variant:ident => { name: $name:ident, summary: $summary:literal, $($rest:tt)* }
     ),* $(,)?) => {
+        #[allow(clippy::should_implement_trait)]
         impl<'s> Tensor<'s> {
             $(
                 #[doc = concat!("`", stringify!($name), "` of this tensor (`a`) and `other` (`b`), elementwise with broadcasting: ", $summary, ".")]

@@ -22,7 +22,7 @@ pub enum RunError {
         /// Input, parameter or constant.
         kind: TensorKind,
         /// Its solved shape.
-        shape: SolvedShape,
+        shape: Box<SolvedShape>,
     },
     /// Data whose dims differ from the tensor's solved shape.
     #[error("`{}` needs dims {} (its solved shape is {shape}, in memory order: batch, output, input) but was given dims {found:?}", tensor.name, dims_text(shape))]
@@ -30,7 +30,7 @@ pub enum RunError {
         /// The tensor.
         tensor: TensorRef,
         /// Its solved shape.
-        shape: SolvedShape,
+        shape: Box<SolvedShape>,
         /// The dims given.
         found: Vec<u64>,
     },

@@ -51,7 +51,7 @@ fn check_inputs(solved: &SolvedGraph, plan: &RunPlan, inputs: &Inputs) -> Result
             return Err(RunError::MissingData {
                 tensor: tensor()?,
                 kind: graph.kind(t)?,
-                shape: shape.clone(),
+                shape: Box::new(shape.clone()),
             });
         };
         let dims = shape.memory_dims();
@@ -69,7 +69,7 @@ fn check_inputs(solved: &SolvedGraph, plan: &RunPlan, inputs: &Inputs) -> Result
         if !fits {
             return Err(RunError::DataShape {
                 tensor: tensor()?,
-                shape: shape.clone(),
+                shape: Box::new(shape.clone()),
                 found: given.dims().to_vec(),
             });
         }

@@ -16,13 +16,13 @@ use shape_core::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 use shape_core::Backend;
 use shape_graph::{
     BufferRef, ConstraintCx, Graph, GraphError, Lowered, LoweringCx, Operation, ProjectionBuilder,
-    Step, TensorId,
+    Registry, Step, TensorId,
 };
 use shape_run::{HostTensor, RunGraph};
 use shape_solver::RowSite;
 
 use crate::differential::{compare_backends, ProgramRunner, Tolerance};
-use crate::programs::{program, Program};
+use crate::programs::Program;
 
 /// Runs `case` on a backend from `make`, or skips it when `make` gives
 /// none.
@@ -807,13 +807,30 @@ pub fn empty_axes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// references do not share with the kernels, so they are held to a
 /// tolerance of a few ulps ([`COMPOSED`]) on top of the backend's own.
 pub fn random_programs<B: Backend>(backend: &mut B, tolerance: Tolerance) {
-    let references = crate::reference::builtin_references();
+    random_programs_with(
+        backend,
+        tolerance,
+        &Registry::builtin(),
+        &crate::reference::builtin_references(),
+    );
+}
+
+/// [`random_programs`] drawn from the operations of `registry` (a
+/// dependent crate's own included, through their samplers), checked
+/// against `references` (the built-in ones and one closure per added
+/// operation: [`crate::reference::References::insert`]).
+pub fn random_programs_with<B: Backend>(
+    backend: &mut B,
+    tolerance: Tolerance,
+    registry: &Arc<Registry>,
+    references: &crate::reference::References,
+) {
     let slack = Tolerance {
         abs: tolerance.abs.max(COMPOSED.abs),
         rel: tolerance.rel.max(COMPOSED.rel),
     };
     for seed in 0..48 {
-        let p = program(seed * 7919 + 1, 1 + (seed as usize % 8));
+        let p = crate::programs::program_with(registry, seed * 7919 + 1, 1 + (seed as usize % 8));
         let out = agree(backend, &p, tolerance);
         let want = references
             .expected_values(&p)
@@ -859,8 +876,40 @@ pub const COMPOSED: Tolerance = Tolerance {
 ///     shape_tests::differential::Tolerance::EXACT
 /// );
 /// ```
+///
+/// With `registry:` and `references:`, it runs the random programs of a
+/// registry that holds operations of the caller's own, against the
+/// references given for them (one `#[test]`, beside the suite's):
+///
+/// ```ignore
+/// shape_tests::backend_conformance!(
+///     cpu_with_clamp,
+///     || Some(backend_cpu::CpuBackend::coalesced()),
+///     shape_tests::differential::Tolerance::EXACT,
+///     registry: registry_with_clamp(),
+///     references: references_with_clamp(),
+/// );
+/// ```
 #[macro_export]
 macro_rules! backend_conformance {
+    ($name:ident, $make:expr, $tolerance:expr, registry: $registry:expr, references: $references:expr $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn random_programs_of_the_registry() {
+                $crate::conformance::with($make, |backend| {
+                    $crate::conformance::random_programs_with(
+                        backend,
+                        $tolerance,
+                        &$registry,
+                        &$references,
+                    )
+                });
+            }
+        }
+    };
     ($name:ident, $make:expr, $tolerance:expr) => {
         mod $name {
             #[allow(unused_imports)]

@@ -208,3 +208,32 @@ fn an_outside_operation_matches_its_reference() {
             .fill(|b, o, i| c.operands[0].get(b, o, i).clamp(0.0, 0.5))
     });
 }
+
+/// The built-in references and one for `clamp`.
+fn references_with_clamp() -> shape_tests::reference::References {
+    let mut r = shape_tests::reference::builtin_references();
+    r.insert("clamp", |c: &RefCase<'_>| {
+        c.result
+            .fill(|b, o, i| c.operands[0].get(b, o, i).clamp(-0.5, 1.0))
+    });
+    r
+}
+
+// The conformance suite's random programs, drawn with `clamp` among the
+// built-ins, checked against the references (the clamp's a plain
+// closure), on the coalesced CPU path and on wgpu where there is one.
+shape_tests::backend_conformance!(
+    cpu_with_clamp,
+    || Some(CpuBackend::coalesced()),
+    Tolerance::EXACT,
+    registry: registry_with_clamp(),
+    references: references_with_clamp(),
+);
+
+shape_tests::backend_conformance!(
+    wgpu_with_clamp,
+    || wgpu_or_skip("wgpu_with_clamp"),
+    Tolerance::GPU,
+    registry: registry_with_clamp(),
+    references: references_with_clamp(),
+);
