@@ -159,8 +159,9 @@ impl SolvedGraph {
     /// The dims (memory order: batch, output, input) the data of `t` has
     /// when the run-time sizes take the values `sizes` (every run-time
     /// size, once; nothing for a graph without any): what to allocate
-    /// before a run, without binding the graph first. The sizes' guards
-    /// and bounds are checked as [`SolvedGraph::bind`] checks them.
+    /// before a run, without a `bind` call of the caller's (it binds a
+    /// copy, so the sizes' guards and bounds are checked as
+    /// [`SolvedGraph::bind`] checks them).
     ///
     /// ```
     /// use shape_graph::Graph;

@@ -25,6 +25,7 @@ use crate::graph::{GraphError, SolvedGraph, TensorId};
 /// # Ok::<(), shape_graph::GraphError>(())
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Explanation {
     /// The tensor's name.
     pub name: String,
@@ -36,6 +37,7 @@ pub struct Explanation {
 
 /// Where one axis's size came from.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct AxisExplanation {
     /// The row.
     pub kind: RowKind,

@@ -250,6 +250,15 @@ pub enum GraphError {
     /// A tensor id that this graph did not create.
     #[error("unknown tensor id {0}: it was not created by this graph")]
     UnknownTensor(usize),
+    /// An operator a registry entry declares that the program language
+    /// cannot read, or that another entry writes already.
+    #[error("the operator `{symbol}` cannot be registered: {reason}")]
+    InvalidOperator {
+        /// The operator as given.
+        symbol: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A tensor handle of another [`Scope`](crate::Scope) given to this
     /// one.
     #[error(
@@ -498,6 +507,7 @@ impl GraphError {
             | GraphError::UnknownOp(_)
             | GraphError::UnknownTensor(_)
             | GraphError::ForeignTensor { .. }
+            | GraphError::InvalidOperator { .. }
             | GraphError::Arity { .. }
             | GraphError::NoSuchAxis { .. }
             | GraphError::NotGiven { .. }
@@ -1004,16 +1014,7 @@ impl Graph {
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
         let name = numbered_name(b't', self.tensors.len());
-        let definition = Arc::from(
-            op.spell(
-                &self
-                    .names_of(operands)
-                    .iter()
-                    .map(|n| &**n)
-                    .collect::<Vec<_>>(),
-            ),
-        );
-        self.apply_arc(name, Some(definition), op, operands)
+        self.apply_arc(name, true, op, operands)
     }
 
     /// Applies an operation and names its result.
@@ -1023,13 +1024,13 @@ impl Graph {
         op: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
-        self.apply_arc(Arc::from(name), None, op, operands)
+        self.apply_arc(Arc::from(name), false, op, operands)
     }
 
     fn apply_arc(
         &mut self,
         result_name: Arc<str>,
-        definition: Option<Arc<str>>,
+        numbered: bool,
         operation: Arc<dyn Operation>,
         operands: &[TensorId],
     ) -> Result<TensorId, GraphError> {
@@ -1046,6 +1047,12 @@ impl Graph {
             .iter()
             .map(|&t| self.tensor_ref(t))
             .collect::<Result<Vec<_>, _>>()?;
+        // A result named by number is named in messages by what makes it,
+        // spelled once its operands are known to exist.
+        let definition = numbered.then(|| {
+            let names: Vec<&str> = operand_refs.iter().map(|t| &*t.name).collect();
+            Arc::from(operation.spell(&names))
+        });
         let op_id = OpId(self.ops.len());
         let result = TensorId(self.tensors.len());
         let op = Arc::new(OpRef {

@@ -236,13 +236,46 @@ impl Registry {
     }
 
     /// Adds an operation; fails when the name is taken.
+    /// An entry's operator must be punctuation the program language can
+    /// read as one (not a letter, digit, space, parenthesis, quote, `#`,
+    /// `=`, `,`, `_` or `.`), and no other entry may write the same one.
     pub fn register(&mut self, entry: OpEntry) -> Result<(), GraphError> {
         if self.by_name.contains_key(&entry.name) {
             return Err(GraphError::DuplicateFunction {
                 name: entry.name.to_string(),
             });
         }
+        if let Some(operator) = entry.operator {
+            self.check_operator(operator)?;
+        }
         self.insert(entry);
+        Ok(())
+    }
+
+    /// Refuses an operator the language cannot read, or one an entry
+    /// writes already.
+    fn check_operator(&self, operator: Operator) -> Result<(), GraphError> {
+        let symbol = operator.symbol();
+        let invalid = |reason: String| GraphError::InvalidOperator {
+            symbol: symbol.to_string(),
+            reason,
+        };
+        let unreadable =
+            |c: char| c.is_alphanumeric() || c.is_whitespace() || "()\"#=,_.".contains(c);
+        if symbol.is_empty() {
+            return Err(invalid("an operator has one character at least".into()));
+        }
+        if let Some(c) = symbol.chars().find(|&c| unreadable(c)) {
+            return Err(invalid(format!(
+                "`{c}` cannot be part of an operator (letters, digits, spaces, parentheses, quotes, `#`, `=`, `,`, `_` and `.` mean other things in programs)"
+            )));
+        }
+        if let Some(other) = self.by_operator(operator) {
+            return Err(invalid(format!(
+                "`{}` is written with it already",
+                other.name()
+            )));
+        }
         Ok(())
     }
 
@@ -251,9 +284,13 @@ impl Registry {
         self.by_name.get(name).map(|&i| &self.entries[i])
     }
 
-    /// The entry written with `operator`.
+    /// The entry written with `operator` (an infix operator whatever its
+    /// precedence).
     pub fn by_operator(&self, operator: Operator) -> Option<&OpEntry> {
-        self.entries.iter().find(|e| e.operator == Some(operator))
+        match operator {
+            Operator::Infix(symbol, _) => self.by_infix(symbol),
+            Operator::Prefix(symbol) => self.by_prefix(symbol),
+        }
     }
 
     /// The entry written with the infix operator `symbol`.

@@ -44,11 +44,37 @@ pub struct Scope {
 }
 
 /// A tensor of a [`Scope`]: its id and the scope. Its methods apply
-/// operations to it and return their results.
-#[derive(Clone, Copy, Debug)]
+/// operations to it and return their results. Two handles are equal when
+/// they are the same tensor of the same scope.
+#[derive(Clone, Copy)]
 pub struct Tensor<'s> {
     id: TensorId,
     scope: &'s Scope,
+}
+
+impl std::fmt::Debug for Tensor<'_> {
+    /// The tensor's id and name (not the whole scope's graph).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("id", &self.id)
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl PartialEq for Tensor<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && std::ptr::eq(self.scope, other.scope)
+    }
+}
+
+impl Eq for Tensor<'_> {}
+
+impl std::hash::Hash for Tensor<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+        std::ptr::hash(self.scope, state);
+    }
 }
 
 impl Scope {

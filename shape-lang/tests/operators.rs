@@ -150,3 +150,26 @@ proptest! {
         prop_assert_eq!(grouped(last_expr(&program)), full(&t), "{}", text);
     }
 }
+
+#[test]
+fn operators_the_language_cannot_read_are_refused_when_registered() {
+    let entry = |symbol| {
+        OpEntry::fixed("m", "max", Arc::new(Binary(BinaryOp::Max)))
+            .with_operator(Operator::Infix(symbol, Precedence::SUM))
+    };
+    for bad in ["", "+", "a+", "=>", "(", "<>x", ".."] {
+        let mut r = (*Registry::builtin()).clone();
+        let e = r.register(entry(bad)).unwrap_err();
+        assert_eq!(e.kind(), "invalid_operator", "{bad:?}: {e}");
+    }
+    // `+` is `add`'s already, whatever the precedence asked.
+    let mut r = (*Registry::builtin()).clone();
+    let e = r.register(entry("+")).unwrap_err();
+    assert!(e.to_string().contains("`add`"), "{e}");
+    assert_eq!(
+        r.by_operator(Operator::Infix("+", Precedence(3)))
+            .map(|e| e.name()),
+        Some("add")
+    );
+    r.register(entry("<>")).unwrap();
+}

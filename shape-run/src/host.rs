@@ -288,6 +288,8 @@ impl HostTensor {
     /// assert_eq!(t.dims(), &[2, 3]);
     /// assert_eq!(t.to_string(), "[[1, 2, 3], [4, 5, 6]]");
     /// assert!(HostTensor::from_rows(&[vec![1.0], vec![2.0, 3.0]]).is_err());
+    /// // Rows of other lengths, even when the count would fit.
+    /// assert!(HostTensor::from_rows(&[vec![1.0, 2.0], vec![3.0], vec![4.0, 5.0, 6.0]]).is_err());
     /// # Ok::<(), shape_run::DataError>(())
     /// ```
     pub fn from_rows<R: AsRef<[f32]>>(rows: &[R]) -> Result<HostTensor, DataError> {
@@ -300,10 +302,18 @@ impl HostTensor {
                 elements: total as u128,
                 bytes: total as u128 * 4,
             })?;
+        let dims = vec![rows.len() as u64, width as u64];
         for r in rows {
+            if r.as_ref().len() != width {
+                return Err(DataError::Length {
+                    expected: elements(&dims),
+                    dims,
+                    found: total,
+                });
+            }
             values.extend_from_slice(r.as_ref());
         }
-        HostTensor::new(vec![rows.len() as u64, width as u64], values)
+        HostTensor::new(dims, values)
     }
 }
 
@@ -362,6 +372,42 @@ impl RunOutputs {
     /// Every output with its values.
     pub fn iter(&self) -> impl Iterator<Item = (TensorId, &HostTensor)> {
         self.tensors.iter().map(|(&t, v)| (t, v))
+    }
+}
+
+impl FromIterator<(TensorId, HostTensor)> for Inputs {
+    fn from_iter<I: IntoIterator<Item = (TensorId, HostTensor)>>(iter: I) -> Inputs {
+        Inputs {
+            tensors: iter.into_iter().collect(),
+        }
+    }
+}
+
+impl Extend<(TensorId, HostTensor)> for Inputs {
+    fn extend<I: IntoIterator<Item = (TensorId, HostTensor)>>(&mut self, iter: I) {
+        self.tensors.extend(iter);
+    }
+}
+
+impl RunOutputs {
+    /// The number of outputs.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether there are no outputs.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+}
+
+impl IntoIterator for RunOutputs {
+    type Item = (TensorId, HostTensor);
+    type IntoIter = std::collections::hash_map::IntoIter<TensorId, HostTensor>;
+
+    /// Every output with its values, taken.
+    fn into_iter(self) -> Self::IntoIter {
+        self.tensors.into_iter()
     }
 }
 

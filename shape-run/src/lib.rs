@@ -61,8 +61,9 @@ use shape_core::Backend;
 use shape_graph::{GraphError, SizeId, SolvedGraph, TensorId};
 
 /// Planning and running a solved graph: the run stage's methods on
-/// [`SolvedGraph`].
-pub trait RunGraph {
+/// [`SolvedGraph`]. Sealed: implemented for `SolvedGraph` alone, so that
+/// methods can be added.
+pub trait RunGraph: sealed::Sealed {
     /// Plans a run that computes `outputs`.
     ///
     /// ```
@@ -129,6 +130,12 @@ pub trait RunGraph {
         inputs: &Inputs,
         sizes: &[(SizeId, u64)],
     ) -> Result<SolvedGraph, GraphError>;
+}
+
+mod sealed {
+    /// Only this crate implements [`super::RunGraph`].
+    pub trait Sealed {}
+    impl Sealed for shape_graph::SolvedGraph {}
 }
 
 impl RunGraph for SolvedGraph {

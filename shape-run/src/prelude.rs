@@ -17,5 +17,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub use crate::{HostTensor, Inputs, RunError, RunGraph, RunOptions, RunOutputs};
+pub use crate::{
+    BackendFailure, HostTensor, Inputs, RunError, RunGraph, RunInputs, RunOptions, RunOutputs,
+};
 pub use shape_graph::prelude::*;
