@@ -4,8 +4,8 @@
 //! The kernel IR's [`UnaryOp`] and [`BinaryOp`], the pointwise operations
 //! of `shape-graph` and their operators in the program language, both
 //! backends, the random program and kernel generators and the docs'
-//! function table all come from the two tables below ([`unary_table!`],
-//! [`binary_table!`], exported so that other crates generate from them
+//! function table all come from the two tables below ([`unary_table!`](crate::unary_table),
+//! [`binary_table!`](crate::binary_table), exported so that other crates generate from them
 //! too): a new function is one entry there (and its tests).
 
 /// The items both tables give each function: the list of all, the name,
