@@ -12,7 +12,7 @@ use crate::error::ProgramError;
 use crate::syntax::Span;
 
 /// The library's plan of a run of the program's results
-/// ([`RunGraph::plan`](shape_run::RunGraph::plan)): which operations run, when buffers are freed,
+/// ([`RunGraph::plan`]): which operations run, when buffers are freed,
 /// and the run's peak memory. A `--slice` outside the batch axis that a
 /// `batch_slice` takes fails here, placed at that `batch_slice`.
 pub fn plan(
