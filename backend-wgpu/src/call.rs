@@ -630,6 +630,15 @@ impl crate::WgpuBackend {
         self.check(|| format!("running a call of `{}`", kernel.function))
     }
 
+    /// A call of host data by argument name ([`shape_call::Function::host_call`])
+    /// run on this device; returns what it wrote by name, with dims.
+    pub fn run_host_call(
+        &mut self,
+        call: shape_call::HostCall,
+    ) -> Result<shape_call::HostOutputs, WgpuError> {
+        call.run_with(|kernel, buffers| self.run_call_on_host(kernel, buffers))
+    }
+
     /// [`crate::WgpuBackend::run_call`] on host data: `buffers` as
     /// [`CallKernel::buffers`] makes them; returns them with the outputs
     /// filled in.

@@ -149,7 +149,7 @@ impl Vmap {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Function {
-    overloads: Vec<Signature>,
+    pub(crate) overloads: Vec<Signature>,
     maps: Vec<(Arc<str>, ArgMap)>,
     vmap: Option<Vmap>,
     allow_races: bool,

@@ -610,3 +610,51 @@ fn a_result_with_more_dims_than_the_vmapped_call_is_an_error() {
     assert_eq!(e.kind(), "invalid_vmap");
     assert!(e.to_string().contains("_result"), "{e}");
 }
+
+/// Calls of host data by argument name: data in by name, what the
+/// function writes out by name with its dims; mistakes are typed errors
+/// naming the argument.
+#[test]
+fn host_calls_take_and_give_data_by_name() {
+    use shape_call::{HostArg, HostArgs};
+    // Arguments in any order, broadcast to the call shape.
+    let scale = func("float scale(int k, float x)");
+    let args = HostArgs::new()
+        .with(
+            "x",
+            HostArg::new(vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        )
+        .with("k", HostArg::value(2.0));
+    let out = scale
+        .host_call(&args)
+        .unwrap()
+        .run_cpu(&mut |v: &mut [Vec<f32>]| v[2][0] = v[0][0] * v[1][0])
+        .unwrap();
+    let r = out.result().unwrap();
+    assert_eq!(r.dims(), &[2, 3]);
+    assert_eq!(r.values(), &[2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+    assert_eq!(
+        out.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        vec!["_result"]
+    );
+
+    // Data that does not fill its dims, a name the function lacks, an
+    // argument not given.
+    let short = HostArgs::new()
+        .with("x", HostArg::new(vec![2, 3], vec![1.0; 5]))
+        .with("k", HostArg::value(2.0));
+    let e = scale.host_call(&short).unwrap_err();
+    assert_eq!(e.kind(), "data");
+    assert!(
+        e.to_string().contains("`x`") || e.to_string().contains("x"),
+        "{e}"
+    );
+    let stranger = args.clone().with("y", HostArg::value(1.0));
+    assert!(scale
+        .host_call(&stranger)
+        .unwrap_err()
+        .to_string()
+        .contains("y"));
+    let missing = HostArgs::new().with("x", HostArg::value(1.0));
+    assert!(scale.host_call(&missing).is_err());
+}

@@ -125,3 +125,31 @@ proptest! {
         });
     }
 }
+
+/// A call of host data by argument name runs on wgpu as on the CPU
+/// reference, and gives back the result by name with its dims.
+#[test]
+fn a_call_by_argument_name_runs_on_both() {
+    use shape_call::{HostArg, HostArgs};
+    let f = Function::parse(DOT).unwrap();
+    let a: Vec<f32> = (0..12).map(|v| v as f32 * 0.5 - 2.0).collect();
+    let args = HostArgs::new()
+        .with("a", HostArg::new(vec![4, 3], a.clone()))
+        .with("b", HostArg::new(vec![3], vec![1.0, -2.0, 0.25]));
+    let cpu = f.host_call(&args).unwrap().run_cpu(&mut dot).unwrap();
+    let result = cpu.result().unwrap();
+    assert_eq!(result.dims(), &[4]);
+    let expected: Vec<f32> = (0..4)
+        .map(|r| a[3 * r] - 2.0 * a[3 * r + 1] + 0.25 * a[3 * r + 2])
+        .collect();
+    assert_eq!(result.values(), expected.as_slice());
+    let Some(mut gpu) = wgpu_or_skip("a_call_by_argument_name_runs_on_both") else {
+        return;
+    };
+    let on_gpu = gpu.run_host_call(f.host_call(&args).unwrap()).unwrap();
+    let r = on_gpu.result().unwrap();
+    assert_eq!(r.dims(), &[4]);
+    for (g, c) in r.values().iter().zip(result.values()) {
+        assert!((g - c).abs() <= 1e-5, "{g} on the GPU, {c} on the CPU");
+    }
+}
