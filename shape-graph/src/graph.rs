@@ -72,6 +72,9 @@ struct OpNode {
     op: Arc<dyn Operation>,
     operands: Operands,
     result: TensorId,
+    /// The ids of the origins recorded while it was applied: a name given
+    /// to its result later is written into them.
+    origins: std::ops::Range<u32>,
 }
 
 /// An operation's operands: inline for the usual one or two.
@@ -982,9 +985,9 @@ impl Graph {
         Ok(())
     }
 
-    /// Gives tensor `t` the name `name`: later operations, listings and
-    /// messages call it that. (An operation already applied to it keeps
-    /// the name it had then in its own messages.)
+    /// Gives tensor `t` the name `name`: listings, later operations and
+    /// every message call it that, the operation that made it included
+    /// (operations applied to it before keep the name it had then).
     ///
     /// ```
     /// use shape_graph::Graph;
@@ -1002,8 +1005,16 @@ impl Graph {
             .tensors
             .get_mut(t.0)
             .ok_or(GraphError::UnknownTensor(t.0))?;
-        tensor.name = Arc::from(name);
+        let name: Arc<str> = Arc::from(name);
+        tensor.name = name.clone();
         tensor.definition = None;
+        // The messages of the operation that made it name it too.
+        if let TensorKind::Result(op) = tensor.kind {
+            if let Some(node) = self.ops.get(op.0) {
+                let origins = node.origins.clone();
+                self.solver.rename_in_origins(origins, t.0, &name);
+            }
+        }
         Ok(())
     }
 
@@ -1062,6 +1073,7 @@ impl Graph {
             result: TensorRef::new(result.0, result_name.clone())
                 .with_definition(definition.clone()),
         });
+        let first_origin = self.solver.num_origins();
         let tensors = &self.tensors;
         let result_shape = self.solver.transaction(|solver| {
             let result_shape = Shape {
@@ -1102,6 +1114,7 @@ impl Graph {
             op: operation,
             operands: Operands::new(operands),
             result,
+            origins: first_origin..self.solver.num_origins(),
         });
         Ok(result)
     }

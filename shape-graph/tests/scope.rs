@@ -129,3 +129,27 @@ fn an_unnamed_result_is_named_in_errors_by_its_operation_and_operands() {
     let e = named.require("4").unwrap_err().to_string();
     assert!(e.contains("`activation`") && !e.contains("exp("), "{e}");
 }
+
+#[test]
+fn a_name_given_after_the_operation_reaches_that_operations_messages() {
+    let explain_w = |name: Option<&str>| {
+        let s = Scope::new();
+        let x = s.input("x", "8|784").unwrap();
+        let w = s.parameter("w").unwrap();
+        let mut projection = w.compose(&x).unwrap();
+        if let Some(name) = name {
+            projection = projection.named(name).unwrap();
+        }
+        projection.require("...|->10").unwrap();
+        let text = s.solve().unwrap().explain_tensor(w.id()).unwrap().to_string();
+        // A later operation's own message names the operand as it is now.
+        let e = projection.add(&s.input("z", "9").unwrap()).unwrap_err().to_string();
+        (text, e)
+    };
+    let (before, _) = explain_w(None);
+    assert!(before.contains("t2 = compose(w, x)"), "{before}");
+    let (after, e) = explain_w(Some("projection"));
+    assert!(after.contains("projection = compose(w, x)"), "{after}");
+    assert!(!after.contains("t2"), "{after}");
+    assert!(e.contains("projection") && !e.contains("t2"), "{e}");
+}

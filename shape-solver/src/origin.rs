@@ -259,6 +259,51 @@ impl Origin {
     }
 }
 
+impl TensorRef {
+    /// This reference with tensor `id` called `name` (and no definition:
+    /// a name given replaces it), if it is that tensor.
+    fn renamed(&self, id: usize, name: &Arc<str>) -> Option<TensorRef> {
+        (self.id == id).then(|| TensorRef::new(id, name.clone()))
+    }
+}
+
+impl OpRef {
+    /// This operation with tensor `id` called `name`, if it names it.
+    fn renamed(&self, id: usize, name: &Arc<str>) -> Option<OpRef> {
+        let result = self.result.renamed(id, name);
+        let operands: Vec<Option<TensorRef>> =
+            self.operands.iter().map(|t| t.renamed(id, name)).collect();
+        if result.is_none() && operands.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(OpRef {
+            id: self.id,
+            name: self.name.clone(),
+            operands: (operands.into_iter().zip(&self.operands))
+                .map(|(new, old)| new.unwrap_or_else(|| old.clone()))
+                .collect(),
+            result: result.unwrap_or_else(|| self.result.clone()),
+        })
+    }
+}
+
+impl Origin {
+    /// This origin with tensor `id` called `name`, if it names it.
+    pub fn renamed(&self, id: usize, name: &Arc<str>) -> Option<Origin> {
+        let mut new = self.clone();
+        match &mut new {
+            Origin::Declared { tensor, .. }
+            | Origin::ElementCount { tensor, .. }
+            | Origin::Required { tensor, .. } => *tensor = tensor.renamed(id, name)?,
+            Origin::Op { op, .. } | Origin::OpRow { op, .. } => {
+                *op = Arc::new(op.renamed(id, name)?)
+            }
+            Origin::Size { .. } | Origin::Direct { .. } | Origin::Finalization => return None,
+        }
+        Some(new)
+    }
+}
+
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -180,6 +180,28 @@ impl Solver {
         self.env.push_row(depth)
     }
 
+    /// The number of origins recorded so far: the id the next one gets.
+    pub fn num_origins(&self) -> u32 {
+        self.origins.len() as u32
+    }
+
+    /// Gives tensor `tensor` the name `name` in the origins with ids in
+    /// `range` (those a graph recorded while it applied an operation), so
+    /// that their messages use the name a user gave after the fact.
+    pub fn rename_in_origins(
+        &mut self,
+        range: std::ops::Range<u32>,
+        tensor: usize,
+        name: &Arc<str>,
+    ) {
+        for i in range {
+            let i = i as usize;
+            if let Some(new) = self.origins.get(i).and_then(|o| o.renamed(tensor, name)) {
+                self.origins.set(i, new);
+            }
+        }
+    }
+
     /// Registers where constraints come from; returns its id for [`Why`].
     pub fn add_origin(&mut self, origin: Origin) -> OriginId {
         let id = OriginId(self.origins.len() as u32);
