@@ -141,9 +141,17 @@ fn a_name_given_after_the_operation_reaches_that_operations_messages() {
             projection = projection.named(name).unwrap();
         }
         projection.require("...|->10").unwrap();
-        let text = s.solve().unwrap().explain_tensor(w.id()).unwrap().to_string();
+        let text = s
+            .solve()
+            .unwrap()
+            .explain_tensor(w.id())
+            .unwrap()
+            .to_string();
         // A later operation's own message names the operand as it is now.
-        let e = projection.add(&s.input("z", "9").unwrap()).unwrap_err().to_string();
+        let e = projection
+            .add(&s.input("z", "9").unwrap())
+            .unwrap_err()
+            .to_string();
         (text, e)
     };
     let (before, _) = explain_w(None);
