@@ -15,7 +15,7 @@ use crate::registry::{BuildArgs, Registry};
 use shape_solver::Constraint;
 use shape_solver::ShapeError;
 use shape_solver::Solver;
-use shape_solver::{OpRef, Origin, TensorRef};
+use shape_solver::{Definition, OpRef, Origin, TensorRef};
 use shape_solver::{Provenance, RowDefaults, Solution};
 
 /// A tensor in a [`Graph`].
@@ -58,7 +58,7 @@ pub(crate) struct Tensor {
     pub(crate) name: Arc<str>,
     /// For a result named by number: its operation and operands
     /// (`add(h, b1)`), for messages (see [`TensorRef::definition`]).
-    definition: Option<Arc<str>>,
+    definition: Option<Definition>,
     pub(crate) kind: TensorKind,
     pub(crate) shape: Shape,
     /// The spec it was declared with, for size statements that capture a
@@ -1060,10 +1060,8 @@ impl Graph {
             .collect::<Result<Vec<_>, _>>()?;
         // A result named by number is named in messages by what makes it,
         // spelled once its operands are known to exist.
-        let definition = numbered.then(|| {
-            let names: Vec<&str> = operand_refs.iter().map(|t| &*t.name).collect();
-            Arc::from(operation.spell(&names))
-        });
+        let definition = numbered
+            .then(|| Definition::new(op_name.clone(), operand_refs.iter().map(|t| t.name.clone())));
         let op_id = OpId(self.ops.len());
         let result = TensorId(self.tensors.len());
         let op = Arc::new(OpRef {

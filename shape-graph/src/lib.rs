@@ -61,7 +61,7 @@ pub use sample::SampleCx;
 pub use scope::{Scope, Tensor};
 // The solver's types that this crate's API shows (in errors, provenance
 // and explanations), so that a user needs no dependency on the solver.
-pub use shape_solver::{AxisFromEnd, OpRef, Origin, Provenance, TensorRef};
+pub use shape_solver::{AxisFromEnd, Definition, OpRef, Origin, Provenance, TensorRef};
 pub use widened::{WidenedAxis, WidenedUse};
 
 // The Rust blocks of the docs are doc-tests (the README's through

@@ -161,3 +161,33 @@ fn a_name_given_after_the_operation_reaches_that_operations_messages() {
     assert!(!after.contains("t2"), "{after}");
     assert!(e.contains("projection") && !e.contains("t2"), "{e}");
 }
+
+#[test]
+fn a_size_is_explained_by_every_operation_it_went_through() {
+    // w2's input size comes from b1's declared 128, through the add, the
+    // relu and the product with w2: each is a step of the explanation.
+    let s = Scope::new();
+    let x = s.input("x", "8|784").unwrap();
+    let (w1, b1) = (
+        s.parameter("w1").unwrap(),
+        s.parameter_with_spec("b1", "128").unwrap(),
+    );
+    let w2 = s.parameter("w2").unwrap();
+    let h = w1.compose(&x).unwrap().add(&b1).unwrap().relu().unwrap();
+    w2.compose(&h).unwrap().require("...|->10").unwrap();
+    let solved = s.solve().unwrap();
+    let why = solved.explain_tensor(w2.id()).unwrap();
+    let input = why
+        .axes
+        .iter()
+        .find(|a| a.kind == shape_core::RowKind::Input)
+        .unwrap();
+    assert_eq!(input.provenance.value.to_string(), "128");
+    let steps: Vec<String> = input.provenance.via.iter().map(|o| o.to_string()).collect();
+    for op in ["compose(w2, t", "relu(", "add("] {
+        assert!(
+            steps.iter().any(|s| s.contains(op)),
+            "no step through {op}: {steps:#?}"
+        );
+    }
+}

@@ -43,5 +43,5 @@ pub use error::{
     SumReason, TotalElemsReason,
 };
 pub use finalize::{Provenance, RowDefaults, Solution};
-pub use origin::{OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
+pub use origin::{Definition, OpRef, Origin, OriginId, Relation, RowSite, TensorRef, Why};
 pub use solver::{Solver, SolverStats, StepBudget};

@@ -19,7 +19,43 @@ pub struct TensorRef {
     /// For a result nobody named (its name is a number, `t7`): the
     /// operation and operands that make it (`add(h, b1)`), which
     /// messages show after the name.
-    pub definition: Option<Arc<str>>,
+    pub definition: Option<Definition>,
+}
+
+/// What makes a result: its operation and its operands' names, shown as
+/// `add(h, b1)` (as [`OpRef`] shows an operation). One allocation, the
+/// names shared: a graph makes one for every result it names by number.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Definition(Arc<[Arc<str>]>);
+
+impl Definition {
+    /// The operation `op` of the operands named `operands`.
+    pub fn new(op: Arc<str>, operands: impl IntoIterator<Item = Arc<str>>) -> Definition {
+        Definition(std::iter::once(op).chain(operands).collect())
+    }
+
+    /// The operation's name.
+    pub fn op(&self) -> &str {
+        self.0.first().map_or("", |s| s)
+    }
+
+    /// The operands' names.
+    pub fn operands(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().skip(1).map(|s| &**s)
+    }
+}
+
+impl fmt::Display for Definition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", self.op())?;
+        for (i, o) in self.operands().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(o)?;
+        }
+        f.write_str(")")
+    }
 }
 
 impl TensorRef {
@@ -33,7 +69,7 @@ impl TensorRef {
     }
 
     /// This tensor, made by `definition` (see [`TensorRef::definition`]).
-    pub fn with_definition(mut self, definition: Option<Arc<str>>) -> TensorRef {
+    pub fn with_definition(mut self, definition: Option<Definition>) -> TensorRef {
         self.definition = definition;
         self
     }

@@ -1088,9 +1088,23 @@ impl Solver {
                 }
                 Ok(())
             }
-            (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. })
-            | (ResolvedDim::Known { value, source, .. }, ResolvedDim::Var(v)) => {
-                self.bind_dim(v, Dim::Known(value), why, source);
+            (
+                ResolvedDim::Var(v),
+                ResolvedDim::Known {
+                    value,
+                    source,
+                    holder,
+                },
+            )
+            | (
+                ResolvedDim::Known {
+                    value,
+                    source,
+                    holder,
+                },
+                ResolvedDim::Var(v),
+            ) => {
+                self.bind_dim_from(v, Dim::Known(value), why, source, holder);
                 Ok(())
             }
             (ra @ ResolvedDim::Known { .. }, rb @ ResolvedDim::Known { .. }) => {
@@ -1171,11 +1185,25 @@ impl Solver {
 
     /// Binds an unsolved variable and re-emits what was recorded about it.
     pub(crate) fn bind_dim(&mut self, v: DimVar, value: Dim, why: Why, source: Why) {
+        self.bind_dim_from(v, value, why, source, None)
+    }
+
+    /// [`Solver::bind_dim`] to a size that `from`, a solved variable,
+    /// holds: provenance goes on through `from`.
+    pub(crate) fn bind_dim_from(
+        &mut self,
+        v: DimVar,
+        value: Dim,
+        why: Why,
+        source: Why,
+        from: Option<DimVar>,
+    ) {
         let entry = match &value {
             Dim::Known(k) => DimEntry::Known {
                 value: k.clone(),
                 why,
                 source,
+                from,
             },
             &Dim::Var(to) => DimEntry::Alias { to, next: to, why },
         };
@@ -1244,10 +1272,17 @@ impl Solver {
                 self.defer(c, &[v], None);
                 Ok(())
             }
-            (ResolvedDim::Var(v), ResolvedDim::Known { value, source, .. }) => {
+            (
+                ResolvedDim::Var(v),
+                ResolvedDim::Known {
+                    value,
+                    source,
+                    holder,
+                },
+            ) => {
                 // v >= m with m > 1 leaves only v = m.
                 if !value.is_one() {
-                    self.bind_dim(v, Dim::Known(value), why, source);
+                    self.bind_dim_from(v, Dim::Known(value), why, source, holder);
                 }
                 Ok(())
             }

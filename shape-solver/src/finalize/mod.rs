@@ -1394,6 +1394,7 @@ impl Solution {
     /// The solved size of a dim and the chain of constraints that fixed it.
     pub fn provenance(&self, d: &Dim) -> Result<Provenance, ShapeError> {
         let mut via = Vec::new();
+        let mut own: Option<KnownDim> = None;
         let mut cur = d.clone();
         loop {
             match cur {
@@ -1410,10 +1411,27 @@ impl Solution {
                     })
                 }
                 Dim::Var(v) => match self.env.dim_entry(v)? {
-                    DimEntry::Known { value, why, source } => {
+                    // The size came through another solved variable:
+                    // the steps go on from it.
+                    // (At most one step per variable: a size only comes
+                    // from a variable solved before.)
+                    DimEntry::Known {
+                        value,
+                        why,
+                        from: Some(from),
+                        ..
+                    } if *from != v && via.len() <= self.env.num_dims() => {
+                        own.get_or_insert_with(|| value.clone());
+                        via.push(self.origin(*why));
+                        cur = Dim::Var(*from);
+                    }
+                    DimEntry::Known {
+                        value, why, source, ..
+                    } => {
                         via.push(self.origin(*why));
                         return Ok(Provenance {
-                            value: value.clone(),
+                            // The dim's own size (its label included).
+                            value: own.unwrap_or_else(|| value.clone()),
                             source: self.origin(*source),
                             source_axis: source.axis_from_end(),
                             via,

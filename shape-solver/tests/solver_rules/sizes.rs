@@ -99,7 +99,7 @@ fn size_statements_through_the_api() {
     assert_eq!(err.kind(), "no_such_name");
     assert_eq!(
         err.to_string(),
-        "no label `z` in the spec of the operation that made `t1` (permute(\"..r..k=>k\", a)), nor in its declared spec"
+        "no label `z` in the spec of the operation that made `t1` (permute \"..r..k=>k\"(a)), nor in its declared spec"
     );
     assert!(
         g.capture_count(d, s, "k").is_err(),
