@@ -6,7 +6,28 @@
 //! software (CPU) adapters such as Mesa's llvmpipe, which are accepted so
 //! that machines without a GPU still run real compute pipelines.
 
+use std::sync::Mutex;
+
 use crate::error::WgpuError;
+
+/// The process's wgpu instance for a set of backends, created on first
+/// use. Every backend opened in the process shares it: an instance per
+/// device cost an adapter enumeration's set-up each time (a quarter to
+/// most of a second on NVIDIA's Vulkan driver, measured on an H200), and
+/// many instances opened from many threads at once stalled that driver.
+pub fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
+    static INSTANCES: Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> = Mutex::new(Vec::new());
+    let mut instances = INSTANCES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
+        return instance.clone();
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
+    });
+    instances.push((backends, instance.clone()));
+    instance
+}
 
 /// How to pick an adapter. The defaults read the environment.
 #[derive(Clone, Debug, Default)]

@@ -93,6 +93,16 @@ pub enum WgpuError {
         /// wgpu's message.
         message: String,
     },
+    /// The device did not finish its work within
+    /// [`WgpuOptions::wait_timeout`](crate::WgpuOptions::wait_timeout);
+    /// the backend refuses further work.
+    #[error("adapter {adapter} did not finish its work within {waited_s:.3} s: the driver or a kernel may be hung, or the work may need longer (raise `WgpuOptions::wait_timeout` or SHAPE_WGPU_WAIT_TIMEOUT, in seconds, 0 for no limit); create a new backend to go on")]
+    Timeout {
+        /// The adapter's name.
+        adapter: String,
+        /// How long the backend waited, in seconds.
+        waited_s: f64,
+    },
     /// The device was lost; no further work can run on this backend.
     #[error("the GPU device of adapter {adapter} was lost ({reason}); create a new backend")]
     DeviceLost {

@@ -111,6 +111,32 @@ pub struct WgpuOptions {
     /// `false` runs them one invocation per result element, as before
     /// tiling existed (for comparisons).
     pub tiled_contractions: bool,
+    /// How long [`WgpuBackend::wait`] (and so every read-back) waits for
+    /// the device before it fails with [`WgpuError::Timeout`] and the
+    /// backend refuses further work; `None` waits for ever. The default
+    /// reads `SHAPE_WGPU_WAIT_TIMEOUT` (seconds, `0` for no limit) and
+    /// falls back to [`DEFAULT_WAIT_TIMEOUT`]: a hung driver or a kernel
+    /// that never ends becomes an error naming the adapter, not a process
+    /// that never returns.
+    pub wait_timeout: Option<std::time::Duration>,
+}
+
+/// The wait limit of [`WgpuOptions::default`] when
+/// `SHAPE_WGPU_WAIT_TIMEOUT` is unset: ten minutes, far beyond any launch
+/// the backend's loop budget lets one submission hold.
+pub const DEFAULT_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `SHAPE_WGPU_WAIT_TIMEOUT` read as seconds (`0`: no limit); an unset or
+/// unreadable value gives the default.
+fn wait_timeout_from_env() -> Option<std::time::Duration> {
+    match std::env::var("SHAPE_WGPU_WAIT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        Some(0) => None,
+        Some(secs) => Some(std::time::Duration::from_secs(secs)),
+        None => Some(DEFAULT_WAIT_TIMEOUT),
+    }
 }
 
 impl Default for WgpuOptions {
@@ -122,6 +148,7 @@ impl Default for WgpuOptions {
             loop_budget: LoopBudget::DEFAULT,
             workgroup_reduction_threshold: reduction::DEFAULT_WORKGROUP_REDUCTION_THRESHOLD,
             tiled_contractions: true,
+            wait_timeout: wait_timeout_from_env(),
         }
     }
 }
@@ -316,10 +343,7 @@ impl WgpuBackend {
 
     /// Opens an adapter as `options` say.
     pub fn with_options(options: WgpuOptions) -> Result<WgpuBackend, WgpuError> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: options.adapter.backends(),
-            ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
-        });
+        let instance = adapter::shared_instance(options.adapter.backends());
         let adapter = adapter::select(&instance, &options.adapter)?;
         let info = adapter.get_info();
         // Ask for everything the adapter offers: storage bindings of real
@@ -511,13 +535,37 @@ impl WgpuBackend {
     /// Blocks until the device has finished all submitted work.
     pub fn wait(&mut self) -> Result<(), WgpuError> {
         self.flush()?;
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| WgpuError::Gpu {
-                adapter: self.adapter_name(),
-                during: "waiting for the device".to_string(),
-                message: e.to_string(),
-            })?;
+        let timeout = self.options.wait_timeout;
+        let started = std::time::Instant::now();
+        match self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout,
+        }) {
+            Ok(_) => {}
+            Err(wgpu::PollError::Timeout) => {
+                // Measured: wgpu's GL backend gives up after 4.3 s
+                // whatever the limit asked for.
+                let waited = started.elapsed();
+                // What the device still runs is unknown: later work on
+                // this backend would race it, so none is accepted.
+                let mut r = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+                r.lost = Some(format!(
+                    "an earlier wait timed out after {} s",
+                    waited.as_secs_f64()
+                ));
+                return Err(WgpuError::Timeout {
+                    adapter: self.adapter_name(),
+                    waited_s: waited.as_secs_f64(),
+                });
+            }
+            Err(e) => {
+                return Err(WgpuError::Gpu {
+                    adapter: self.adapter_name(),
+                    during: "waiting for the device".to_string(),
+                    message: e.to_string(),
+                })
+            }
+        }
         self.check(|| "waiting for the device".to_string())
     }
 

@@ -1105,3 +1105,68 @@ fn empty_reductions_write_their_identity_or_fail() {
         }
     }
 }
+
+#[test]
+fn a_wait_past_its_limit_is_a_typed_error_and_the_backend_refuses_more_work() {
+    // A zero limit cannot be met by enough work: a 512 x 512 x 512
+    // contraction run one invocation per result element (134 M
+    // multiply-adds), queued 1, 2, 4, ... times before one read-back, until
+    // the wait returns `Timeout` (a software adapter at the first round, an
+    // H200 within a few). What the device still runs is then unknown, so
+    // the backend takes no further work.
+    use shape_core::kernel::BinaryOp;
+    let options = WgpuOptions {
+        wait_timeout: Some(std::time::Duration::ZERO),
+        tiled_contractions: false,
+        ..WgpuOptions::default()
+    };
+    let Some(mut gpu) = wgpu_with("a_wait_past_its_limit", options) else {
+        return;
+    };
+    if gpu.adapter_info().backend == backend_wgpu::wgpu::Backend::Gl {
+        // wgpu's GL backend finishes a submission before its wait starts
+        // on llvmpipe, so no wait is ever short of time there.
+        eprintln!("a_wait_past_its_limit: not on GL, whose submissions end before the wait");
+        return;
+    }
+    let n = 512u64;
+    let kernel = Kernel::new(
+        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
+        2,
+        Expr::Binary(
+            BinaryOp::Mul,
+            Box::new(Expr::Load(0)),
+            Box::new(Expr::Load(1)),
+        ),
+        Accumulate::Add,
+    );
+    let launch = Launch::new(
+        vec![n, n, n],
+        Layout::new(0, vec![n, 1, 0], n * n),
+        vec![
+            Layout::new(0, vec![n, 0, 1], n * n),
+            Layout::new(0, vec![0, 1, n], n * n),
+        ],
+    );
+    let a = gpu.upload(&vec![0.5; (n * n) as usize]).unwrap();
+    let mut out = gpu.alloc((n * n) as usize).unwrap();
+    let mut timed_out = None;
+    for round in 0..12 {
+        for _ in 0..1u32 << round {
+            gpu.execute(&kernel, &launch, &mut out, &[&a, &a]).unwrap();
+        }
+        match gpu.download(&out) {
+            // A device fast enough to finish: the values are right.
+            Ok(values) => assert!(values.iter().all(|&v| v == 128.0), "round {round}"),
+            Err(e) => {
+                timed_out = Some(e);
+                break;
+            }
+        }
+    }
+    let e = timed_out.expect("4095 queued contractions finished within a zero wait");
+    assert_eq!(e.kind(), "timeout", "{e}");
+    assert!(e.to_string().contains("SHAPE_WGPU_WAIT_TIMEOUT"), "{e}");
+    let after = gpu.alloc(4).and_then(|b| gpu.download(&b)).unwrap_err();
+    assert_eq!(after.kind(), "device_lost", "{after}");
+}
