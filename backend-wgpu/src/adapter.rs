@@ -11,10 +11,10 @@ use std::sync::Mutex;
 use crate::error::WgpuError;
 
 /// The process's wgpu instance for a set of backends, created on first
-/// use. Every backend opened in the process shares it: an instance per
-/// device cost an adapter enumeration's set-up each time (a quarter to
-/// most of a second on NVIDIA's Vulkan driver, measured on an H200), and
-/// many instances opened from many threads at once stalled that driver.
+/// use. Every backend opened in the process shares it: with an instance
+/// per device, test binaries opening devices from 16 threads stalled on
+/// an H200 (NVIDIA's Vulkan driver) in 4 of 4 runs, with this shared one
+/// in 1 of 3 (docs/wgpu-backend.md, "On NVIDIA hardware").
 pub fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
     static INSTANCES: Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> = Mutex::new(Vec::new());
     let mut instances = INSTANCES.lock().unwrap_or_else(|p| p.into_inner());
