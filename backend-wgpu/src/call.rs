@@ -9,7 +9,10 @@
 
 use std::fmt::Write as _;
 
-use shape_call::{CallKernel, Direction, Extent, KernelLeaf, ParamType, ParamValue, Scalar};
+use shape_call::{
+    CallKernel, Direction, Extent, GeneratedLeaf, Generator, KernelLeaf, ParamType, ParamValue,
+    Scalar, ValueLayout,
+};
 
 use crate::error::WgpuError;
 
@@ -126,11 +129,7 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     for (i, l) in kernel.leaves.iter().enumerate() {
         // `var<storage>` alone is read-only: the word `read` is not
         // written, so a user function may be called `read`.
-        let access = if l.direction.writes() {
-            ", read_write"
-        } else {
-            ""
-        };
+        let access = if l.writes() { ", read_write" } else { "" };
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage{access}> shape_call_l{i}: array<f32>;",
@@ -166,6 +165,21 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
             terms.join(" + ")
         };
         let _ = writeln!(s, "    let b{i} = {base};");
+    }
+    if kernel.leaves.iter().any(|l| {
+        l.generator.as_ref().is_some_and(|g| {
+            matches!(
+                g.generator,
+                Generator::WangHash(_) | Generator::RandFloat { .. }
+            )
+        })
+    }) {
+        s.insert_str(0, WANG_HASH_WGSL);
+    }
+    for (i, l) in kernel.leaves.iter().enumerate() {
+        if let Some(g) = &l.generator {
+            s.push_str(&generated_values(i, g));
+        }
     }
     let mut args = Vec::with_capacity(kernel.params.len());
     for (p, param) in kernel.params.iter().enumerate() {
@@ -208,11 +222,103 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     Ok(s)
 }
 
-/// The dims of a parameter read through accessors (a slice, a buffer, a
-/// runtime-sized array), with its element type; `None` for a value.
+/// Thomas Wang's hash in WGSL (`shape_call::wang_hash`).
+const WANG_HASH_WGSL: &str = "fn shape_call_wang(seed: u32) -> u32 {\n    var s = (seed ^ 61u) ^ (seed >> 16u);\n    s = s * 9u;\n    s = s ^ (s >> 4u);\n    s = s * 0x27d4eb2du;\n    return s ^ (s >> 15u);\n}\n";
+
+/// The statements that compute a random generator's hashes for leaf `i`
+/// (`g{i}_0`, `g{i}_1`, ..), from the call's row-major index `point`, as
+/// `shape_call::HashSeed::hashes` does; nothing for the others.
+fn generated_values(i: usize, g: &GeneratedLeaf) -> String {
+    let seed = match &g.generator {
+        Generator::WangHash(seed) | Generator::RandFloat { seed, .. } => seed,
+        _ => return String::new(),
+    };
+    let n = match g.layout {
+        ValueLayout::Scalar => 1,
+        l => l.len(),
+    };
+    let mut out = format!("    var g{i}_h = point * {n}u;\n");
+    if seed.warmup > 0 {
+        let _ = writeln!(
+            out,
+            "    for (var w = 0u; w < {}u; w = w + 1u) {{ g{i}_h = shape_call_wang(g{i}_h); }}",
+            seed.warmup
+        );
+    }
+    let _ = writeln!(out, "    g{i}_h = g{i}_h ^ {}u;", seed.effective());
+    for j in 0..n {
+        let _ = writeln!(
+            out,
+            "    g{i}_h = shape_call_wang(g{i}_h);\n    let g{i}_{j} = g{i}_h;"
+        );
+    }
+    out
+}
+
+/// The WGSL value of generator leaf `i` in its parameter's type `ty`.
+fn generated_value(i: usize, g: &GeneratedLeaf, ty: &ParamType) -> Result<String, WgpuError> {
+    let scalar = match ty.leaf() {
+        ParamType::Scalar(s) => *s,
+        _ => return Err(unsupported("a generator of a non-scalar element type")),
+    };
+    let int = |x: String| match scalar {
+        Scalar::Int => format!("i32({x})"),
+        Scalar::Uint => format!("u32({x})"),
+        _ => format!("f32({x})"),
+    };
+    let parts: Vec<String> = match &g.generator {
+        Generator::CallId => g
+            .layout
+            .place(&(0..g.dims.len() as i64).collect::<Vec<_>>())
+            .into_iter()
+            .map(|d| int(format!("c{}", g.dims[d as usize].unwrap_or(0))))
+            .collect(),
+        Generator::Grid { stride, offset, .. } => {
+            let per_dim: Vec<String> = g
+                .dims
+                .iter()
+                .zip(stride.iter().zip(offset))
+                .map(|(d, (st, of))| match d {
+                    Some(c) => format!("({of} + i32(c{c}) * {st})"),
+                    None => format!("({of})"),
+                })
+                .collect();
+            let order = g.layout.place(&(0..per_dim.len() as i64).collect::<Vec<_>>());
+            order
+                .into_iter()
+                .map(|d| int(per_dim[d as usize].clone()))
+                .collect()
+        }
+        Generator::ThreadId => (0..g.layout.len())
+            .map(|j| int(if j == 0 { "point".into() } else { "0u".into() }))
+            .collect(),
+        Generator::WangHash(_) => (0..g.layout.len())
+            .map(|j| int(format!("g{i}_{j}")))
+            .collect(),
+        Generator::RandFloat { min, max, .. } => (0..g.layout.len())
+            .map(|j| {
+                format!(
+                    "(({min:?}) + (({max:?}) - ({min:?})) * (f32(g{i}_{j} & 0x7FFFFFu) / 8388608.0))"
+                )
+            })
+            .collect(),
+    };
+    Ok(match g.layout {
+        ValueLayout::Scalar => parts.into_iter().next().unwrap_or_default(),
+        _ => format!(
+            "{}({})",
+            ty.spelled(shape_call::Language::Wgsl),
+            parts.join(", ")
+        ),
+    })
+}
+
+/// The dims of a parameter read through accessors (a slice, a tensor, a
+/// buffer, a runtime-sized array), with its element type; `None` for a
+/// value.
 fn accessed(ty: &ParamType) -> Option<(usize, &ParamType)> {
     match ty {
-        ParamType::Slice(n, e) => Some((*n as usize, e)),
+        ParamType::Slice(n, e) | ParamType::Tensor(_, n, e) => Some((*n as usize, e)),
         ParamType::StructuredBuffer(e) | ParamType::Array(e, Extent::Any) => Some((1, e)),
         _ => None,
     }
@@ -234,8 +340,9 @@ impl Gen<'_> {
     }
 
     /// For a Slang-style declaration with a WGSL body: the accessors of
-    /// its slice and buffer parameters, and the function itself with its
-    /// value parameters in WGSL types.
+    /// its slice, tensor and buffer parameters (`p_load`, `p_size`, and
+    /// `p_store` for a read-write tensor), and the function itself with
+    /// its value parameters in WGSL types.
     fn declaration(&self, body: &str) -> Result<String, WgpuError> {
         let wgsl = |t: &ParamType| t.spelled(shape_call::Language::Wgsl);
         let k = self.kernel.call_shape.len();
@@ -282,6 +389,20 @@ impl Gen<'_> {
                 sizes = sizes.join(", "),
                 last = n - 1,
             );
+            // A read-write tensor is written through `p_store`, straight
+            // into its argument's buffer (bound `read_write`).
+            if param.ty.writes_through() {
+                let stores = self.store(i, element, "value", "off".to_string(), n)?;
+                let _ = writeln!(
+                    out,
+                    "fn {name}_store({idx}, value: {ty}) {{ let off = shape_call_a{i}{terms}; {stores} }}",
+                    name = param.name,
+                    idx = indices.join(", "),
+                    ty = wgsl(element),
+                    terms = terms.concat(),
+                    stores = stores.join(" "),
+                );
+            }
         }
         let ret = self
             .kernel
@@ -304,6 +425,11 @@ impl Gen<'_> {
 
     fn value(&self, v: &ParamValue) -> Result<String, WgpuError> {
         match v {
+            ParamValue::Leaf(i) if self.leaf(*i).generator.is_some() => {
+                let l = self.leaf(*i);
+                let g = l.generator.as_ref().expect("a generator leaf");
+                generated_value(*i, g, &l.ty)
+            }
             ParamValue::Leaf(i) => self.load(*i, &self.leaf(*i).ty, format!("b{i}"), 0),
             ParamValue::Fields(fields) => {
                 let ty = self.struct_name(v)?;
@@ -465,7 +591,7 @@ fn structure_hash(k: &CallKernel) -> u64 {
     )
         .hash(&mut h);
     for l in &k.leaves {
-        (&l.ty, l.direction, l.type_shape.len()).hash(&mut h);
+        (&l.ty, l.direction, l.type_shape.len(), &l.generator).hash(&mut h);
     }
     h.finish()
 }
@@ -487,7 +613,8 @@ fn same_structure(a: &CallKernel, b: &CallKernel) -> bool {
         b.call_shape.len(),
     ) && a.leaves.len() == b.leaves.len()
         && a.leaves.iter().zip(&b.leaves).all(|(x, y)| {
-            (&x.ty, x.direction, x.type_shape.len()) == (&y.ty, y.direction, y.type_shape.len())
+            (&x.ty, x.direction, x.type_shape.len(), &x.generator)
+                == (&y.ty, y.direction, y.type_shape.len(), &y.generator)
         })
 }
 
@@ -520,7 +647,7 @@ impl crate::WgpuBackend {
             return Err(WgpuError::ForeignBuffer);
         }
         for (i, l) in kernel.leaves.iter().enumerate() {
-            if l.direction.writes()
+            if l.writes()
                 && buffers
                     .iter()
                     .enumerate()
@@ -655,7 +782,7 @@ impl crate::WgpuBackend {
         self.run_call(kernel, &device.iter().collect::<Vec<_>>())?;
         let mut out = buffers;
         for (i, l) in kernel.leaves.iter().enumerate() {
-            if l.direction.writes() {
+            if l.writes() {
                 out[i] = shape_core::Backend::download(self, &device[i])?;
             }
         }
@@ -694,7 +821,7 @@ impl crate::WgpuBackend {
             count: None,
         }];
         for (i, l) in kernel.leaves.iter().enumerate() {
-            entries.push(entry(i as u32 + 1, !l.direction.writes()));
+            entries.push(entry(i as u32 + 1, !l.writes()));
         }
         let layout = self
             .device

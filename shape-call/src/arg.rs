@@ -12,10 +12,12 @@
 //! | `ref`, `ref<int>` | a scalar reference that receives an output |
 //! | `output`, `output<float3>(dims=1)`, `output(shape=(100))` | an output to allocate |
 //! | `{position=tensor<float3>(10), velocity=float3}` | a struct, field by field |
+//! | `call_id`, `thread_id`, `grid(shape=(4,-1))`, `wang_hash`, `rand_float(min=0.0, max=1.0)` | a generator ([`Generator`]) |
 
 use std::sync::Arc;
 
 use super::error::CallError;
+use super::generator::Generator;
 use super::syntax::{Cursor, Tok, TypeScope, MAX_DEPTH};
 use super::types::{Extent, ParamType, Scalar};
 
@@ -62,6 +64,9 @@ pub enum Arg {
     Output(OutputSpec),
     /// A struct given field by field.
     Fields(Vec<(Arc<str>, Arg)>),
+    /// A value the kernel generates for each call (`call_id`, `grid`,
+    /// `rand_float`, ...).
+    Generator(Generator),
 }
 
 impl Arg {
@@ -130,6 +135,12 @@ impl Arg {
                 s
             }),
             Arg::Fields(_) => None,
+            // A grid's own dims (its `-1` sizes stretch); the others have
+            // no dims of their own.
+            Arg::Generator(Generator::Grid { shape, .. }) => {
+                Some(shape.iter().map(|d| d.unwrap_or(1)).collect())
+            }
+            Arg::Generator(_) => Some(Vec::new()),
         }
     }
 
@@ -147,6 +158,7 @@ impl Arg {
             Arg::Ref(s) => format!("a {} reference", s.spelled(language)),
             Arg::Output(_) => "an output to allocate".into(),
             Arg::Fields(_) => "a struct given field by field".into(),
+            Arg::Generator(g) => g.describe(),
         }
     }
 }
@@ -293,6 +305,10 @@ fn arg(c: &mut Cursor<'_>, scope: &TypeScope) -> Result<Arg, CallError> {
             "true" | "false" => {
                 c.next();
                 Ok(Arg::Value(ParamType::Scalar(Scalar::Bool)))
+            }
+            "call_id" | "thread_id" | "grid" | "wang_hash" | "rand_float" => {
+                c.next();
+                super::generator::parse(&word, c).map(Arg::Generator)
             }
             _ => {
                 let t = c.ty(scope)?;

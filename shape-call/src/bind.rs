@@ -8,7 +8,9 @@ use shape_core::{Dim, DimVar};
 
 use super::arg::{Arg, CallArgs, Number, OutputSpec};
 use super::error::CallError;
+use super::generator::Generator;
 use super::signature::{Direction, Signature};
+use super::specialize::GenericArg;
 use super::types::{Extent, Language, ParamType, Scalar};
 use shape_solver::{Constraint, Solver};
 use shape_solver::{Origin, Why};
@@ -22,18 +24,34 @@ pub enum ArgMap {
     /// The argument's dims by name, in the order they should take:
     /// `(width,height,channels)`.
     Names(Vec<Arc<str>>),
+    /// The type the argument binds as, slangpy's `map(float)`: a generic
+    /// parameter `T` becomes this type, a concrete parameter must be it,
+    /// and the argument's dims past the type's are call dims. `float` on
+    /// a `float2` value given to `T x` makes `T = float` and the call
+    /// vectorize over the 2.
+    Type(ParamType),
 }
 
 impl ArgMap {
-    /// Reads `(2,0,1)` or `(width,height,channels)`.
+    /// Reads `(2,0,1)`, `(width,height,channels)`, or a type, bare or
+    /// quoted (`float2`, `'float'`).
     ///
     /// ```
-    /// use shape_call::ArgMap;
+    /// use shape_call::{ArgMap, ParamType, Scalar};
     /// assert_eq!(ArgMap::parse("(2,0,1)").unwrap(), ArgMap::Dims(vec![2, 0, 1]));
+    /// assert_eq!(ArgMap::parse("'float'").unwrap(), ArgMap::Type(ParamType::Scalar(Scalar::Float)));
     /// assert!(ArgMap::parse("(2,x)").is_err());
     /// ```
     pub fn parse(text: &str) -> Result<ArgMap, CallError> {
         let t = text.trim();
+        if !t.starts_with('(') {
+            let unquoted = t
+                .strip_prefix('\'')
+                .and_then(|t| t.strip_suffix('\''))
+                .or_else(|| t.strip_prefix('"').and_then(|t| t.strip_suffix('"')))
+                .unwrap_or(t);
+            return super::syntax::parse_type(unquoted, &super::TypeScope::new()).map(ArgMap::Type);
+        }
         let inner = t
             .strip_prefix('(')
             .and_then(|t| t.strip_suffix(')'))
@@ -153,6 +171,7 @@ pub struct Function {
     maps: Vec<(Arc<str>, ArgMap)>,
     vmap: Option<Vmap>,
     allow_races: bool,
+    specializations: Vec<(Arc<str>, GenericArg)>,
 }
 
 impl Function {
@@ -163,6 +182,7 @@ impl Function {
             maps: Vec::new(),
             vmap: None,
             allow_races: false,
+            specializations: Vec::new(),
         }
     }
 
@@ -188,6 +208,40 @@ impl Function {
     /// per parameter naming its argument dims, then the call dims.
     pub fn vmap(mut self, spec: &str) -> Result<Function, CallError> {
         self.vmap = Some(Vmap::parse(spec)?);
+        Ok(self)
+    }
+
+    /// This function with generic parameter `name` fixed to `value`
+    /// (`N`, `GenericArg::Size(8)`), in every overload that has it.
+    pub fn specialize(mut self, name: &str, value: GenericArg) -> Function {
+        self.specializations.push((Arc::from(name), value));
+        self
+    }
+
+    /// This function specialized as `text` says: `N=8`, `T=float`, or the
+    /// function's name with its generic arguments in declaration order,
+    /// `add<float, 3>` (read against the first overload).
+    ///
+    /// ```
+    /// use shape_call::{Arg, CallArgs, Function};
+    /// let add = Function::parse("T add<T, let N : int>(vector<T,N> a, vector<T,N> b)")?;
+    /// let args = CallArgs::new().arg(Arg::tensor(&[10, 4])).arg(Arg::tensor(&[10, 4]));
+    /// // A plain tensor's trailing 4 comes too late to fix `N`.
+    /// assert_eq!(add.resolve(&args).unwrap_err().kind(), "unspecialized");
+    /// let r = add.specialized("add<float, 4>")?.resolve(&args)?;
+    /// assert_eq!(r.call_shape, vec![10]);
+    /// # Ok::<(), shape_call::CallError>(())
+    /// ```
+    pub fn specialized(mut self, text: &str) -> Result<Function, CallError> {
+        let first = self
+            .overloads
+            .first()
+            .ok_or_else(|| CallError::InvalidSpecialization {
+                text: super::error::quoted(text),
+                message: "the function has no overload".into(),
+            })?;
+        let parsed = super::specialize::parse_specialization(text, first)?;
+        self.specializations.extend(parsed);
         Ok(self)
     }
 
@@ -217,13 +271,24 @@ impl Function {
     /// their kinds, element types and dims only. Each overload is tried
     /// on its own fork of the solver state that holds the generic sizes.
     pub fn bind(&self, args: &CallArgs) -> Result<BoundCall, CallError> {
+        self.check_map_names()?;
+        super::specialize::check_specializations(&self.specializations, &self.overloads)?;
         let base = Solver::new();
         let mut ok = Vec::new();
         let mut failed = Vec::new();
+        let mut readings = 0;
         for sig in &self.overloads {
-            match self.bind_one(sig, args, base.clone()) {
-                Ok(b) => ok.push(b),
-                Err(e) => failed.push((sig.to_string(), e)),
+            let whole = self.bind_one(sig, args, base.clone(), ValueAs::Whole);
+            let scalar = value_reading_matters(sig, args)
+                .then(|| self.bind_one(sig, args, base.clone(), ValueAs::Scalar));
+            match (whole, scalar) {
+                // Two readings that bound the same types are one.
+                (Ok(w), Some(Ok(s))) if w.types != s.types => {
+                    readings += 1;
+                    ok.extend([w, s]);
+                }
+                (Ok(b), _) | (Err(_), Some(Ok(b))) => ok.push(b),
+                (Err(e), _) => failed.push((sig.to_string(), e)),
             }
         }
         let function = self
@@ -242,9 +307,65 @@ impl Function {
             }),
             _ => Err(CallError::AmbiguousOverload {
                 function,
-                candidates: ok.iter().map(|b| b.signature.to_string()).collect(),
+                candidates: ok
+                    .iter()
+                    .map(|b| {
+                        if readings == 0 {
+                            return b.signature.to_string();
+                        }
+                        let shape = b.call(args).map_or_else(
+                            |_| format!("{} call dims", b.call_dims),
+                            |r| {
+                                shape_text(
+                                    &r.call_shape
+                                        .iter()
+                                        .map(|&n| Extent::Fixed(n))
+                                        .collect::<Vec<_>>(),
+                                )
+                            },
+                        );
+                        format!(
+                            "{} with {}: call shape {shape}",
+                            b.signature,
+                            b.generic_types_text()
+                        )
+                    })
+                    .collect(),
             }),
         }
+    }
+
+    /// Every map names an argument some overload has (a parameter,
+    /// `param.field` of a struct parameter, or `_result`), once: a map for
+    /// nothing would be ignored, and of two maps one would.
+    fn check_map_names(&self) -> Result<(), CallError> {
+        let function = self
+            .overloads
+            .first()
+            .map_or_else(String::new, |s| s.name.to_string());
+        let mut seen = std::collections::HashSet::new();
+        for (path, _) in &self.maps {
+            if !seen.insert(&**path) {
+                return Err(CallError::DuplicateArgument {
+                    function,
+                    name: format!("map of {}", super::error::quoted(path)),
+                });
+            }
+            let mut candidates: Vec<String> = Vec::new();
+            let found = self.overloads.iter().any(|sig| {
+                let (found, known) = map_path_in(sig, path);
+                candidates.extend(known);
+                found
+            });
+            if !found {
+                return Err(CallError::UnknownParameter {
+                    function,
+                    name: super::error::quoted(path),
+                    close: super::error::close_matches(path, candidates.iter().map(String::as_str)),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// [`Function::bind`], then [`BoundCall::call`] with the same
@@ -260,21 +381,31 @@ impl Function {
         sig: &Signature,
         args: &CallArgs,
         solver: Solver,
+        value_as: ValueAs,
     ) -> Result<BoundCall, CallError> {
         let function = sig.to_string();
         let lang = sig.language;
         let assignment = assign_arguments(sig, args, &function)?;
         let given = Given::new(args);
         let leaves = expand_leaves(sig, &function, assignment, &given)?;
-        let mut types = Vec::new();
-        let mut pending = self.prepare_leaves(sig, leaves, &given, &mut types)?;
+        let mut types: Vec<(Arc<str>, ParamType)> = self
+            .specializations
+            .iter()
+            .filter_map(|(n, a)| match a {
+                GenericArg::Type(t) => Some((n.clone(), t.clone())),
+                GenericArg::Size(_) => None,
+            })
+            .collect();
+        let mut pending = self.prepare_leaves(sig, leaves, &given, &mut types, value_as)?;
         let call_dims = self.assign_all_call_dims(sig, &mut pending)?;
+        check_call_ids(&pending, &given, call_dims, lang)?;
         let mut dims = TypeDims::new(solver, &function, lang);
         let dims_of = dims.of_leaves(&pending)?;
         let bound = dims.bound_leaves(pending, dims_of);
         let slots = dims.slot_of.len();
         let generic_sizes = dims.generic_sizes();
         require_generic_types_bound(&bound, &types, lang)?;
+        require_generic_sizes_fixed(sig, &function, &bound, &generic_sizes)?;
         Ok(BoundCall {
             signature: sig.clone(),
             leaves: bound,
@@ -294,16 +425,28 @@ impl Function {
         sig: &Signature,
         leaves: Vec<Leaf>,
         given: &Given<'_>,
-        types: &mut Vec<(Arc<str>, Scalar)>,
+        types: &mut Vec<(Arc<str>, ParamType)>,
+        value_as: ValueAs,
     ) -> Result<Vec<Pending>, CallError> {
         let maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
-        let mut pending = Vec::with_capacity(leaves.len());
-        for leaf in leaves {
-            let arg = leaf.access.find(given).unwrap_or(&DEFAULT_OUTPUT);
+        let mut with_args: Vec<(usize, Leaf, &Arg)> = leaves
+            .into_iter()
+            .enumerate()
+            .map(|(i, leaf)| {
+                let arg = leaf.access.find(given).unwrap_or(&DEFAULT_OUTPUT);
+                (i, leaf, arg)
+            })
+            .collect();
+        // Outputs to allocate last: their type may be a generic type that
+        // a later parameter's argument binds.
+        with_args.sort_by_key(|(i, _, arg)| (matches!(arg, Arg::Output(_)), *i));
+        let mut pending = Vec::with_capacity(with_args.len());
+        for (i, leaf, arg) in with_args {
             let map = maps.get(&*leaf.path).map(|&m| m.clone());
-            pending.push(self.prepare(sig, leaf, arg, map, types)?);
+            pending.push((i, self.prepare(sig, leaf, arg, map, types, value_as)?));
         }
-        Ok(pending)
+        pending.sort_by_key(|(i, _)| *i);
+        Ok(pending.into_iter().map(|(_, p)| p).collect())
     }
 
     /// Call dims: the vmap's, or else as many as the leaf with the most
@@ -329,14 +472,40 @@ impl Function {
     /// is bound by the first argument that has it, in `types`), its map
     /// checked, its dims counted against its type's, and the sizes it
     /// gives at bind kept.
+    #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
         sig: &Signature,
-        leaf: Leaf,
+        mut leaf: Leaf,
         arg: &Arg,
         map: Option<ArgMap>,
-        types: &mut Vec<(Arc<str>, Scalar)>,
+        types: &mut Vec<(Arc<str>, ParamType)>,
+        value_as: ValueAs,
     ) -> Result<Pending, CallError> {
+        if !self.specializations.is_empty() {
+            let size = |g: &str| {
+                self.specializations.iter().find_map(|(n, a)| match a {
+                    GenericArg::Size(v) if **n == *g => Some(*v),
+                    _ => None,
+                })
+            };
+            leaf.ty = leaf.ty.substituted(&|_| None, &size);
+        }
+        let map = match map {
+            Some(ArgMap::Type(t)) => {
+                leaf.ty = LeafArg::new(&leaf, arg, sig.language).typed_by_map(t, types)?;
+                None
+            }
+            other => other,
+        };
+        if let ParamType::Generic(g) = &leaf.ty {
+            let g = g.clone();
+            if let Some(t) =
+                LeafArg::new(&leaf, arg, sig.language).bare_generic_type(&g, value_as, types)?
+            {
+                leaf.ty = t;
+            }
+        }
         let ts = leaf.ty.type_shape();
         let leaf_arg = LeafArg {
             leaf: &leaf,
@@ -372,6 +541,44 @@ static DEFAULT_OUTPUT: Arg = Arg::Output(OutputSpec {
     shape: None,
 });
 
+/// Whether `sig` has the argument `path` names (`a`, `p.field`,
+/// `_result`), and the paths it has at the level where the search
+/// stopped (for suggestions).
+fn map_path_in(sig: &Signature, path: &str) -> (bool, Vec<String>) {
+    let mut parts = path.split('.');
+    let top = parts.next().unwrap_or_default();
+    let mut known: Vec<String> = sig.params.iter().map(|p| p.name.to_string()).collect();
+    if sig.result.is_some() {
+        known.push("_result".to_owned());
+    }
+    let ty = match sig.params.iter().find(|p| &*p.name == top) {
+        Some(p) => &p.ty,
+        None if top == "_result" => match &sig.result {
+            Some(t) => t,
+            None => return (false, known),
+        },
+        None => return (false, known),
+    };
+    let mut ty = ty;
+    let mut prefix = top.to_owned();
+    for field in parts {
+        let ParamType::Struct(st) = ty else {
+            return (false, vec![prefix]);
+        };
+        let known = st
+            .fields
+            .iter()
+            .map(|(f, _)| format!("{prefix}.{f}"))
+            .collect();
+        match st.fields.iter().find(|(f, _)| &**f == field) {
+            Some((_, t)) => ty = t,
+            None => return (false, known),
+        }
+        prefix = format!("{prefix}.{field}");
+    }
+    (true, Vec::new())
+}
+
 /// `(3)`, `(?, ?, 4)`.
 fn shape_text(ts: &[Extent]) -> String {
     let items: Vec<String> = ts.iter().map(ToString::to_string).collect();
@@ -384,8 +591,9 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
         arg: path.to_owned(),
         message,
     };
-    let dims = match map {
+    let mut dims = match map {
         ArgMap::Dims(d) => d,
+        ArgMap::Type(_) => return Err(bad("a map by type has no dims".into())),
         ArgMap::Names(names) => {
             let Arg::Tensor {
                 names: Some(arg_names),
@@ -420,12 +628,17 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
             dims
         }
     };
-    if dims.len() != n {
+    if dims.len() > n {
         return Err(bad(format!(
-            "it has {} entries, but the argument has {n} dims (one entry per dim)",
+            "it has {} entries, but the argument has {n} dims (one entry per dim, or fewer for its leading call dims)",
             dims.len()
         )));
     }
+    // slangpy's short map: it covers the leading (call) dims; the rest,
+    // the type's, follow in order after the last position it fills.
+    let next = dims.iter().max().map_or(0, |&m| m + 1);
+    let rest = n - dims.len();
+    dims.extend(next..next + rest);
     let mut seen = [false; 65];
     for &d in &dims {
         if d > 64 {
@@ -489,6 +702,7 @@ fn assign_arguments(
             .ok_or_else(|| CallError::UnknownParameter {
                 function: function.to_owned(),
                 name: super::error::quoted(name),
+                close: super::error::close_matches(name, by_name.keys().copied()),
             })?;
         if tops[k].is_some() {
             return Err(duplicate(name));
@@ -703,11 +917,113 @@ impl TypeDims {
     }
 }
 
+/// A `call_id` gives one value per call dim: its parameter's vector or
+/// array must have as many entries as the call has dims.
+fn check_call_ids(
+    pending: &[Pending],
+    given: &Given<'_>,
+    call_dims: usize,
+    lang: Language,
+) -> Result<(), CallError> {
+    for l in pending {
+        let Some(Arg::Generator(g @ Generator::CallId)) = l.leaf.access.find(given) else {
+            continue;
+        };
+        let fail = |message: String| CallError::TypeMismatch {
+            arg: l.leaf.path.to_string(),
+            param_type: l.leaf.ty.spelled(lang),
+            found: g.describe(),
+            reason: message,
+        };
+        let layout = g.layout(&l.leaf.ty).map_err(fail)?;
+        g.check_count(layout, Some(call_dims)).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// How a value given to a bare generic parameter `T` binds it: as its
+/// own type, or as its scalar (vectorizing over the value's dims).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ValueAs {
+    Whole,
+    Scalar,
+}
+
+/// Whether reading a value as a whole or as its scalar could bind `sig`
+/// differently: some parameter is a bare generic `T` and some argument
+/// is a value with dims.
+fn value_reading_matters(sig: &Signature, args: &CallArgs) -> bool {
+    let has_vector_value = |a: &Arg| matches!(a, Arg::Value(v) if !v.type_shape().is_empty());
+    sig.params
+        .iter()
+        .any(|p| matches!(p.ty, ParamType::Generic(_)))
+        && (args.positional.iter().any(has_vector_value)
+            || args.named.iter().any(|(_, a)| has_vector_value(a)))
+}
+
+/// Binds generic type `g` to `t`, or checks that it is `t` already;
+/// `Err` gives the type it is bound to.
+fn bind_generic(
+    g: &Arc<str>,
+    t: &ParamType,
+    types: &mut Vec<(Arc<str>, ParamType)>,
+) -> Result<(), ParamType> {
+    match types.iter().find(|(n, _)| n == g) {
+        Some((_, bound)) if bound != t => Err(bound.clone()),
+        Some(_) => Ok(()),
+        None => {
+            types.push((g.clone(), t.clone()));
+            Ok(())
+        }
+    }
+}
+
+/// Whether a number literal can be a `s`: a float as a floating type, an
+/// integer as any numeric type.
+fn number_fits(n: &Number, s: Scalar) -> bool {
+    match n {
+        Number::Float(_) => matches!(s, Scalar::Float | Scalar::Half),
+        Number::Int(_) => s != Scalar::Bool,
+    }
+}
+
+/// Every generic size must be fixed at bind, by a value, an element type
+/// or a specialization: one that only a call's sizes would fix is
+/// refused, naming the first argument whose size that would be.
+fn require_generic_sizes_fixed(
+    sig: &Signature,
+    function: &str,
+    bound: &[BoundLeaf],
+    generic_sizes: &[(Arc<str>, TypeCheck)],
+) -> Result<(), CallError> {
+    // The first one an argument reaches, whatever the map's order.
+    let open = generic_sizes
+        .iter()
+        .filter_map(|(name, check)| match check {
+            TypeCheck::Slot(slot) => Some((slot, name)),
+            TypeCheck::Fixed(_) => None,
+        })
+        .min();
+    if let Some((slot, name)) = open {
+        let arg = bound
+            .iter()
+            .find(|l| l.checks.contains(&TypeCheck::Slot(*slot)))
+            .map_or_else(String::new, |l| l.path.to_string());
+        return Err(CallError::Unspecialized {
+            function: function.to_owned(),
+            name: sig.name.to_string(),
+            generic: name.to_string(),
+            arg,
+        });
+    }
+    Ok(())
+}
+
 /// Generic types must be bound by some argument: a generic type that
 /// only outputs to allocate have is an error.
 fn require_generic_types_bound(
     bound: &[BoundLeaf],
-    types: &[(Arc<str>, Scalar)],
+    types: &[(Arc<str>, ParamType)],
     lang: Language,
 ) -> Result<(), CallError> {
     for l in bound {
@@ -824,6 +1140,7 @@ fn expand(
                     return Err(CallError::UnknownParameter {
                         function: function.to_owned(),
                         name: format!("{path}.{}", super::error::quoted(name)),
+                        close: super::error::close_matches(name, declared.iter().copied()),
                     });
                 }
             }
@@ -900,7 +1217,102 @@ struct LeafArg<'a> {
     lang: Language,
 }
 
-impl LeafArg<'_> {
+impl<'a> LeafArg<'a> {
+    fn new(leaf: &'a Leaf, arg: &'a Arg, lang: Language) -> LeafArg<'a> {
+        LeafArg { leaf, arg, lang }
+    }
+
+    /// The type a map by type gives the leaf: `t` itself, binding a bare
+    /// generic parameter to it; a concrete parameter must already be `t`.
+    fn typed_by_map(
+        &self,
+        t: ParamType,
+        types: &mut Vec<(Arc<str>, ParamType)>,
+    ) -> Result<ParamType, CallError> {
+        let lang = self.lang;
+        match &self.leaf.ty {
+            ParamType::Generic(g) => {
+                bind_generic(g, &t, types).map_err(|bound| {
+                    self.mismatch(format!(
+                        "the map reads it as {}, but generic type `{g}` is already {} from another argument",
+                        t.spelled(lang),
+                        bound.spelled(lang)
+                    ))
+                })?;
+                Ok(t)
+            }
+            ty if *ty == t => Ok(t),
+            ty => Err(self.mismatch(format!(
+                "the map reads it as {}, which is not the parameter's type {}",
+                t.spelled(lang),
+                ty.spelled(lang)
+            ))),
+        }
+    }
+
+    /// The type a bare generic parameter `g` (a parameter of type `T`)
+    /// takes from its argument, binding `g`: a tensor's element type, a
+    /// value's own type or its scalar (`value_as` says which; where both
+    /// fit, [`Function::bind`] reports the call ambiguous), a reference's
+    /// scalar, an output's named element type. Once `g` is bound, an
+    /// argument must fit that type (a number any numeric scalar of its
+    /// kind). `None` leaves the number and output rules to bind it.
+    fn bare_generic_type(
+        &self,
+        g: &Arc<str>,
+        value_as: ValueAs,
+        types: &mut Vec<(Arc<str>, ParamType)>,
+    ) -> Result<Option<ParamType>, CallError> {
+        let bound = types.iter().find(|(n, _)| n == g).map(|(_, t)| t.clone());
+        let candidate = match (self.arg, &bound) {
+            (Arg::Tensor { elem, .. }, _) => Some(elem.clone()),
+            (Arg::Value(v), Some(b)) if *b == *v || *b == *v.leaf() => Some(b.clone()),
+            (Arg::Value(v), _) => Some(match value_as {
+                ValueAs::Whole => v.clone(),
+                ValueAs::Scalar => v.leaf().clone(),
+            }),
+            (Arg::Ref(s), _) => Some(ParamType::Scalar(*s)),
+            (Arg::Output(OutputSpec { elem: Some(e), .. }), _) => Some(e.clone()),
+            (Arg::Output(_), Some(b)) => Some(b.clone()),
+            (Arg::Number(n), Some(b @ ParamType::Scalar(s))) if number_fits(n, *s) => {
+                Some(b.clone())
+            }
+            _ => None,
+        };
+        let Some(t) = candidate else {
+            return Ok(None);
+        };
+        bind_generic(g, &t, types).map_err(|bound| {
+            self.mismatch(format!(
+                "generic type `{g}` is already {} from another argument",
+                bound.spelled(self.lang)
+            ))
+        })?;
+        Ok(Some(t))
+    }
+
+    /// What argument would match the leaf's type, in the argument text
+    /// forms: `an integer literal (2) or inttensor(..) would match`.
+    fn matching_spelling(&self) -> String {
+        let ty = &self.leaf.ty;
+        let scalar_form = |s: Scalar| match s {
+            Scalar::Int => "an integer literal (`2`) or `inttensor(..)`".to_owned(),
+            Scalar::Uint => "an integer literal (`2`) or `uinttensor(..)`".to_owned(),
+            Scalar::Float => "a float literal (`2.0`) or `tensor(..)`".to_owned(),
+            Scalar::Half => "a float literal (`2.0`) or `tensor<half>(..)`".to_owned(),
+            Scalar::Bool => "`true`, `false` or `tensor<bool>(..)`".to_owned(),
+        };
+        let form = match ty {
+            ParamType::Scalar(s) => scalar_form(*s),
+            _ if ty.is_concrete() => {
+                let t = ty.spelled(self.lang);
+                format!("a value `{t}` or `tensor<{t}>(..)`")
+            }
+            _ => format!("an argument of {}", ty.spelled(self.lang)),
+        };
+        format!("{form} would match")
+    }
+
     /// The error of an argument that does not fit the leaf's type, for
     /// `reason`.
     fn mismatch(&self, reason: String) -> CallError {
@@ -931,6 +1343,21 @@ impl LeafArg<'_> {
                 Shape::Known(Vec::new()),
             ),
             Arg::Output(spec) => self.output_element_and_shape(spec, ts)?,
+            // The parameter's type fixes the generated value's dims; a
+            // grid's own dims come first.
+            Arg::Generator(g) => {
+                let layout = g.layout(&self.leaf.ty).map_err(|m| self.mismatch(m))?;
+                if !matches!(g, Generator::CallId) {
+                    g.check_count(layout, g.grid_dims())
+                        .map_err(|m| self.mismatch(m))?;
+                }
+                let mut full = arg.full_shape().unwrap_or_default();
+                full.extend(ts.iter().map(|e| match e {
+                    Extent::Fixed(n) => *n,
+                    _ => 1,
+                }));
+                (None, Shape::Known(full))
+            }
             // Fields are expanded into leaves before this; a struct's
             // fields given to anything else were refused there.
             Arg::Fields(_) => {
@@ -944,14 +1371,21 @@ impl LeafArg<'_> {
     /// for a generic type.
     fn number_type(&self, n: &Number, ts: &[Extent]) -> Result<Scalar, CallError> {
         if !ts.is_empty() {
-            return Err(self.mismatch("a number binds only to a scalar parameter: there is no implicit conversion between concrete types".into()));
+            return Err(self.mismatch(format!(
+                "a number binds only to a scalar parameter: there is no implicit conversion between concrete types; {}",
+                self.matching_spelling()
+            )));
         }
         Ok(match (n, self.leaf.ty.leaf()) {
-            (Number::Float(_), ParamType::Scalar(s @ (Scalar::Float | Scalar::Half))) => *s,
-            (Number::Int(_), ParamType::Scalar(s)) if *s != Scalar::Bool => *s,
+            (n, ParamType::Scalar(s)) if number_fits(n, *s) => *s,
             (Number::Float(_), ParamType::Generic(_)) => Scalar::Float,
             (Number::Int(_), ParamType::Generic(_)) => Scalar::Int,
-            _ => return Err(self.mismatch("no implicit conversion between concrete types".into())),
+            _ => {
+                return Err(self.mismatch(format!(
+                    "no implicit conversion between concrete types; {}",
+                    self.matching_spelling()
+                )))
+            }
         })
     }
 
@@ -1014,29 +1448,25 @@ impl LeafArg<'_> {
     fn match_element_type(
         &self,
         a: &ParamType,
-        types: &mut Vec<(Arc<str>, Scalar)>,
+        types: &mut Vec<(Arc<str>, ParamType)>,
     ) -> Result<(), CallError> {
         let lang = self.lang;
         match (self.leaf.ty.leaf(), a) {
             (ParamType::Scalar(p), ParamType::Scalar(s)) if p == s => {}
             (ParamType::Struct(p), ParamType::Struct(s)) if p.name == s.name => {}
-            (ParamType::Generic(t), ParamType::Scalar(s)) => {
-                match types.iter().find(|(n, _)| n == t) {
-                    Some((_, bound)) if bound != s => {
-                        return Err(self.mismatch(format!(
-                            "generic type `{t}` is already {} from another argument",
-                            bound.spelled(lang)
-                        )))
-                    }
-                    Some(_) => {}
-                    None => types.push((t.clone(), *s)),
-                }
-            }
+            (ParamType::Generic(t), ParamType::Scalar(_)) => bind_generic(t, a, types)
+                .map_err(|bound| {
+                    self.mismatch(format!(
+                        "generic type `{t}` is already {} from another argument",
+                        bound.spelled(lang)
+                    ))
+                })?,
             (p, a) => {
                 return Err(self.mismatch(format!(
-                    "its elements are {} where the parameter's are {}: no implicit conversion between concrete types",
+                    "its elements are {} where the parameter's are {}: no implicit conversion between concrete types; {}",
                     a.spelled(lang),
-                    p.spelled(lang)
+                    p.spelled(lang),
+                    self.matching_spelling()
                 )))
             }
         }
@@ -1126,6 +1556,7 @@ enum ArgKind {
     Number,
     Ref(Scalar),
     Output,
+    Generator(Generator),
 }
 
 impl ArgKind {
@@ -1138,6 +1569,7 @@ impl ArgKind {
             (ArgKind::Number, Arg::Number(_)) => true,
             (ArgKind::Ref(s), Arg::Ref(r)) => s == r,
             (ArgKind::Output, Arg::Output(_) | Arg::Fields(_)) => true,
+            (ArgKind::Generator(g), Arg::Generator(h)) => g == h,
             _ => false,
         }
     }
@@ -1149,6 +1581,7 @@ impl ArgKind {
             Arg::Number(_) => ArgKind::Number,
             Arg::Ref(s) => ArgKind::Ref(*s),
             Arg::Output(_) | Arg::Fields(_) => ArgKind::Output,
+            Arg::Generator(g) => ArgKind::Generator(g.clone()),
         }
     }
 }
@@ -1332,6 +1765,14 @@ pub(crate) struct BoundLeaf {
 }
 
 impl BoundLeaf {
+    /// The generator it was bound with, if any.
+    pub(crate) fn generator(&self) -> Option<&Generator> {
+        match &self.kind {
+            ArgKind::Generator(g) => Some(g),
+            _ => None,
+        }
+    }
+
     /// The sizes its type consumes: fixed at bind, or filled by a slot;
     /// a slot that no argument filled leaves an output that cannot be
     /// allocated.
@@ -1463,7 +1904,7 @@ pub struct BoundCall {
     /// How many sizes the call fills in (`?` and open generic sizes).
     slots: usize,
     generic_sizes: Vec<(Arc<str>, TypeCheck)>,
-    types: Vec<(Arc<str>, Scalar)>,
+    types: Vec<(Arc<str>, ParamType)>,
     pub(crate) allow_races: bool,
 }
 
@@ -1549,9 +1990,16 @@ impl BoundCall {
             }
             return Ok(None);
         }
-        let full = arg
+        let mut full = arg
             .full_shape()
             .ok_or_else(|| rebind("it has no shape".into()))?;
+        if let Arg::Generator(_) = arg {
+            // The generated value's own dims, which its type fixes.
+            full.extend(l.checks.iter().map(|c| match c {
+                TypeCheck::Fixed(n) => *n,
+                TypeCheck::Slot(_) => 1,
+            }));
+        }
         if full.len() != l.ndims {
             return Err(rebind(format!(
                 "it had {} dims, now {}",
@@ -1673,9 +2121,25 @@ impl BoundCall {
     /// The type of leaf `l` with its generic types and the generic sizes
     /// that this call knows (fixed at bind, or filled by `slots`)
     /// substituted.
+    /// The generic types bound, as `T = float2, U = int`.
+    fn generic_types_text(&self) -> String {
+        let lang = self.signature.language;
+        let items: Vec<String> = self
+            .types
+            .iter()
+            .map(|(n, t)| format!("{n} = {}", t.spelled(lang)))
+            .collect();
+        items.join(", ")
+    }
+
     fn resolved_type(&self, l: &BoundLeaf, slots: &[Option<(u64, usize)>]) -> ParamType {
         l.ty.substituted(
-            &|g| self.types.iter().find(|(n, _)| **n == *g).map(|(_, s)| *s),
+            &|g| {
+                self.types
+                    .iter()
+                    .find(|(n, _)| **n == *g)
+                    .map(|(_, t)| t.clone())
+            },
             &|g| match self.generic_sizes.iter().find(|(n, _)| **n == *g)?.1 {
                 TypeCheck::Fixed(size) => Some(size),
                 TypeCheck::Slot(s) => slots[s].map(|(size, _)| size),

@@ -14,6 +14,36 @@ pub(crate) fn quoted(text: &str) -> String {
     }
 }
 
+/// The names among `known` that `name` is a small edit away from (at most
+/// a third of its length, and at least one edit), closest first: what a
+/// misspelt parameter probably meant.
+pub(crate) fn close_matches<'a>(
+    name: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let limit = (name.chars().count() / 3).max(1);
+    let mut close: Vec<(usize, &str)> = known
+        .into_iter()
+        .map(|k| (strsim::levenshtein(name, k), k))
+        .filter(|&(d, _)| d <= limit)
+        .collect();
+    close.sort();
+    close.dedup();
+    close.into_iter().map(|(_, k)| k.to_owned()).collect()
+}
+
+/// `; did you mean `a` or `b`?`, or nothing for no names.
+fn did_you_mean(close: &[String]) -> String {
+    match close {
+        [] => String::new(),
+        [one] => format!("; did you mean `{one}`?"),
+        [init @ .., last] => {
+            let init: Vec<String> = init.iter().map(|n| format!("`{n}`")).collect();
+            format!("; did you mean {} or `{last}`?", init.join(", "))
+        }
+    }
+}
+
 /// An error of a vectorized call: a signature or argument that cannot be
 /// read, an argument that cannot bind to its parameter, no overload or
 /// several, or sizes that break broadcasting at call time. Argument paths
@@ -55,13 +85,18 @@ pub enum CallError {
         /// The arguments given.
         found: usize,
     },
-    /// A keyword argument (or struct field) no parameter has.
-    #[error("{function}: no parameter or field named `{name}`")]
+    /// A keyword argument, map or struct field that no parameter has.
+    #[error(
+        "{function}: no parameter or field named `{name}`{}",
+        did_you_mean(close)
+    )]
     UnknownParameter {
         /// The overload.
         function: String,
         /// The name given.
         name: String,
+        /// The names it could have meant (a small edit away), closest first.
+        close: Vec<String>,
     },
     /// A parameter given twice.
     #[error("{function}: parameter `{name}` is given more than once")]
@@ -144,13 +179,36 @@ pub enum CallError {
         /// Each candidate with why it failed.
         candidates: Vec<(String, String)>,
     },
-    /// More than one overload takes the arguments.
-    #[error("the call of `{function}` is ambiguous: {} overloads take these arguments:{}", candidates.len(), candidates.iter().map(|s| format!("\n  {s}")).collect::<String>())]
+    /// More than one overload, or more than one binding of a generic
+    /// type, takes the arguments.
+    #[error("the call of `{function}` is ambiguous: {} candidates take these arguments:{}", candidates.len(), candidates.iter().map(|s| format!("\n  {s}")).collect::<String>())]
     AmbiguousOverload {
         /// The function's name.
         function: String,
         /// The overloads that match.
         candidates: Vec<String>,
+    },
+    /// A generic size that only a call's sizes would fix: a kernel's types
+    /// are fixed when it is generated, before any size is known.
+    #[error("{function}: the generic size `{generic}` is fixed by no value, element type or specialization; only the trailing size of `{arg}`, known when the call runs, would give it. Give `{arg}` an element type that fixes it (`tensor<float3>(..)`), pass a value, or specialize (`{name}<..>`, `--specialize {generic}=..`)")]
+    Unspecialized {
+        /// The overload.
+        function: String,
+        /// The function's name.
+        name: String,
+        /// The generic size.
+        generic: String,
+        /// The argument whose size would have given it.
+        arg: String,
+    },
+    /// A specialization that names no generic parameter, or gives a type
+    /// for a size or a size for a type.
+    #[error("specialization `{text}`: {message}")]
+    InvalidSpecialization {
+        /// The specialization as written (shortened when long).
+        text: String,
+        /// What is wrong.
+        message: String,
     },
     /// Sizes that break NumPy's broadcasting on a call axis.
     #[error("call axis {axis}: argument `{arg}` has size {size} (its axis {arg_axis}), but `{other}` gave the call size {other_size}; sizes must be equal or 1")]

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use super::bind::{AxisRole, BoundCall, Resolution, ResolvedArg};
 use super::error::CallError;
+use super::generator::{Generator, ValueLayout};
 use super::signature::Direction;
 use super::types::{Extent, Language, ParamType};
 
@@ -37,9 +38,44 @@ pub struct KernelLeaf {
     pub len: u64,
     /// Whether the call allocates it.
     pub allocated: bool,
+    /// The generator whose values it takes, for a generator argument
+    /// (its buffer is one unused element, given by [`CallKernel::buffers`]).
+    pub generator: Option<GeneratedLeaf>,
+}
+
+/// A leaf whose values a generator computes for each call.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GeneratedLeaf {
+    /// The generator.
+    pub generator: Generator,
+    /// How its values fill the parameter's type.
+    pub layout: ValueLayout,
+    /// For `call_id` and `grid`, per value, the call dim whose index it
+    /// takes (`None`: a grid dim of size 1, index 0); empty for the others.
+    pub dims: Vec<Option<usize>>,
+}
+
+impl GeneratedLeaf {
+    /// Its values at call index `index` (row-major position `flat`).
+    pub fn values(&self, index: &[u64], flat: u64) -> Vec<f32> {
+        let at: Vec<u64> = self
+            .dims
+            .iter()
+            .map(|d| d.map_or(0, |c| index[c]))
+            .collect();
+        self.generator.values(self.layout, &at, flat)
+    }
 }
 
 impl KernelLeaf {
+    /// Whether the function writes this leaf's buffer: an `out` or
+    /// `inout` parameter, the result, or a read-write tensor
+    /// (`RWTensor<T,N>`, `RWNDBuffer<T,N>`), which the function writes
+    /// through though its parameter is not `out`.
+    pub fn writes(&self) -> bool {
+        self.direction.writes() || self.ty.writes_through()
+    }
+
     /// The elements one call index reads or writes: the product of the
     /// type shape.
     pub fn elements(&self) -> u64 {
@@ -141,6 +177,15 @@ impl BoundCall {
                     AxisRole::Type(t) => type_strides[t] = strides[i],
                 }
             }
+            let generator = match l.generator() {
+                Some(g) => Some(generated(g, &ty, r, k)?),
+                None => None,
+            };
+            let (len, call_strides, type_strides) = match generator {
+                // No data: one unused element keeps every leaf bound.
+                Some(_) => (1, vec![0; k], vec![0; r.type_shape.len()]),
+                None => (acc, call_strides, type_strides),
+            };
             leaves.push(KernelLeaf {
                 path: l.path.clone(),
                 ty,
@@ -148,8 +193,9 @@ impl BoundCall {
                 call_strides,
                 type_strides,
                 type_shape: r.type_shape.clone(),
-                len: acc,
+                len,
                 allocated: r.allocated,
+                generator,
             });
         }
         let sig = &self.signature;
@@ -187,6 +233,40 @@ impl BoundCall {
             races_allowed: self.allow_races,
         })
     }
+}
+
+/// A generator leaf: its layout in `ty` and the call dim of each value
+/// (`call_id`: every call dim in order; `grid`: each grid dim's, unless
+/// its size is a fixed 1).
+fn generated(
+    g: &Generator,
+    ty: &ParamType,
+    r: &ResolvedArg,
+    k: usize,
+) -> Result<GeneratedLeaf, CallError> {
+    let layout = g.layout(ty).map_err(|reason| CallError::TypeMismatch {
+        arg: r.path.clone(),
+        param_type: ty.spelled(Language::Slang),
+        found: g.describe(),
+        reason,
+    })?;
+    let dims = match g {
+        Generator::CallId => (0..k).map(Some).collect(),
+        Generator::Grid { shape, .. } => shape
+            .iter()
+            .zip(&r.axes)
+            .map(|(size, role)| match (size, role) {
+                (Some(1), _) | (_, AxisRole::Type(_)) => None,
+                (_, AxisRole::Call(c)) => Some(*c),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(GeneratedLeaf {
+        generator: g.clone(),
+        layout,
+        dims,
+    })
 }
 
 /// `ty` with its generic sizes taken from its resolved type shape.
@@ -236,7 +316,9 @@ impl CallKernel {
         let mut given = inputs.into_iter();
         let mut out = Vec::with_capacity(self.leaves.len());
         for l in &self.leaves {
-            if l.allocated {
+            if l.generator.is_some() {
+                out.push(vec![0.0]);
+            } else if l.allocated {
                 let len = usize::try_from(l.len).map_err(|_| too_large(l))?;
                 let mut v = Vec::new();
                 v.try_reserve_exact(len).map_err(|_| too_large(l))?;
@@ -252,7 +334,7 @@ impl CallKernel {
         }
         if given.next().is_some() {
             let read: Vec<String> = (self.leaves.iter())
-                .filter(|l| !l.allocated)
+                .filter(|l| !l.allocated && l.generator.is_none())
                 .map(|l| l.path.to_string())
                 .collect();
             return Err(CallError::Data {
@@ -331,7 +413,10 @@ impl CallKernel {
     /// The reference executor: for each call index in row-major order,
     /// loads every leaf's elements, calls `f` with them (one `Vec` per
     /// leaf, in leaf order; outputs hold what their buffers hold) and
-    /// stores back the leaves the function writes.
+    /// stores back the leaves the function writes ([`KernelLeaf::writes`]).
+    /// A slice or tensor parameter's `Vec` is the call's whole slice; a
+    /// read-write tensor's is stored back whole, so a tensor that several
+    /// call indices share sees the earlier ones' writes.
     pub fn run_cpu(
         &self,
         buffers: &mut [Vec<f32>],
@@ -352,15 +437,28 @@ impl CallKernel {
             v.resize(n, 0.0);
             values.push(v);
         }
+        let generates = self.leaves.iter().any(|l| l.generator.is_some());
+        let mut index = vec![0u64; self.call_shape.len()];
         for call in 0..points {
+            if generates {
+                let mut rest = call;
+                for (c, &size) in self.call_shape.iter().enumerate().rev() {
+                    index[c] = rest % size;
+                    rest /= size;
+                }
+            }
             for (i, l) in self.leaves.iter().enumerate() {
+                if let Some(g) = &l.generator {
+                    values[i] = g.values(&index, call);
+                    continue;
+                }
                 for t in 0..l.elements() {
                     values[i][t as usize] = buffers[i][self.element(i, call, t) as usize];
                 }
             }
             f(&mut values);
             for (i, l) in self.leaves.iter().enumerate() {
-                if l.direction.writes() {
+                if l.writes() {
                     for t in 0..l.elements() {
                         let at = self.element(i, call, t) as usize;
                         buffers[i][at] = values[i][t as usize];

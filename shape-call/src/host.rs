@@ -72,7 +72,8 @@ impl HostArgs {
 }
 
 /// What a call wrote, by argument name (`_result` for the return value,
-/// and every `out` and `inout` argument), each with its dims.
+/// and every `out` and `inout` argument and read-write tensor), each with
+/// its dims.
 #[derive(Clone, Debug, Default)]
 pub struct HostOutputs {
     written: Vec<(Arc<str>, HostArg)>,
@@ -191,7 +192,8 @@ impl Function {
                 | ParamType::Array(inner, _)
                 | ParamType::StructuredBuffer(inner)
                 | ParamType::Texture2D(inner)
-                | ParamType::Slice(_, inner) => inner,
+                | ParamType::Slice(_, inner)
+                | ParamType::Tensor(_, _, inner) => inner,
                 ParamType::Struct(_) => {
                     return Err(CallError::Data {
                         arg: name.to_string(),
@@ -257,7 +259,7 @@ impl HostCall {
     fn outputs(&self, buffers: Vec<Vec<f32>>) -> HostOutputs {
         let resolved = self.resolution.args.iter().chain(&self.resolution.result);
         let written = (self.kernel.leaves.iter().zip(resolved).zip(buffers))
-            .filter(|((leaf, _), _)| leaf.direction.writes())
+            .filter(|((leaf, _), _)| leaf.writes())
             .map(|((leaf, r), values)| (leaf.path.clone(), HostArg::new(r.shape.clone(), values)))
             .collect();
         HostOutputs { written }

@@ -82,10 +82,12 @@ impl Signature {
     /// This Slang-style signature with a body written in WGSL, so that it
     /// runs on wgpu: the generated kernel declares the function with its
     /// value parameters in WGSL types (`int2` is `vec2<i32>`) and gives
-    /// each slice, buffer or runtime array parameter `p` two accessors
-    /// instead: `p_load(i0: u32, ..) -> T` reads an element of the
-    /// current call's slice and `p_size(d: u32) -> u32` gives its size
-    /// along dim `d`.
+    /// each slice, tensor, buffer or runtime array parameter `p` two
+    /// accessors instead: `p_load(i0: u32, ..) -> T` reads an element of
+    /// the current call's slice and `p_size(d: u32) -> u32` gives its size
+    /// along dim `d`; a read-write tensor (`RWTensor<T,N>`,
+    /// `RWNDBuffer<T,N>`) also gets `p_store(i0: u32, .., value: T)`,
+    /// which writes an element.
     ///
     /// ```
     /// use shape_call::Signature;

@@ -2,7 +2,8 @@
 //!
 //! Types may be spelled as Slang writes them (`float3`, `int2[10]`,
 //! `vector<T,N>`, `float4x4`, `StructuredBuffer<float4>`, `Texture2D<float>`,
-//! `Slice<2,float4>`) or as WGSL does (`vec3<f32>`, `vec3f`,
+//! `Slice<2,float4>`, slangpy's `Tensor<float,3>`, `RWTensor<float,3>`,
+//! `NDBuffer<float,3>`, `RWNDBuffer<float,3>`) or as WGSL does (`vec3<f32>`, `vec3f`,
 //! `array<vec2<i32>,10>`, `mat4x4<f32>`), in signatures and in arguments
 //! alike.
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use super::error::CallError;
 use super::signature::{Direction, Param, Signature};
-use super::types::{Extent, Language, ParamType, Scalar, StructType};
+use super::types::{Extent, Language, ParamType, Scalar, StructType, TensorKind};
 
 /// One token of a declaration.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +76,9 @@ pub struct TypeScope {
     structs: HashMap<Arc<str>, Arc<StructType>>,
     generic_types: Vec<Arc<str>>,
     generic_sizes: Vec<Arc<str>>,
+    /// Every generic parameter, types and sizes, in declaration order
+    /// (what `f<float, 3>` specializes position by position).
+    generic_order: Vec<Arc<str>>,
 }
 
 impl TypeScope {
@@ -86,6 +90,14 @@ impl TypeScope {
     /// Makes `s` known by its name.
     pub fn add_struct(&mut self, s: StructType) {
         self.structs.insert(s.name.clone(), Arc::new(s));
+    }
+
+    /// The generic parameters in declaration order, each with whether it
+    /// is a size (`let N : int`) rather than a type.
+    pub(crate) fn generics(&self) -> impl Iterator<Item = (&Arc<str>, bool)> + '_ {
+        self.generic_order
+            .iter()
+            .map(|g| (g, self.generic_sizes.contains(g)))
     }
 
     /// Adds the structs of `other` that this scope lacks.
@@ -267,6 +279,19 @@ impl<'a> Cursor<'a> {
         start: usize,
     ) -> Result<ParamType, CallError> {
         let boxed = |t: ParamType| Box::new(t);
+        if let Some(kind) = TensorKind::named(name) {
+            // slangpy's `Tensor<T,N>`: the element type first, then the
+            // number of dims, a whole number (the kernel's dims are fixed
+            // when it is generated).
+            let e = self.ty(scope)?;
+            self.expect(',')?;
+            let n = self.number(&format!("{name}'s number of dims (a whole number)"))?;
+            if n == 0 {
+                return Err(self.error(format!("a {name} has at least 1 dim")));
+            }
+            let n = u32::try_from(n).map_err(|_| self.error(format!("too many {name} dims")))?;
+            return Ok(ParamType::Tensor(kind, n, boxed(e)));
+        }
         Ok(match name {
             "vector" => {
                 let e = self.ty(scope)?;
@@ -483,12 +508,14 @@ pub(crate) fn parse_slang(text: &str) -> Result<Signature, CallError> {
                     return Err(c.error("a generic size is an `int` or a `uint`"));
                 }
                 scope.generic_sizes.push(Arc::from(g.as_str()));
+                scope.generic_order.push(Arc::from(g.as_str()));
             } else {
                 let g = c.ident("a generic type's name")?;
                 if c.eat(':') {
                     c.ident("an interface")?;
                 }
                 scope.generic_types.push(Arc::from(g.as_str()));
+                scope.generic_order.push(Arc::from(g.as_str()));
             }
             if !c.eat(',') {
                 break;
@@ -526,7 +553,20 @@ pub(crate) fn parse_slang(text: &str) -> Result<Signature, CallError> {
                     c.next();
                 }
             }
+            let ty_at = c.offset();
             let ty = c.ty(&scope)?;
+            if let (ParamType::Tensor(kind, ..), Direction::Out | Direction::InOut) =
+                (&ty, direction)
+            {
+                return Err(CallError::syntax(
+                    text,
+                    ty_at,
+                    format!(
+                        "a {} parameter is neither `out` nor `inout`: the function writes a tensor through `RWTensor` or `RWNDBuffer`",
+                        kind.name()
+                    ),
+                ));
+            }
             let pname = c.ident("a parameter name")?;
             let ty = c.array_suffixes(ty)?;
             if !names.insert(pname.clone()) {

@@ -97,6 +97,50 @@ pub struct StructType {
     pub fields: Vec<(Arc<str>, ParamType)>,
 }
 
+/// Which of slangpy's tensor parameter types a [`ParamType::Tensor`] is:
+/// read-only or read-write, and whether it is spelled `Tensor` or
+/// `NDBuffer` (the two consume dims alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorKind {
+    /// `Tensor<T,N>`: read.
+    Tensor,
+    /// `RWTensor<T,N>`: read and written.
+    RWTensor,
+    /// `NDBuffer<T,N>`: read.
+    NDBuffer,
+    /// `RWNDBuffer<T,N>`: read and written.
+    RWNDBuffer,
+}
+
+impl TensorKind {
+    /// The type's name: `Tensor`, `RWTensor`, `NDBuffer` or `RWNDBuffer`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorKind::Tensor => "Tensor",
+            TensorKind::RWTensor => "RWTensor",
+            TensorKind::NDBuffer => "NDBuffer",
+            TensorKind::RWNDBuffer => "RWNDBuffer",
+        }
+    }
+
+    /// The kind named `name`, if it is one.
+    pub fn named(name: &str) -> Option<TensorKind> {
+        Some(match name {
+            "Tensor" => TensorKind::Tensor,
+            "RWTensor" => TensorKind::RWTensor,
+            "NDBuffer" => TensorKind::NDBuffer,
+            "RWNDBuffer" => TensorKind::RWNDBuffer,
+            _ => return None,
+        })
+    }
+
+    /// Whether the function may write through it (`RWTensor`,
+    /// `RWNDBuffer`).
+    pub fn writable(self) -> bool {
+        matches!(self, TensorKind::RWTensor | TensorKind::RWNDBuffer)
+    }
+}
+
 /// The type of a parameter, a return value or an argument's elements.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ParamType {
@@ -118,6 +162,12 @@ pub enum ParamType {
     Texture2D(Box<ParamType>),
     /// `Slice<N,T>`: N dims of any size, then T's shape.
     Slice(u32, Box<ParamType>),
+    /// slangpy's `Tensor<T,N>`, `RWTensor<T,N>`, `NDBuffer<T,N>` and
+    /// `RWNDBuffer<T,N>`: like `Slice<N,T>`, N dims of any size (N >= 1),
+    /// then T's shape. The function reads the call's whole tensor, and
+    /// writes it through the read-write kinds: those writes land in the
+    /// argument's own storage and are not races.
+    Tensor(TensorKind, u32, Box<ParamType>),
     /// A struct: type shape `()`; its fields bind one by one.
     Struct(Arc<StructType>),
 }
@@ -157,7 +207,7 @@ impl ParamType {
                 out.extend([Extent::Any, Extent::Any]);
                 e.push_shape(out);
             }
-            ParamType::Slice(n, e) => {
+            ParamType::Slice(n, e) | ParamType::Tensor(_, n, e) => {
                 out.extend((0..*n).map(|_| Extent::Any));
                 e.push_shape(out);
             }
@@ -173,7 +223,32 @@ impl ParamType {
             | ParamType::Array(e, _)
             | ParamType::StructuredBuffer(e)
             | ParamType::Texture2D(e)
-            | ParamType::Slice(_, e) => e.leaf(),
+            | ParamType::Slice(_, e)
+            | ParamType::Tensor(_, _, e) => e.leaf(),
+        }
+    }
+
+    /// Whether the function writes its argument through this type, though
+    /// the parameter is not `out` or `inout`: a read-write tensor
+    /// (`RWTensor`, `RWNDBuffer`), at any depth.
+    ///
+    /// ```
+    /// use shape_call::{parse_type, TypeScope};
+    /// let scope = TypeScope::new();
+    /// assert!(parse_type("RWTensor<float,2>", &scope).unwrap().writes_through());
+    /// assert!(!parse_type("Tensor<float,2>", &scope).unwrap().writes_through());
+    /// ```
+    pub fn writes_through(&self) -> bool {
+        match self {
+            ParamType::Tensor(kind, _, e) => kind.writable() || e.writes_through(),
+            ParamType::Scalar(_) | ParamType::Generic(_) => false,
+            ParamType::Struct(s) => s.fields.iter().any(|(_, t)| t.writes_through()),
+            ParamType::Vector(e, _)
+            | ParamType::Matrix(e, _, _)
+            | ParamType::Array(e, _)
+            | ParamType::StructuredBuffer(e)
+            | ParamType::Texture2D(e)
+            | ParamType::Slice(_, e) => e.writes_through(),
         }
     }
 
@@ -190,7 +265,7 @@ impl ParamType {
     /// `sizes`, where they are bound.
     pub fn substituted(
         &self,
-        types: &dyn Fn(&str) -> Option<Scalar>,
+        types: &dyn Fn(&str) -> Option<ParamType>,
         sizes: &dyn Fn(&str) -> Option<u64>,
     ) -> ParamType {
         let ext = |e: &Extent| match e {
@@ -199,7 +274,7 @@ impl ParamType {
         };
         let sub = |e: &ParamType| Box::new(e.substituted(types, sizes));
         match self {
-            ParamType::Generic(n) => types(n).map_or_else(|| self.clone(), ParamType::Scalar),
+            ParamType::Generic(n) => types(n).unwrap_or_else(|| self.clone()),
             ParamType::Scalar(_) | ParamType::Struct(_) => self.clone(),
             ParamType::Vector(e, n) => ParamType::Vector(sub(e), ext(n)),
             ParamType::Matrix(e, r, c) => ParamType::Matrix(sub(e), ext(r), ext(c)),
@@ -207,6 +282,7 @@ impl ParamType {
             ParamType::StructuredBuffer(e) => ParamType::StructuredBuffer(sub(e)),
             ParamType::Texture2D(e) => ParamType::Texture2D(sub(e)),
             ParamType::Slice(n, e) => ParamType::Slice(*n, sub(e)),
+            ParamType::Tensor(k, n, e) => ParamType::Tensor(*k, *n, sub(e)),
         }
     }
 
@@ -247,6 +323,9 @@ impl ParamType {
                 format!("texture_2d<{}>", inner(e.leaf()))
             }
             (Language::Wgsl, ParamType::Slice(n, e)) => format!("Slice<{n},{}>", inner(e)),
+            // slangpy's spelling in both languages, the element as the
+            // language writes it: `RWTensor<float3,2>`, `RWTensor<vec3<f32>,2>`.
+            (_, ParamType::Tensor(k, n, e)) => format!("{}<{},{n}>", k.name(), inner(e)),
         }
     }
 }

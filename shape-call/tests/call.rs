@@ -177,6 +177,156 @@ fn slice_examples() {
     );
 }
 
+/// slangpy's tensor parameter types: `Tensor<T,N>`, `RWTensor<T,N>`,
+/// `NDBuffer<T,N>` and `RWNDBuffer<T,N>` consume N dims of any size, then
+/// T's shape, as `Slice<N,T>` does.
+#[test]
+fn tensor_parameter_types() {
+    let as_tensor = func("float f(int i, Tensor<float,3> t)");
+    let as_slice = func("float f(int i, Slice<3,float> t)");
+    for args in [
+        ["inttensor(5)", "tensor(5,2,3,4)"],
+        ["inttensor(5)", "tensor(2,3,4)"],
+        ["int2", "tensor(7,1,2,3,4)"],
+    ] {
+        let t = call(&as_tensor, &args).unwrap();
+        let s = call(&as_slice, &args).unwrap();
+        assert_eq!(shapes(&t), shapes(&s), "{args:?}");
+        assert_eq!(t.args[1].type_shape, s.args[1].type_shape, "{args:?}");
+        assert_eq!(t.args[1].mapping, s.args[1].mapping, "{args:?}");
+        assert_eq!(t.args[1].ty, "Tensor<float,3>");
+    }
+    let r = call(&as_tensor, &["inttensor(5)", "tensor(5,2,3,4)"]).unwrap();
+    assert_eq!(shapes(&r), (vec![5], vec![vec![5], vec![5]], Some(vec![5])));
+    assert_eq!(r.args[1].type_shape, vec![2, 3, 4]);
+    // The element's own dims follow the N dims.
+    let v = func("float f(NDBuffer<float3,2> t)");
+    let r = call(&v, &["tensor(6,4,5,3)"]).unwrap();
+    assert_eq!(shapes(&r), (vec![6], vec![vec![6]], Some(vec![6])));
+    assert_eq!(r.args[0].type_shape, vec![4, 5, 3]);
+    assert_eq!(kind(call(&v, &["tensor(6,4,5,2)"])), "type_shape");
+    // Element types match exactly; too few dims is `dimensionality`.
+    assert_eq!(
+        kind(call(&as_tensor, &["inttensor(5)", "inttensor(5,2,3,4)"])),
+        "type_mismatch"
+    );
+    let e = call(&as_tensor, &["inttensor(5)", "tensor(3,4)"]).unwrap_err();
+    assert_eq!(e.kind(), "dimensionality", "{e}");
+    assert!(e.to_string().contains("Tensor<float,3>"), "{e}");
+
+    // The number of dims is a whole number of at least 1, and a tensor
+    // parameter is written through its type, not `out` or `inout`.
+    for sig in [
+        "float f(Tensor<float,0> t)",
+        "float f<let N : int>(Tensor<float,N> t)",
+        "float f(Tensor<float> t)",
+        "float f(Tensor<3,float> t)",
+        "void f(out RWTensor<float,1> t)",
+        "void f(inout Tensor<float,1> t)",
+    ] {
+        let e = Signature::parse(sig).unwrap_err();
+        assert_eq!(e.kind(), "syntax", "{sig}: {e}");
+    }
+}
+
+/// Each of the four spellings is read back from how either language
+/// writes it, in a signature and as a type on its own.
+#[test]
+fn tensor_parameter_types_round_trip() {
+    use shape_call::{parse_type, Language, ParamType, TensorKind, TypeScope};
+    let scope = TypeScope::new();
+    for name in ["Tensor", "RWTensor", "NDBuffer", "RWNDBuffer"] {
+        for element in ["float", "int3", "float2x3"] {
+            let text = format!("{name}<{element},2>");
+            let ty = parse_type(&text, &scope).unwrap();
+            let ParamType::Tensor(k, 2, _) = &ty else {
+                panic!("{text} is {ty:?}")
+            };
+            assert_eq!(k.name(), name);
+            assert_eq!(k.writable(), name.starts_with("RW"));
+            assert_eq!(TensorKind::named(name), Some(*k));
+            assert_eq!(ty.writes_through(), name.starts_with("RW"), "{text}");
+            assert_eq!(ty.spelled(Language::Slang), text);
+            for lang in [Language::Slang, Language::Wgsl] {
+                let spelled = ty.spelled(lang);
+                assert_eq!(parse_type(&spelled, &scope).unwrap(), ty, "{spelled}");
+            }
+            let sig = format!("void f({text} t)");
+            assert_eq!(Signature::parse(&sig).unwrap().to_string(), sig);
+        }
+    }
+    let wgsl = parse_type("RWNDBuffer<float3,1>", &scope).unwrap();
+    assert_eq!(wgsl.spelled(Language::Wgsl), "RWNDBuffer<vec3<f32>,1>");
+}
+
+/// A read-write tensor's writes are the function's own: one tensor that
+/// every call index shares is not a race (an `inout` array would be), and
+/// what the function writes lands in the argument's storage.
+#[test]
+fn read_write_tensor_writes_land_and_are_not_races() {
+    let scatter = func("void scatter(int i, float x, RWTensor<float,1> t)");
+    let parse = |text: &str| Arg::parse(text, &scatter.scope()).unwrap();
+    let args = CallArgs::new()
+        .arg(parse("inttensor(4)"))
+        .arg(parse("tensor(4)"))
+        .arg(parse("tensor(4)"));
+    let bound = scatter.bind(&args).unwrap();
+    let r = bound.call(&args).unwrap();
+    assert_eq!(shapes(&r), (vec![4], vec![vec![4], vec![4], vec![]], None));
+    let kernel = bound.kernel(&r).unwrap();
+    assert!(kernel.leaves[2].writes());
+    assert!(!kernel.leaves[0].writes());
+    let mut data = kernel
+        .buffers(vec![
+            vec![2.0, 0.0, 3.0, 1.0],
+            vec![10.0, 20.0, 30.0, 40.0],
+            vec![1.0, 1.0, 1.0, 1.0],
+        ])
+        .unwrap();
+    kernel
+        .run_cpu(&mut data, &mut |v: &mut [Vec<f32>]| {
+            let i = v[0][0] as usize;
+            v[2][i] += v[1][0];
+        })
+        .unwrap();
+    assert_eq!(data[2], vec![21.0, 41.0, 11.0, 31.0]);
+    // The same writes through an `inout` array are refused as a race.
+    let inout = func("void scatter(int i, float x, inout float[] t)");
+    assert_eq!(
+        kind(call(&inout, &["inttensor(4)", "tensor(4)", "tensor(4)"])),
+        "race"
+    );
+    // A read-only tensor is not written back.
+    let read = func("void scatter(int i, float x, Tensor<float,1> t)");
+    let bound = read.bind(&args).unwrap();
+    let kernel = bound.kernel(&bound.call(&args).unwrap()).unwrap();
+    assert!(!kernel.leaves[2].writes());
+    let mut data = kernel
+        .buffers(vec![vec![0.0; 4], vec![1.0; 4], vec![5.0; 4]])
+        .unwrap();
+    kernel
+        .run_cpu(&mut data, &mut |v: &mut [Vec<f32>]| v[2][0] = -1.0)
+        .unwrap();
+    assert_eq!(data[2], vec![5.0; 4]);
+    // By name, the written tensor comes back with its dims.
+    use shape_call::{HostArg, HostArgs};
+    let host = HostArgs::new()
+        .with("i", HostArg::new(vec![2], vec![1.0, 0.0]))
+        .with("x", HostArg::new(vec![2], vec![3.0, 4.0]))
+        .with("t", HostArg::new(vec![2], vec![0.0, 0.0]));
+    let out = scatter
+        .host_call(&host)
+        .unwrap()
+        .run_cpu(&mut |v: &mut [Vec<f32>]| {
+            let i = v[0][0] as usize;
+            v[2][i] = v[1][0];
+        })
+        .unwrap();
+    let t = out.get("t").expect("t is written");
+    assert_eq!(t.dims(), &[2]);
+    assert_eq!(t.values(), &[4.0, 3.0]);
+}
+
 #[test]
 fn remapping_examples() {
     let dot = func(DOT);
@@ -380,7 +530,7 @@ fn overloads_pick_exactly_one() {
     let f = func("float f(float3 a)").overload(Signature::parse("float f(float a)").unwrap());
     let e = call(&f, &["tensor(10,3)"]).unwrap_err();
     assert_eq!(e.kind(), "ambiguous_overload");
-    assert!(e.to_string().contains("2 overloads"), "{e}");
+    assert!(e.to_string().contains("2 candidates"), "{e}");
     // Neither takes a number: every candidate is listed with its reason.
     let h = func("float h(float3 a)").overload(Signature::parse("float h(float2 a)").unwrap());
     let e = call(&h, &["1.0"]).unwrap_err();
@@ -416,9 +566,15 @@ fn generic_sizes_are_shared() {
     assert_eq!(r.call_shape, vec![10]);
     assert_eq!(r.args[0].ty, "float4");
     assert_eq!(r.result.unwrap().ty, "float");
+    // Only the plain tensors' trailing sizes, known when the call runs,
+    // would give `N`: a kernel's types are fixed before that.
     let e = call(&sum, &["tensor(10,4)", "tensor(10,3)"]).unwrap_err();
-    assert_eq!(e.kind(), "type_shape");
+    assert_eq!(e.kind(), "unspecialized");
     assert!(e.to_string().contains("generic size `N`"), "{e}");
+    // An element type fixes it; the other tensor's 3 then disagrees.
+    let e = call(&sum, &["tensor<float4>(10)", "tensor(10,3)"]).unwrap_err();
+    assert_eq!(e.kind(), "type_shape");
+    assert!(e.to_string().contains("4"), "{e}");
     // Two values that disagree are caught at bind, by the solver.
     let e = call(&sum, &["float4", "float3"]).unwrap_err();
     assert_eq!(e.kind(), "type_shape");

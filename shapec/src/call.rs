@@ -8,6 +8,7 @@
 //!     overloads: &[],
 //!     args: &["a=tensor(100,3)".into(), "b=float3".into()],
 //!     maps: &[],
+//!     specializations: &[],
 //!     vmap: None,
 //!     allow_races: false,
 //! };
@@ -30,8 +31,10 @@ pub struct Request<'a> {
     pub overloads: &'a [String],
     /// `NAME=ARG` or positional `ARG`.
     pub args: &'a [String],
-    /// `NAME=(..)`.
+    /// `NAME=(..)` or `NAME=TYPE`.
     pub maps: &'a [String],
+    /// `NAME=VALUE` or `f<VALUE, ..>`.
+    pub specializations: &'a [String],
     /// `(N),(M)->(N,M)`.
     pub vmap: Option<&'a str>,
     /// Whether outputs written by several call indices are accepted.
@@ -48,10 +51,13 @@ pub fn resolve(request: &Request<'_>, as_json: bool) -> Result<String, CliError>
         let (name, map) = m.split_once('=').ok_or_else(|| {
             CliError::Call(CallError::InvalidMap {
                 arg: m.clone(),
-                message: "write it as NAME=(2,0,1) or NAME=(w,h,c)".into(),
+                message: "write it as NAME=(2,0,1), NAME=(w,h,c) or NAME=TYPE".into(),
             })
         })?;
         f = f.map(name.trim(), ArgMap::parse(map)?);
+    }
+    for sp in request.specializations {
+        f = f.specialized(sp)?;
     }
     if let Some(v) = request.vmap {
         f = f.vmap(v)?;

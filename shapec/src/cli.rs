@@ -130,10 +130,16 @@ pub enum Command {
         #[arg(long = "signature", value_name = "SIGNATURE")]
         overloads: Vec<String>,
         /// Remap an argument's dims, applied first (repeatable):
-        /// `NAME=(2,0,1)` (entry i is where dim i goes) or
-        /// `NAME=(width,height,channels)` (named dims, in their new order).
+        /// `NAME=(2,0,1)` (entry i is where dim i goes; fewer entries
+        /// cover the leading call dims), `NAME=(width,height,channels)`
+        /// (named dims, in their new order), or `NAME=float` (the type the
+        /// argument binds as).
         #[arg(long, value_name = "NAME=(..)")]
         map: Vec<String>,
+        /// Fix generic parameters (repeatable): `N=8`, `T=float`, or the
+        /// function with all of them in order, `add<float,3>`.
+        #[arg(long, value_name = "NAME=VALUE")]
+        specialize: Vec<String>,
         /// Explicit call dims: one group per parameter naming its argument
         /// dims, then the call dims: `(N),(M)->(N,M)`.
         #[arg(long, value_name = "SPEC")]
@@ -393,6 +399,7 @@ fn execute(
             args,
             overloads,
             map,
+            specialize,
             vmap,
             allow_races,
             json,
@@ -402,6 +409,7 @@ fn execute(
                 overloads,
                 args,
                 maps: map,
+                specializations: specialize,
                 vmap: vmap.as_deref(),
                 allow_races: *allow_races,
             };

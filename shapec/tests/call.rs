@@ -82,7 +82,7 @@ fn errors_have_kinds_and_a_nonzero_status() {
         (vec!["fn f(", "float3"], "wgsl"),
         (vec![DOT, "tensor(3,", "float3"], "syntax"),
         (
-            vec![DOT, "float3", "tensor(3,100,100)", "--map", "b=(1,2)"],
+            vec![DOT, "float3", "tensor(3,100,100)", "--map", "b=(1,2,0,3)"],
             "invalid_map",
         ),
         (
@@ -179,4 +179,56 @@ fn text_form() {
         text.contains("call axis 0: argument `b` has size 1000"),
         "{text}"
     );
+}
+
+/// slangpy's tensor parameter types through `shapec call --json`: the
+/// type dims and call shape of the same call with `Slice<3,float>`, the
+/// type spelled as written, and their errors with their kinds.
+#[test]
+fn tensor_parameter_types() {
+    let (status, t) = json_of(&[
+        "float f(int i, Tensor<float,3> t)",
+        "i=inttensor(5)",
+        "t=tensor(5,2,3,4)",
+    ]);
+    assert_eq!(status, 0);
+    let (_, s) = json_of(&[
+        "float f(int i, Slice<3,float> t)",
+        "i=inttensor(5)",
+        "t=tensor(5,2,3,4)",
+    ]);
+    assert_eq!(t["call_shape"], json!([5]));
+    assert_eq!(t["args"]["t"]["type"], "Tensor<float,3>");
+    for key in ["type_shape", "arg_shape", "call_dims", "mapping"] {
+        assert_eq!(t["args"]["t"][key], s["args"]["t"][key], "{key}");
+    }
+    assert_eq!(t["result"], s["result"]);
+    // A read-write tensor that every call index shares is not a race.
+    let (status, v) = json_of(&[
+        "void scatter(int i, float x, RWTensor<float,1> t)",
+        "inttensor(4)",
+        "tensor(4)",
+        "tensor(4)",
+    ]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["args"]["t"]["arg_shape"], json!([]));
+    for (args, kind) in [
+        (
+            vec!["float f(Tensor<float,3> t)", "inttensor(2,3,4)"],
+            "type_mismatch",
+        ),
+        (
+            vec!["float f(Tensor<float,3> t)", "tensor(3,4)"],
+            "dimensionality",
+        ),
+        (vec!["float f(Tensor<float,0> t)", "tensor(3)"], "syntax"),
+        (
+            vec!["void f(out RWNDBuffer<float,1> t)", "tensor(3)"],
+            "syntax",
+        ),
+    ] {
+        let (status, v) = json_of(&args);
+        assert_eq!(status, 1, "{args:?}");
+        assert_eq!(v["error"]["kind"], kind, "{args:?}: {v}");
+    }
 }

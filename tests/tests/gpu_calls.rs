@@ -153,3 +153,188 @@ fn a_call_by_argument_name_runs_on_both() {
         assert!((g - c).abs() <= 1e-5, "{g} on the GPU, {c} on the CPU");
     }
 }
+
+/// slangpy's tensor parameter types on wgpu, against the reference: a
+/// read-only `Tensor` read through `t_load`/`t_size`, a `RWTensor` per
+/// call index summed in place through `t_store`, and one `RWNDBuffer` of
+/// `float2` that every call index shares, scattered into (not a race:
+/// the writes are the function's own, here at distinct elements).
+#[test]
+fn tensor_parameters_read_and_write_on_both() {
+    let Some(mut gpu) = wgpu_or_skip("tensor_parameters_read_and_write_on_both") else {
+        return;
+    };
+    let parse = |f: &Function, text: &str| Arg::parse(text, &f.scope()).unwrap();
+
+    let pick = Function::new(
+        shape_call::Signature::parse("float pick(int i, Tensor<float,3> t)")
+            .unwrap()
+            .with_wgsl_body("{ return t_load(u32(i), 1u, 2u) * f32(t_size(2u)); }"),
+    );
+    for t in ["tensor(5,2,3,4)", "tensor(2,3,4)"] {
+        let args = CallArgs::new()
+            .arg(parse(&pick, "inttensor(5)"))
+            .arg(parse(&pick, t));
+        let k = kernel(&pick, &args);
+        assert_eq!(k.call_shape, vec![5]);
+        let mut data = call_data(&k, 11);
+        data[0] = vec![0.0, 1.0, 1.0, 0.0, 1.0];
+        assert_call_agrees(&mut gpu, &k, data, &mut |v: &mut [Vec<f32>]| {
+            let i = v[0][0] as usize;
+            v[2][0] = v[1][(i * 3 + 1) * 4 + 2] * 4.0;
+        });
+    }
+
+    let running = Function::new(
+        shape_call::Signature::parse("float running(RWTensor<float,1> t)")
+            .unwrap()
+            .with_wgsl_body(
+                "{ var s = 0.0; for (var k = 0u; k < t_size(0u); k++) { s += t_load(k); t_store(k, s); } return s; }",
+            ),
+    );
+    let args = CallArgs::new().arg(Arg::tensor(&[6, 5]));
+    let k = kernel(&running, &args);
+    assert_eq!(k.call_shape, vec![6]);
+    assert!(k.leaves[0].writes());
+    assert_call_agrees(&mut gpu, &k, call_data(&k, 12), &mut |v: &mut [Vec<
+        f32,
+    >]| {
+        let mut s = 0.0;
+        for x in v[0].iter_mut() {
+            s += *x;
+            *x = s;
+        }
+        v[1][0] = s;
+    });
+
+    let scatter = Function::new(
+        shape_call::Signature::parse("void scatter(int i, float2 x, RWNDBuffer<float2,1> t)")
+            .unwrap()
+            .with_wgsl_body("{ t_store(u32(i), t_load(u32(i)) + x); }"),
+    );
+    let args = CallArgs::new()
+        .arg(parse(&scatter, "inttensor(8)"))
+        .arg(parse(&scatter, "tensor(8,2)"))
+        .arg(parse(&scatter, "tensor(8,2)"));
+    let k = kernel(&scatter, &args);
+    assert_eq!(k.call_shape, vec![8]);
+    assert_eq!(
+        k.leaves[2].call_strides,
+        vec![0],
+        "one tensor for every call index"
+    );
+    let mut data = call_data(&k, 13);
+    data[0] = vec![3.0, 7.0, 0.0, 5.0, 1.0, 6.0, 2.0, 4.0];
+    let (x, t) = (data[1].clone(), data[2].clone());
+    let on_gpu = gpu
+        .run_call_on_host(&k, k.buffers(data.clone()).unwrap())
+        .unwrap();
+    for (c, &i) in data[0].iter().enumerate() {
+        let i = i as usize;
+        for j in 0..2 {
+            assert_eq!(
+                on_gpu[2][2 * i + j],
+                t[2 * i + j] + x[2 * c + j],
+                "t[{i}][{j}]"
+            );
+        }
+    }
+    assert_call_agrees(&mut gpu, &k, data, &mut |v: &mut [Vec<f32>]| {
+        let i = v[0][0] as usize;
+        v[2][2 * i] += v[1][0];
+        v[2][2 * i + 1] += v[1][1];
+    });
+}
+
+#[test]
+fn generators_run_on_both() {
+    let Some(mut gpu) = wgpu_or_skip("generators_run_on_both") else {
+        return;
+    };
+    let parse = |f: &Function, text: &str| Arg::parse(text, &f.scope()).unwrap();
+    // call_id (a vector: x is the last call dim), a strided grid read as
+    // an array, thread_id and two random floats, against the reference.
+    let f = Function::new(
+        shape_call::Signature::parse(
+            "float f(int2 id, int[2] g, uint3 t, float2 u, float x)",
+        )
+        .unwrap()
+        .with_wgsl_body(
+            "{ return f32(id.x) + 10.0 * f32(id.y) + 100.0 * f32(g[0]) + 1000.0 * f32(g[1]) + 0.5 * f32(t.x + t.y + t.z) + u.x + u.y + x; }",
+        ),
+    );
+    let args = CallArgs::new()
+        .arg(parse(&f, "call_id"))
+        .arg(parse(&f, "grid(shape=(3,-1), stride=(2,-1), offset=(1,7))"))
+        .arg(parse(&f, "thread_id"))
+        .arg(parse(&f, "rand_float(min=-2.0, max=2.0, seed=9, warmup=2)"))
+        .arg(parse(&f, "tensor(3,5)"));
+    let k = kernel(&f, &args);
+    assert_eq!(k.call_shape, vec![3, 5]);
+    let reference = |v: &mut [Vec<f32>]| {
+        let (id, g, t, u, x) = (&v[0], &v[1], &v[2], &v[3], v[4][0]);
+        v[5][0] = id[0]
+            + 10.0 * id[1]
+            + 100.0 * g[0]
+            + 1000.0 * g[1]
+            + 0.5 * (t[0] + t[1] + t[2])
+            + u[0]
+            + u[1]
+            + x;
+    };
+    let data = call_data(&k, 21);
+    assert_call_agrees(&mut gpu, &k, data.clone(), &mut reference.clone());
+    // The values themselves, from the rules written out: call (2, 4) is
+    // row-major index 14.
+    let mut cpu = k.buffers(data).unwrap();
+    let mut seen = Vec::new();
+    k.run_cpu(&mut cpu, &mut |v: &mut [Vec<f32>]| {
+        seen.push((v[0].clone(), v[1].clone(), v[2].clone(), v[3].clone()));
+        reference(v);
+    })
+    .unwrap();
+    let (id, g, t, u) = &seen[14];
+    assert_eq!(id, &vec![4.0, 2.0]);
+    assert_eq!(g, &vec![1.0 + 2.0 * 2.0, 7.0 - 4.0]);
+    assert_eq!(t, &vec![14.0, 0.0, 0.0]);
+    let seed = shape_call::HashSeed {
+        seed: 9,
+        warmup: 2,
+        hash_seed: true,
+    };
+    let h = seed.hashes(14, 2);
+    assert_eq!(
+        u,
+        &vec![
+            shape_call::hash_to_float(h[0], -2.0, 2.0),
+            shape_call::hash_to_float(h[1], -2.0, 2.0)
+        ]
+    );
+
+    // wang_hash's 32 bits, checked inside the kernel against the hashes
+    // computed in Rust (a float holds only their low 16 bits exactly).
+    let hash = Function::new(
+        shape_call::Signature::parse("uint low(uint3 h, float x)")
+            .unwrap()
+            .with_wgsl_body("{ return (h.x ^ h.y ^ h.z) & 0xFFFFu; }"),
+    );
+    let args = CallArgs::new()
+        .arg(parse(&hash, "wang_hash(seed=5, hash_seed=false)"))
+        .arg(parse(&hash, "tensor(40)"));
+    let k = kernel(&hash, &args);
+    let out = gpu
+        .run_call_on_host(&k, k.buffers(call_data(&k, 3)).unwrap())
+        .unwrap();
+    let seed = shape_call::HashSeed {
+        seed: 5,
+        warmup: 0,
+        hash_seed: false,
+    };
+    let expected: Vec<f32> = (0..40)
+        .map(|i| {
+            let h = seed.hashes(i, 3);
+            ((h[0] ^ h[1] ^ h[2]) & 0xFFFF) as f32
+        })
+        .collect();
+    assert_eq!(out[2], expected);
+}
