@@ -8,6 +8,7 @@ use crate::arg::{Arg, CallArgs};
 use crate::bind::{Function, Resolution};
 use crate::error::CallError;
 use crate::exec::CallKernel;
+use crate::generator::Generator;
 use crate::signature::Direction;
 use crate::types::{ParamType, Scalar};
 
@@ -50,6 +51,7 @@ impl HostArg {
 #[derive(Clone, Debug, Default)]
 pub struct HostArgs {
     args: Vec<(Arc<str>, HostArg)>,
+    generators: Vec<(Arc<str>, Generator)>,
 }
 
 impl HostArgs {
@@ -61,7 +63,17 @@ impl HostArgs {
     /// These arguments with `name` given `arg` (replacing what it had).
     pub fn with(mut self, name: &str, arg: HostArg) -> HostArgs {
         self.args.retain(|(n, _)| &**n != name);
+        self.generators.retain(|(n, _)| &**n != name);
         self.args.push((Arc::from(name), arg));
+        self
+    }
+
+    /// These arguments with `name` given values the kernel generates
+    /// (`call_id`, `grid(..)`, `rand_float(..)`, ...: no data).
+    pub fn with_generator(mut self, name: &str, generator: Generator) -> HostArgs {
+        self.args.retain(|(n, _)| &**n != name);
+        self.generators.retain(|(n, _)| &**n != name);
+        self.generators.push((Arc::from(name), generator));
         self
     }
 
@@ -138,6 +150,9 @@ impl Function {
             let element = self.element_of(name)?;
             call_args = call_args.named(name, Arg::tensor_of(element, &arg.dims));
         }
+        for (name, g) in &args.generators {
+            call_args = call_args.named(name, Arg::Generator(g.clone()));
+        }
         for name in self.outputs_to_allocate(args) {
             call_args = call_args.named(&name, Arg::output());
         }
@@ -145,7 +160,7 @@ impl Function {
         let resolution = bound.call(&call_args)?;
         let kernel = bound.kernel(&resolution)?;
         let mut inputs = Vec::with_capacity(kernel.leaves.len());
-        for leaf in kernel.leaves.iter().filter(|l| !l.allocated) {
+        for leaf in (kernel.leaves.iter()).filter(|l| !l.allocated && l.generator.is_none()) {
             let given = args.get(&leaf.path).ok_or_else(|| CallError::Data {
                 arg: leaf.path.to_string(),
                 message: "no data was given for it".into(),
@@ -207,9 +222,12 @@ impl Function {
     /// The `out` parameters of the first overload that `args` gives
     /// nothing: the call allocates them.
     fn outputs_to_allocate(&self, args: &HostArgs) -> Vec<String> {
+        let given = |name: &str| {
+            args.get(name).is_some() || args.generators.iter().any(|(n, _)| &**n == name)
+        };
         (self.overloads.first().into_iter())
             .flat_map(|s| s.params.iter())
-            .filter(|p| p.direction == Direction::Out && args.get(&p.name).is_none())
+            .filter(|p| p.direction == Direction::Out && !given(&p.name))
             .map(|p| p.name.to_string())
             .collect()
     }

@@ -386,3 +386,23 @@ fn generator_values_follow_slangpy() {
     assert_eq!(hash_to_float(0, -1.0, 1.0), -1.0);
     assert!(hash_to_float(u32::MAX, 0.0, 1.0) < 1.0);
 }
+
+#[test]
+fn generators_run_by_argument_name_on_the_reference() {
+    use shape_call::{Generator, HostArgs};
+    // A vector's x is the last dim's index, as slangpy loads it.
+    let f = func("float f(int2 p)");
+    let grid = Generator::Grid {
+        shape: vec![Some(2), Some(3)],
+        stride: vec![1, 1],
+        offset: vec![0, 0],
+    };
+    let out = f
+        .host_call(&HostArgs::new().with_generator("p", grid))
+        .unwrap()
+        .run_cpu(&mut |v: &mut [Vec<f32>]| v[1][0] = v[0][0] * 10.0 + v[0][1])
+        .unwrap();
+    let r = out.result().unwrap();
+    assert_eq!(r.dims(), &[2, 3]);
+    assert_eq!(r.values(), &[0.0, 10.0, 20.0, 1.0, 11.0, 21.0]);
+}
