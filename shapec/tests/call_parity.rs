@@ -121,9 +121,21 @@ fn generators_as_arguments() {
     let (status, v) = json_of(&[f, "p=call_id", "x=tensor(4,5)"]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["args"]["p"]["arg_shape"], json!([]));
-    assert_eq!(kind_of(&[f, "p=call_id", "x=tensor(4,5,6)"]), "type_mismatch");
-    let (status, v) = json_of(&["float g(float2 u, uint h, uint3 t, float x)", "u=rand_float(min=-1.0, max=1.0, seed=3)", "h=wang_hash(warmup=2)", "t=thread_id", "x=tensor(7)"]);
+    assert_eq!(
+        kind_of(&[f, "p=call_id", "x=tensor(4,5,6)"]),
+        "type_mismatch"
+    );
+    let (status, v) = json_of(&[
+        "float g(float2 u, uint h, uint3 t, float x)",
+        "u=rand_float(min=-1.0, max=1.0, seed=3)",
+        "h=wang_hash(warmup=2)",
+        "t=thread_id",
+        "x=tensor(7)",
+    ]);
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["call_shape"], json!([7]));
-    assert_eq!(kind_of(&[f, "p=grid(shape=(4,4), stride=(1))", "x=tensor(4,4)"]), "syntax");
+    assert_eq!(
+        kind_of(&[f, "p=grid(shape=(4,4), stride=(1))", "x=tensor(4,4)"]),
+        "syntax"
+    );
 }

@@ -1175,10 +1175,18 @@ fn a_generic_size_of_zero_is_refused() {
     let sum = "float sum<let N : int>(vector<float,N> a)";
     let out = shapec_in(&dir, &["call", sum, "a=tensor(5,0)"]);
     assert_eq!(out.status, 1, "{}", out.stdout);
-    assert!(out.stderr.contains("error[unspecialized]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error[unspecialized]"),
+        "{}",
+        out.stderr
+    );
     let out = shapec_in(&dir, &["call", sum, "a=tensor(5,0)", "--specialize", "N=0"]);
     assert_eq!(out.status, 1, "{}", out.stdout);
-    assert!(out.stderr.contains("error[invalid_specialization]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error[invalid_specialization]"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("at least 1"), "{}", out.stderr);
     // A tensor whose 0 meets a specialized size is a type_shape error.
     let out = shapec_in(&dir, &["call", sum, "a=tensor(5,0)", "--specialize", "N=2"]);
