@@ -101,14 +101,108 @@ fn dot(strides: &[u64], index: &[u64]) -> usize {
     strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>() as usize
 }
 
-/// Runs a checked kernel; buffers have been validated by the caller.
+/// How a launch may be spread over threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Threads {
+    /// The most threads to use.
+    pub(crate) count: usize,
+    /// The least work (points of the launch) a thread is given: smaller
+    /// launches run on fewer threads, one below twice this.
+    pub(crate) min_work: u64,
+}
+
+/// Runs a checked kernel; buffers have been validated by the caller. The
+/// first parallel iterator is split into ranges, one per thread, when the
+/// result's elements of each range are a contiguous run of their own:
+/// every result element is still computed by one thread, in the
+/// reference's order, so the values do not depend on the thread count.
 pub(crate) fn execute(
     kernel: &Kernel,
     launch: &Launch,
     result: &mut [f32],
     operands: &[&Vec<f32>],
+    threads: Threads,
 ) {
     let (k, l) = coalesce(kernel, launch);
+    let points: u64 = l.sizes.iter().fold(1u64, |a, &s| a.saturating_mul(s));
+    let wanted = (points / threads.min_work.max(1)).min(threads.count as u64) as usize;
+    let first = l.sizes.first().copied().unwrap_or(0);
+    let splits = wanted.min(first as usize);
+    match (splits >= 2 && k.iterators.first() == Some(&IterKind::Parallel))
+        .then(|| split_first(&l, splits))
+        .flatten()
+    {
+        Some(ranges) => run_split(&k, &l, result, operands, &ranges),
+        None => execute_coalesced(&k, &l, result, operands),
+    }
+}
+
+/// The first iterator's ranges, one per thread, each with the span of
+/// result elements it writes, when each range writes a contiguous run that
+/// no other range touches (the first iterator's result stride is at least
+/// the extent of everything inside it); `None` otherwise.
+fn split_first(l: &Launch, parts: usize) -> Option<Vec<(u64, u64)>> {
+    if l.result.strides[0] < inner_extent(l) {
+        return None;
+    }
+    let n = l.sizes[0];
+    let parts = parts as u64;
+    Some(
+        (0..parts)
+            .map(|p| (n * p / parts, n * (p + 1) / parts))
+            .filter(|(a, b)| a < b)
+            .collect(),
+    )
+}
+
+/// The result elements one index of the first iterator spans: from its
+/// first to its last, inclusive.
+fn inner_extent(l: &Launch) -> u64 {
+    (l.sizes.iter().zip(&l.result.strides))
+        .skip(1)
+        .map(|(&n, &s)| (n - 1) * s)
+        .sum::<u64>()
+        + 1
+}
+
+/// Runs each range of the first iterator on its own thread, on its own
+/// part of `result`.
+fn run_split(
+    k: &Kernel,
+    l: &Launch,
+    result: &mut [f32],
+    operands: &[&Vec<f32>],
+    ranges: &[(u64, u64)],
+) {
+    let stride0 = l.result.strides[0];
+    let inner = inner_extent(l);
+    let mut rest = &mut result[..];
+    let mut consumed = 0u64;
+    // rayon's pool: its threads are started once, where a scoped thread
+    // cost about 100 us to start (measured: `cargo bench -p backend-cpu
+    // --bench threads`).
+    rayon::scope(|scope| {
+        for &(start, end) in ranges {
+            let from = l.result.offset + start * stride0;
+            let to = l.result.offset + (end - 1) * stride0 + inner;
+            let taken = std::mem::take(&mut rest);
+            let (_, tail) = taken.split_at_mut((from - consumed) as usize);
+            let (mine, tail) = tail.split_at_mut((to - from) as usize);
+            rest = tail;
+            consumed = to;
+            let mut part = l.clone();
+            part.sizes[0] = end - start;
+            part.result.offset = 0;
+            for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
+                op.offset = layout.offset + start * layout.strides[0];
+            }
+            scope.spawn(move |_| execute_coalesced(k, &part, mine, operands));
+        }
+    });
+}
+
+/// Runs a coalesced kernel on one thread.
+fn execute_coalesced(k: &Kernel, l: &Launch, result: &mut [f32], operands: &[&Vec<f32>]) {
     let n = k.iterators.len();
     let np = k
         .iterators
@@ -139,7 +233,7 @@ pub(crate) fn execute(
             result[l.result.offset as usize] = value(&loads);
             return;
         }
-        if assign && transposed::try_execute(&k.body, &l, result, &ops) {
+        if assign && transposed::try_execute(&k.body, l, result, &ops) {
             return;
         }
         let (outer, inner) = (&l.sizes[..n - 1], l.sizes[n - 1] as usize);
@@ -190,7 +284,7 @@ pub(crate) fn execute(
 
     // Reductions: for each result element, run the reduction iterators with
     // the innermost one as the inner loop.
-    if crate::contraction::try_execute(&k.body, k.accumulate, &l, np, result, &ops) {
+    if crate::contraction::try_execute(&k.body, k.accumulate, l, np, result, &ops) {
         return;
     }
     let (par, red) = l.sizes.split_at(np);
@@ -198,7 +292,7 @@ pub(crate) fn execute(
     let outer_red = &red[..red.len() - 1];
     if outer_red.is_empty() && np >= 1 && k.body == Expr::Load(0) && k.accumulate == Accumulate::Add
     {
-        interleaved_sums(&l, np, result, ops[0]);
+        interleaved_sums(l, np, result, ops[0]);
         return;
     }
     for_each_index(par, |pidx| {

@@ -99,7 +99,16 @@ pub enum CpuPath {
 pub struct CpuBackend {
     path: CpuPath,
     max_buffer_bytes: u64,
+    threads: fast::Threads,
 }
+
+/// The least work (points of a launch) worth a thread of its own, by
+/// default: 2^21. Measured on the 2-core development machine (`cargo
+/// bench -p backend-cpu --bench threads`, docs/performance.md): handing
+/// work to the pool costs about 20 us, so a pointwise add gains from a
+/// second thread from 2^22 elements (1.30x) but loses at 2^20 (0.71x), and
+/// a 128^3 contraction (2^21 points) still loses (0.91x).
+pub const DEFAULT_MIN_WORK_PER_THREAD: u64 = 1 << 21;
 
 impl Default for CpuBackend {
     fn default() -> Self {
@@ -121,15 +130,58 @@ impl CpuBackend {
         CpuBackend {
             path: CpuPath::Reference,
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            threads: fast::Threads {
+                count: 1,
+                min_work: DEFAULT_MIN_WORK_PER_THREAD,
+            },
         }
     }
 
-    /// The coalesced strided path.
+    /// The coalesced strided path, on as many threads as the machine has
+    /// ([`std::thread::available_parallelism`]); the values do not depend
+    /// on the number of threads.
     pub fn coalesced() -> CpuBackend {
+        let count = std::thread::available_parallelism().map_or(1, |n| n.get());
         CpuBackend {
             path: CpuPath::Coalesced,
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            threads: fast::Threads {
+                count,
+                min_work: DEFAULT_MIN_WORK_PER_THREAD,
+            },
         }
+    }
+
+    /// This backend on at most `n` threads (at least one). The coalesced
+    /// path splits a launch's first parallel iterator between them, every
+    /// result element computed by one thread in the reference's order, so
+    /// results are bit-identical for every `n`; the reference path always
+    /// runs on one.
+    ///
+    /// ```
+    /// use backend_cpu::CpuBackend;
+    /// assert_eq!(CpuBackend::coalesced().threads(3).thread_count(), 3);
+    /// assert_eq!(CpuBackend::reference().threads(3).thread_count(), 1);
+    /// ```
+    pub fn threads(mut self, n: usize) -> CpuBackend {
+        if self.path == CpuPath::Coalesced {
+            self.threads.count = n.max(1);
+        }
+        self
+    }
+
+    /// This backend giving each thread at least `points` points of a
+    /// launch ([`DEFAULT_MIN_WORK_PER_THREAD`] by default); `0` splits
+    /// every launch that can be split (tests use it to run the threaded
+    /// path on small launches).
+    pub fn with_min_work_per_thread(mut self, points: u64) -> CpuBackend {
+        self.threads.min_work = points;
+        self
+    }
+
+    /// The most threads a launch runs on.
+    pub fn thread_count(&self) -> usize {
+        self.threads.count
     }
 
     /// This backend with another limit on the size of one buffer.
@@ -277,14 +329,14 @@ impl Backend for CpuBackend {
         }
         if self.path == CpuPath::Coalesced {
             match &kernel.epilogue {
-                None => fast::execute(kernel, launch, result, operands),
+                None => fast::execute(kernel, launch, result, operands, self.threads),
                 Some(epilogue) => {
                     // The fast paths know plain reductions; the epilogue
                     // then runs once per result element, as the reference
                     // runs it.
                     let mut plain = kernel.clone();
                     plain.epilogue = None;
-                    fast::execute(&plain, launch, result, operands);
+                    fast::execute(&plain, launch, result, operands, self.threads);
                     finish_in_place(kernel, epilogue, launch, result, operands);
                 }
             }

@@ -42,6 +42,40 @@ proptest! {
         );
     }
 
+    /// Every thread count gives the reference's bits: the threaded path
+    /// forced on every launch it can split (issue 32).
+    #[test]
+    fn every_thread_count_gives_the_references_bits(case in kernel_cases(), threads in 1usize..6) {
+        let run = |mut cpu: CpuBackend| {
+            let buffers: Vec<Vec<f32>> = case.operands.clone();
+            let refs: Vec<&Vec<f32>> = buffers.iter().collect();
+            let mut out = vec![0.0; case.launch.result.len as usize];
+            cpu.execute(&case.kernel, &case.launch, &mut out, &refs).unwrap();
+            out
+        };
+        let threaded = CpuBackend::coalesced().threads(threads).with_min_work_per_thread(0);
+        prop_assert_eq!(
+            bits(&run(CpuBackend::reference())),
+            bits(&run(threaded)),
+            "{} on {} threads", case.kernel, threads
+        );
+    }
+
+    /// The same on random programs, through planning and fusion.
+    #[test]
+    fn every_thread_count_gives_the_references_bits_on_programs(p in programs(8), threads in 2usize..6) {
+        let solved = p.graph.solve().unwrap();
+        let reference = CpuBackend::reference().run_solved(&solved, &p).unwrap();
+        let threaded = CpuBackend::coalesced()
+            .threads(threads)
+            .with_min_work_per_thread(0)
+            .run_solved(&solved, &p)
+            .unwrap();
+        for t in &p.results {
+            prop_assert_eq!(bits(&reference[t]), bits(&threaded[t]), "tensor {}", p.graph.name(*t).unwrap());
+        }
+    }
+
     #[test]
     fn coalesced_path_equals_reference(p in programs(8)) {
         let solved = p.graph.solve().unwrap();
