@@ -169,6 +169,8 @@ impl Vmap {
 pub struct Function {
     pub(crate) overloads: Vec<Signature>,
     maps: Vec<(Arc<str>, ArgMap)>,
+    /// Maps of the parameters by position (slangpy's `map(float, float2)`).
+    positional_maps: Vec<(usize, ArgMap)>,
     vmap: Option<Vmap>,
     allow_races: bool,
     specializations: Vec<(Arc<str>, GenericArg)>,
@@ -180,6 +182,7 @@ impl Function {
         Function {
             overloads: vec![signature],
             maps: Vec::new(),
+            positional_maps: Vec::new(),
             vmap: None,
             allow_races: false,
             specializations: Vec::new(),
@@ -201,6 +204,14 @@ impl Function {
     /// `param.field`) remapped by `map`.
     pub fn map(mut self, arg: &str, map: ArgMap) -> Function {
         self.maps.push((Arc::from(arg), map));
+        self
+    }
+
+    /// This function with the parameter at `index` (from 0, in each
+    /// overload) remapped by `map`: slangpy's positional maps,
+    /// `map(float, float2)`.
+    pub fn map_positional(mut self, index: usize, map: ArgMap) -> Function {
+        self.positional_maps.push((index, map));
         self
     }
 
@@ -343,6 +354,26 @@ impl Function {
             .overloads
             .first()
             .map_or_else(String::new, |s| s.name.to_string());
+        let most = self
+            .overloads
+            .iter()
+            .map(|s| s.params.len())
+            .max()
+            .unwrap_or(0);
+        for (k, (index, _)) in self.positional_maps.iter().enumerate() {
+            if self.positional_maps[..k].iter().any(|(i, _)| i == index) {
+                return Err(CallError::DuplicateArgument {
+                    function: function.clone(),
+                    name: format!("map of parameter {index}"),
+                });
+            }
+            if *index >= most {
+                return Err(CallError::InvalidMap {
+                    arg: format!("parameter {index}"),
+                    message: format!("no overload has more than {most} parameters"),
+                });
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for (path, _) in &self.maps {
             if !seen.insert(&**path) {
@@ -428,7 +459,18 @@ impl Function {
         types: &mut Vec<(Arc<str>, ParamType)>,
         value_as: ValueAs,
     ) -> Result<Vec<Pending>, CallError> {
-        let maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
+        let mut maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
+        for (index, map) in &self.positional_maps {
+            let Some(param) = sig.params.get(*index) else {
+                continue;
+            };
+            if maps.insert(&param.name, map).is_some() {
+                return Err(CallError::DuplicateArgument {
+                    function: sig.to_string(),
+                    name: format!("map of {} (by name and by position)", param.name),
+                });
+            }
+        }
         let mut with_args: Vec<(usize, Leaf, &Arg)> = leaves
             .into_iter()
             .enumerate()

@@ -123,6 +123,30 @@ fn a_map_by_type_chooses_the_binding() {
 }
 
 #[test]
+fn maps_by_position_as_slangpy_writes_them() {
+    // `map(float)`: the first parameter, whatever its name.
+    let g = func(G).map_positional(0, ArgMap::parse("float").unwrap());
+    assert_eq!(call(&g, &["float2"]).unwrap().call_shape, vec![2]);
+    let add = func("T add<T>(T a, T b)")
+        .map_positional(0, ArgMap::parse("float2").unwrap())
+        .map_positional(1, ArgMap::parse("float2").unwrap());
+    assert_eq!(
+        call(&add, &["float2", "float2"]).unwrap().call_shape,
+        Vec::<u64>::new()
+    );
+    // One parameter mapped by position and by name, or past the last.
+    let both = func(G)
+        .map_positional(0, ArgMap::parse("float").unwrap())
+        .map("x", ArgMap::parse("float2").unwrap());
+    assert_eq!(
+        call(&both, &["float2"]).unwrap_err().kind(),
+        "duplicate_argument"
+    );
+    let past = func(G).map_positional(1, ArgMap::parse("float").unwrap());
+    assert_eq!(call(&past, &["float2"]).unwrap_err().kind(), "invalid_map");
+}
+
+#[test]
 fn maps_must_name_an_argument_once() {
     let m = func("float m(float a, float b)");
     // A map for a name no parameter has is not ignored.

@@ -17,7 +17,7 @@
 //! ```
 
 use serde_json::{json, Map, Value};
-use shape_call::{Arg, ArgMap, CallArgs, CallError, Function, ResolvedArg, Signature};
+use shape_call::{Arg, ArgMap, CallArgs, Function, ResolvedArg, Signature};
 
 use crate::error::CliError;
 use crate::run::tuple;
@@ -47,14 +47,19 @@ pub fn resolve(request: &Request<'_>, as_json: bool) -> Result<String, CliError>
     for s in request.overloads {
         f = f.overload(Signature::parse(s)?);
     }
+    // `NAME=MAP` maps by name; a map without a name maps the next
+    // parameter by position (slangpy's `map(float, float2)`).
+    let mut position = 0;
     for m in request.maps {
-        let (name, map) = m.split_once('=').ok_or_else(|| {
-            CliError::Call(CallError::InvalidMap {
-                arg: m.clone(),
-                message: "write it as NAME=(2,0,1), NAME=(w,h,c) or NAME=TYPE".into(),
-            })
-        })?;
-        f = f.map(name.trim(), ArgMap::parse(map)?);
+        match m.split_once('=') {
+            Some((name, map)) if !name.trim().starts_with('(') => {
+                f = f.map(name.trim(), ArgMap::parse(map)?);
+            }
+            _ => {
+                f = f.map_positional(position, ArgMap::parse(m)?);
+                position += 1;
+            }
+        }
     }
     for sp in request.specializations {
         f = f.specialized(sp)?;

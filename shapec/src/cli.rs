@@ -133,7 +133,8 @@ pub enum Command {
         /// `NAME=(2,0,1)` (entry i is where dim i goes; fewer entries
         /// cover the leading call dims), `NAME=(width,height,channels)`
         /// (named dims, in their new order), or `NAME=float` (the type the
-        /// argument binds as).
+        /// argument binds as); without `NAME=`, the next parameter by
+        /// position (`--map float --map float2`, slangpy's `map(float, float2)`).
         #[arg(long, value_name = "NAME=(..)")]
         map: Vec<String>,
         /// Fix generic parameters (repeatable): `N=8`, `T=float`, or the

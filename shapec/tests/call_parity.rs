@@ -33,6 +33,9 @@ fn a_generic_parameter_that_could_bind_at_two_levels() {
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["call_shape"], json!([2]));
     assert_eq!(v["args"]["x"]["type"], "float");
+    let (status, v) = json_of(&["T g<T>(T x)", "float2", "--map", "float"]);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["call_shape"], json!([2]));
     let (_, v) = json_of(&["T g<T>(T x)", "x=tensor<float2>(10)"]);
     assert_eq!(v["call_shape"], json!([10]));
     assert_eq!(v["result"]["type"], "float2");
