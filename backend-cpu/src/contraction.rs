@@ -13,8 +13,11 @@ use shape_core::kernel::{Accumulate, BinaryOp, Expr, Launch};
 
 /// Rows of one register tile.
 const MR: usize = 4;
-/// Columns of one register tile (two 4-lane vectors on baseline x86-64).
-const NR: usize = 8;
+/// Columns of one register tile: two 8-lane vectors where the machine has
+/// AVX2 (the tile is compiled for the widest vectors found at run time),
+/// four 4-lane ones on baseline x86-64. 16 measured 12.2 ms on a 512^3
+/// product against 15 ms for 8 (and 13.5 ms for 6 rows of 16).
+const NR: usize = 16;
 
 /// How the two operands and the result are laid out along the last two
 /// parallel iterators (`i`, then `j`) and the reduction iterators.
@@ -61,7 +64,10 @@ pub(crate) fn try_execute(
         },
         _ => return false,
     };
-    run(l, np, result, &plan);
+    // Compiled again with the widest vectors the machine has (AVX2 on
+    // x86-64 where present), chosen at run time; no fused multiply-add
+    // either way (Rust never contracts `a * b + c`).
+    pulp::Arch::new().dispatch(|| run(l, np, result, &plan));
     true
 }
 
@@ -69,6 +75,7 @@ fn dot(strides: &[u64], index: &[u64]) -> usize {
     strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>() as usize
 }
 
+#[inline(always)]
 fn run(l: &Launch, np: usize, result: &mut [f32], plan: &Plan<'_>) {
     let n = l.sizes.len();
     let (i, j) = (np - 2, np - 1);

@@ -533,9 +533,12 @@ impl Function {
             };
             leaf.ty = leaf.ty.substituted(&|_| None, &size);
         }
+        let mut map_sizes = None;
         let map = match map {
             Some(ArgMap::Type(t)) => {
-                leaf.ty = LeafArg::new(&leaf, arg, sig.language).typed_by_map(t, types)?;
+                let (ty, sizes) = LeafArg::new(&leaf, arg, sig.language).typed_by_map(t, types)?;
+                leaf.ty = ty;
+                map_sizes = Some(sizes);
                 None
             }
             other => other,
@@ -562,7 +565,25 @@ impl Function {
         let map = leaf_arg.checked_map(map, ndims)?;
         let mapped_ndims = mapped_ndims(map.as_deref(), ndims);
         leaf_arg.require_type_dims(ndims, mapped_ndims, &ts)?;
-        let (known, allocate) = known_sizes(shape, arg);
+        let (mut known, allocate) = known_sizes(shape, arg);
+        // A map by type fixes its type's sizes, as an element type does.
+        if let Some(sizes) = map_sizes {
+            let from = known.len().saturating_sub(sizes.len());
+            for (axis, (k, size)) in known[from..].iter_mut().zip(sizes).enumerate() {
+                match (*k, size) {
+                    (Some(found), Some(wanted)) if found != wanted => {
+                        return Err(CallError::TypeShape {
+                            arg: leaf.path.to_string(),
+                            axis: from + axis,
+                            found,
+                            required: format!("{wanted} (the map's type)"),
+                            param_type: leaf.ty.spelled(sig.language),
+                        })
+                    }
+                    _ => *k = k.or(size),
+                }
+            }
+        }
         Ok(Pending {
             ndims: ndims.unwrap_or(0),
             map,
@@ -1020,6 +1041,33 @@ fn bind_generic(
     }
 }
 
+/// Whether `t` has the form of `pattern`, binding `pattern`'s generic
+/// types (in `types`) to the parts of `t` they stand for; a generic or
+/// `?` size takes any fixed size (the map's size is then required of the
+/// argument).
+fn unify(pattern: &ParamType, t: &ParamType, types: &mut Vec<(Arc<str>, ParamType)>) -> bool {
+    let size = |p: &Extent, e: &Extent| match (p, e) {
+        (Extent::Fixed(a), Extent::Fixed(b)) => a == b,
+        (Extent::Generic(_) | Extent::Any, _) => true,
+        (Extent::Fixed(_), _) => false,
+    };
+    match (pattern, t) {
+        (ParamType::Generic(g), t) => bind_generic(g, t, types).is_ok(),
+        (ParamType::Vector(p, n), ParamType::Vector(e, m))
+        | (ParamType::Array(p, n), ParamType::Array(e, m)) => size(n, m) && unify(p, e, types),
+        (ParamType::Matrix(p, r, c), ParamType::Matrix(e, r2, c2)) => {
+            size(r, r2) && size(c, c2) && unify(p, e, types)
+        }
+        (ParamType::StructuredBuffer(p), ParamType::StructuredBuffer(e))
+        | (ParamType::Texture2D(p), ParamType::Texture2D(e)) => unify(p, e, types),
+        (ParamType::Slice(n, p), ParamType::Slice(m, e)) => n == m && unify(p, e, types),
+        (ParamType::Tensor(k, n, p), ParamType::Tensor(k2, m, e)) => {
+            k == k2 && n == m && unify(p, e, types)
+        }
+        (p, t) => p == t,
+    }
+}
+
 /// Whether a number literal can be a `s`: a float as a floating type, an
 /// integer as any numeric type.
 fn number_fits(n: &Number, s: Scalar) -> bool {
@@ -1264,32 +1312,54 @@ impl<'a> LeafArg<'a> {
         LeafArg { leaf, arg, lang }
     }
 
-    /// The type a map by type gives the leaf: `t` itself, binding a bare
-    /// generic parameter to it; a concrete parameter must already be `t`.
+    /// The type a map by type gives the leaf, and the sizes the map fixes
+    /// (one per dim of `t`'s type shape): a bare generic parameter becomes
+    /// `t`; any other parameter must have `t`'s form, its generic types
+    /// bound from `t` (`vector<T,N>` read as `int2` binds `T = int`, and
+    /// the map fixes `N`'s dim to 2).
     fn typed_by_map(
         &self,
         t: ParamType,
         types: &mut Vec<(Arc<str>, ParamType)>,
-    ) -> Result<ParamType, CallError> {
+    ) -> Result<(ParamType, Vec<Option<u64>>), CallError> {
         let lang = self.lang;
-        match &self.leaf.ty {
-            ParamType::Generic(g) => {
-                bind_generic(g, &t, types).map_err(|bound| {
-                    self.mismatch(format!(
-                        "the map reads it as {}, but generic type `{g}` is already {} from another argument",
-                        t.spelled(lang),
-                        bound.spelled(lang)
-                    ))
-                })?;
-                Ok(t)
-            }
-            ty if *ty == t => Ok(t),
-            ty => Err(self.mismatch(format!(
-                "the map reads it as {}, which is not the parameter's type {}",
-                t.spelled(lang),
-                ty.spelled(lang)
-            ))),
+        let sizes = t
+            .type_shape()
+            .iter()
+            .map(|e| match e {
+                Extent::Fixed(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        if let ParamType::Generic(g) = &self.leaf.ty {
+            bind_generic(g, &t, types).map_err(|bound| {
+                self.mismatch(format!(
+                    "the map reads it as {}, but generic type `{g}` is already {} from another argument",
+                    t.spelled(lang),
+                    bound.spelled(lang)
+                ))
+            })?;
+            return Ok((t, sizes));
         }
+        let mut trial = types.clone();
+        if !unify(&self.leaf.ty, &t, &mut trial) {
+            return Err(self.mismatch(format!(
+                "the map reads it as {}, which is not of the parameter's type {}",
+                t.spelled(lang),
+                self.leaf.ty.spelled(lang)
+            )));
+        }
+        *types = trial;
+        let ty = self.leaf.ty.substituted(
+            &|g| {
+                types
+                    .iter()
+                    .find(|(n, _)| **n == *g)
+                    .map(|(_, t)| t.clone())
+            },
+            &|_| None,
+        );
+        Ok((ty, sizes))
     }
 
     /// The type a bare generic parameter `g` (a parameter of type `T`)

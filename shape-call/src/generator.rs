@@ -354,6 +354,10 @@ pub(crate) fn parse(name: &str, c: &mut super::syntax::Cursor<'_>) -> Result<Gen
                             break;
                         }
                         c.expect(',')?;
+                        // Python's one-element tuple, `(4,)`.
+                        if c.eat(')') {
+                            break;
+                        }
                     }
                 }
                 Value::List(items)

@@ -323,6 +323,9 @@ fn generators_bind_with_slangpys_call_shape_rules() {
             .call_shape,
         vec![4, 4]
     );
+    // Python's one-element tuple.
+    let r = call(&func("float g(int p)"), &["grid(shape=(4,), stride=(3,))"]).unwrap();
+    assert_eq!(r.call_shape, vec![4]);
     // call_id adds no call dims; its vector has one entry per call dim.
     let id = func("float h(int2 i, float x)");
     let r = call(&id, &["call_id", "tensor(3,4)"]).unwrap();
