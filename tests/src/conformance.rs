@@ -1059,7 +1059,13 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         .expect("a max along var");
     let into = g.unary("id", c).expect("a copy");
     g.require(into, "2, 3").expect("var assigned into 3");
-    let results = vec![with_one, with_two, rows, relu, sum, max, into];
+    // DyND's strided source into a new var destination: rows of the
+    // source's length (a one-way assignment, `<-`).
+    let to_var = g
+        .apply(std::sync::Arc::new(shape_graph::ops::Assign), &[b2])
+        .expect("an assignment");
+    g.require(to_var, "2, var").expect("2 assigned into var");
+    let results = vec![with_one, with_two, rows, relu, sum, max, into, to_var];
     let p = program(
         g,
         results.clone(),
@@ -1084,6 +1090,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     assert_eq!(out[&sum], [6., 20.], "{name}");
     assert_eq!(out[&max], [5., 8.], "{name}");
     assert_eq!(out[&into], [1., 2., 3., 4., 4., 4.], "{name}");
+    assert_eq!(out[&to_var], [4., 5., 6., 7.], "{name}");
     let mut nested = solved
         .run(backend, p.inputs.clone(), &[rows], &p.options)
         .expect("runs");

@@ -141,13 +141,28 @@ fn assignments_broadcast_one_way_only() {
     g.require(d, "2, var").unwrap();
     let out = run_all(&g, &[(s, dense(&[2, 1], &[7.0, 8.0]))], d).unwrap();
     assert_eq!(out, "[[7], [8]]");
-    // The reverse of var to strided: a fixed source never broadcasts into
-    // a ragged destination's rows by equality.
+    // The reverse of var to strided: a copy (`id`) whose result is
+    // required to be ragged ties its axes to the source's by equality,
+    // which a fixed size never meets.
     let mut g = Graph::new();
     let s = g.input("s", "2, 3").unwrap();
     let d = g.unary("id", s).unwrap();
     let e = g.require(d, "2, var").unwrap_err();
     assert_eq!(e.kind(), "dim_mismatch", "{e}");
+    // The one-way assignment (`d: 2, var <- s`, `ops::Assign`) is DyND's
+    // strided source into a new (uninitialized) var destination: each
+    // row takes the source's length (issue 31, item 2).
+    let mut g = Graph::new();
+    let s = g.input("s", "2, 3").unwrap();
+    let d = g
+        .apply(std::sync::Arc::new(shape_graph::ops::Assign), &[s])
+        .unwrap();
+    g.require(d, "2, var").unwrap();
+    let values = dense(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        run_all(&g, &[(s, values)], d).unwrap(),
+        "[[1, 2, 3], [4, 5, 6]]"
+    );
 }
 
 #[test]
