@@ -4,8 +4,9 @@
 //! from its buffer, calls the function and stores what it writes.
 //!
 //! Sizes and strides are read from a parameter buffer, so a pipeline
-//! depends only on the function, the argument types and directions and
-//! the number of call dims: calls at other sizes reuse it.
+//! depends only on the function, the argument types and directions, the
+//! number of call dims and the generators' settings: calls at other sizes
+//! reuse it.
 
 use std::fmt::Write as _;
 
@@ -166,14 +167,11 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
         };
         let _ = writeln!(s, "    let b{i} = {base};");
     }
-    if kernel.leaves.iter().any(|l| {
-        l.generator.as_ref().is_some_and(|g| {
-            matches!(
-                g.generator,
-                Generator::WangHash(_) | Generator::RandFloat { .. }
-            )
-        })
-    }) {
+    if kernel
+        .leaves
+        .iter()
+        .any(|l| l.generator.as_ref().and_then(hash_seed).is_some())
+    {
         s.insert_str(0, WANG_HASH_WGSL);
     }
     for (i, l) in kernel.leaves.iter().enumerate() {
@@ -229,14 +227,10 @@ const WANG_HASH_WGSL: &str = "fn shape_call_wang(seed: u32) -> u32 {\n    var s 
 /// (`g{i}_0`, `g{i}_1`, ..), from the call's row-major index `point`, as
 /// `shape_call::HashSeed::hashes` does; nothing for the others.
 fn generated_values(i: usize, g: &GeneratedLeaf) -> String {
-    let seed = match &g.generator {
-        Generator::WangHash(seed) | Generator::RandFloat { seed, .. } => seed,
-        _ => return String::new(),
+    let Some(seed) = hash_seed(g) else {
+        return String::new();
     };
-    let n = match g.layout {
-        ValueLayout::Scalar => 1,
-        l => l.len(),
-    };
+    let n = g.layout.len();
     let mut out = format!("    var g{i}_h = point * {n}u;\n");
     if seed.warmup > 0 {
         let _ = writeln!(
@@ -253,6 +247,14 @@ fn generated_values(i: usize, g: &GeneratedLeaf) -> String {
         );
     }
     out
+}
+
+/// The seed of a random generator, which hashes; `None` for the others.
+fn hash_seed(g: &GeneratedLeaf) -> Option<&shape_call::HashSeed> {
+    match &g.generator {
+        Generator::WangHash(seed) | Generator::RandFloat { seed, .. } => Some(seed),
+        _ => None,
+    }
 }
 
 /// The WGSL value of generator leaf `i` in its parameter's type `ty`.
@@ -283,7 +285,9 @@ fn generated_value(i: usize, g: &GeneratedLeaf, ty: &ParamType) -> Result<String
                     None => format!("({of})"),
                 })
                 .collect();
-            let order = g.layout.place(&(0..per_dim.len() as i64).collect::<Vec<_>>());
+            let order = g
+                .layout
+                .place(&(0..per_dim.len() as i64).collect::<Vec<_>>());
             order
                 .into_iter()
                 .map(|d| int(per_dim[d as usize].clone()))
@@ -295,13 +299,18 @@ fn generated_value(i: usize, g: &GeneratedLeaf, ty: &ParamType) -> Result<String
         Generator::WangHash(_) => (0..g.layout.len())
             .map(|j| int(format!("g{i}_{j}")))
             .collect(),
-        Generator::RandFloat { min, max, .. } => (0..g.layout.len())
-            .map(|j| {
-                format!(
-                    "(({min:?}) + (({max:?}) - ({min:?})) * (f32(g{i}_{j} & 0x7FFFFFu) / 8388608.0))"
-                )
-            })
-            .collect(),
+        Generator::RandFloat { min, max, .. } => {
+            // Exact f32 bits, `max - min` rounded in f32 as on the CPU (a
+            // WGSL literal expression would be folded in f64 first).
+            let (lo, width) = (min.to_bits(), (max - min).to_bits());
+            (0..g.layout.len())
+                .map(|j| {
+                    format!(
+                        "(bitcast<f32>({lo:#x}u) + bitcast<f32>({width:#x}u) * (f32(g{i}_{j} & 0x7FFFFFu) / 8388608.0))"
+                    )
+                })
+                .collect()
+        }
     };
     Ok(match g.layout {
         ValueLayout::Scalar => parts.into_iter().next().unwrap_or_default(),

@@ -289,17 +289,39 @@ impl Function {
         let mut failed = Vec::new();
         let mut readings = 0;
         for sig in &self.overloads {
-            let whole = self.bind_one(sig, args, base.clone(), ValueAs::Whole);
-            let scalar = value_reading_matters(sig, args)
-                .then(|| self.bind_one(sig, args, base.clone(), ValueAs::Scalar));
-            match (whole, scalar) {
-                // Two readings that bound the same types are one.
-                (Ok(w), Some(Ok(s))) if w.types != s.types => {
-                    readings += 1;
-                    ok.extend([w, s]);
+            // Each value given to a bare generic `T` reads as its type or
+            // as its scalar: every combination is tried (up to 2^6; past
+            // that, all values one way or all the other), and bindings of
+            // other types are separate candidates.
+            let values = vector_values(sig, args);
+            let masks: Vec<u64> = if values.len() <= 6 {
+                (0..1u64 << values.len()).collect()
+            } else {
+                vec![0, u64::MAX]
+            };
+            let mut found: Vec<BoundCall> = Vec::new();
+            let mut first_error = None;
+            for mask in masks {
+                let scalar: Vec<Top> = (values.iter().enumerate())
+                    .filter(|(k, _)| mask >> k & 1 == 1)
+                    .map(|(_, t)| t.clone())
+                    .collect();
+                match self.bind_one(sig, args, base.clone(), &ValueAs { scalar }) {
+                    Ok(b) if found.iter().all(|f| f.types != b.types) => found.push(b),
+                    Ok(_) => {}
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
                 }
-                (Ok(b), _) | (Err(_), Some(Ok(b))) => ok.push(b),
-                (Err(e), _) => failed.push((sig.to_string(), e)),
+            }
+            match (found.len(), first_error) {
+                (0, Some(e)) => failed.push((sig.to_string(), e)),
+                (n, _) => {
+                    if n > 1 {
+                        readings += 1;
+                    }
+                    ok.extend(found);
+                }
             }
         }
         let function = self
@@ -325,7 +347,7 @@ impl Function {
                             return b.signature.to_string();
                         }
                         let shape = b.call(args).map_or_else(
-                            |_| format!("{} call dims", b.call_dims),
+                            |_| format!("of {} dims", b.call_dims),
                             |r| {
                                 shape_text(
                                     &r.call_shape
@@ -412,7 +434,7 @@ impl Function {
         sig: &Signature,
         args: &CallArgs,
         solver: Solver,
-        value_as: ValueAs,
+        value_as: &ValueAs,
     ) -> Result<BoundCall, CallError> {
         let function = sig.to_string();
         let lang = sig.language;
@@ -457,7 +479,7 @@ impl Function {
         leaves: Vec<Leaf>,
         given: &Given<'_>,
         types: &mut Vec<(Arc<str>, ParamType)>,
-        value_as: ValueAs,
+        value_as: &ValueAs,
     ) -> Result<Vec<Pending>, CallError> {
         let mut maps: HashMap<&str, &ArgMap> = self.maps.iter().map(|(n, m)| (&**n, m)).collect();
         for (index, map) in &self.positional_maps {
@@ -467,7 +489,7 @@ impl Function {
             if maps.insert(&param.name, map).is_some() {
                 return Err(CallError::DuplicateArgument {
                     function: sig.to_string(),
-                    name: format!("map of {} (by name and by position)", param.name),
+                    name: format!("{} (mapped by name and by position)", param.name),
                 });
             }
         }
@@ -522,7 +544,7 @@ impl Function {
         arg: &Arg,
         map: Option<ArgMap>,
         types: &mut Vec<(Arc<str>, ParamType)>,
-        value_as: ValueAs,
+        value_as: &ValueAs,
     ) -> Result<Pending, CallError> {
         if !self.specializations.is_empty() {
             let size = |g: &str| {
@@ -531,7 +553,13 @@ impl Function {
                     _ => None,
                 })
             };
-            leaf.ty = leaf.ty.substituted(&|_| None, &size);
+            let ty = |g: &str| {
+                self.specializations.iter().find_map(|(n, a)| match a {
+                    GenericArg::Type(t) if **n == *g => Some(t.clone()),
+                    _ => None,
+                })
+            };
+            leaf.ty = leaf.ty.substituted(&ty, &size);
         }
         let mut map_sizes = None;
         let map = match map {
@@ -562,7 +590,7 @@ impl Function {
             leaf_arg.match_element_type(a, types)?;
         }
         let ndims = shape.ndims();
-        let map = leaf_arg.checked_map(map, ndims)?;
+        let map = leaf_arg.checked_map(map, ndims, ts.len())?;
         let mapped_ndims = mapped_ndims(map.as_deref(), ndims);
         leaf_arg.require_type_dims(ndims, mapped_ndims, &ts)?;
         let (mut known, allocate) = known_sizes(shape, arg);
@@ -649,7 +677,15 @@ fn shape_text(ts: &[Extent]) -> String {
 }
 
 /// The map as dims, checked against the argument's `n` dims.
-fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>, CallError> {
+/// `type_dims` is how many of the argument's `n` dims its parameter's type
+/// consumes (a short map covers the others).
+fn check_map(
+    path: &str,
+    map: ArgMap,
+    n: usize,
+    type_dims: usize,
+    arg: &Arg,
+) -> Result<Vec<usize>, CallError> {
     let bad = |message: String| CallError::InvalidMap {
         arg: path.to_owned(),
         message,
@@ -691,21 +727,25 @@ fn check_map(path: &str, map: ArgMap, n: usize, arg: &Arg) -> Result<Vec<usize>,
             dims
         }
     };
-    if dims.len() > n {
+    let call_dims = n.saturating_sub(type_dims);
+    if dims.len() != n && dims.len() != call_dims {
         return Err(bad(format!(
-            "it has {} entries, but the argument has {n} dims (one entry per dim, or fewer for its leading call dims)",
+            "it has {} entries, but the argument has {n} dims: give one entry per dim, or one per call dim ({call_dims}, the dims before its type's {type_dims})",
             dims.len()
         )));
+    }
+    if let Some(d) = dims.iter().find(|&&d| d > 64) {
+        return Err(bad(format!("position {d} is beyond 64 dims")));
     }
     // slangpy's short map: it covers the leading (call) dims; the rest,
     // the type's, follow in order after the last position it fills.
     let next = dims.iter().max().map_or(0, |&m| m + 1);
     let rest = n - dims.len();
     dims.extend(next..next + rest);
-    let mut seen = [false; 65];
+    let mut seen = [false; 130];
     for &d in &dims {
-        if d > 64 {
-            return Err(bad(format!("position {d} is beyond 64 dims")));
+        if d > 128 {
+            return Err(bad(format!("position {d} is beyond 128 dims")));
         }
         if std::mem::replace(&mut seen[d], true) {
             return Err(bad(format!("position {d} receives two dims")));
@@ -1004,24 +1044,31 @@ fn check_call_ids(
     Ok(())
 }
 
-/// How a value given to a bare generic parameter `T` binds it: as its
-/// own type, or as its scalar (vectorizing over the value's dims).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ValueAs {
-    Whole,
-    Scalar,
+/// How the values given to bare generic parameters `T` bind them: those
+/// listed as their scalar (vectorizing over the value's dims), the others
+/// as their own type.
+struct ValueAs {
+    scalar: Vec<Top>,
 }
 
-/// Whether reading a value as a whole or as its scalar could bind `sig`
-/// differently: some parameter is a bare generic `T` and some argument
-/// is a value with dims.
-fn value_reading_matters(sig: &Signature, args: &CallArgs) -> bool {
-    let has_vector_value = |a: &Arg| matches!(a, Arg::Value(v) if !v.type_shape().is_empty());
-    sig.params
+/// The value arguments with dims that `sig`'s bare generic parameters
+/// could read two ways (none when it has no bare generic parameter).
+fn vector_values(sig: &Signature, args: &CallArgs) -> Vec<Top> {
+    if !sig
+        .params
         .iter()
         .any(|p| matches!(p.ty, ParamType::Generic(_)))
-        && (args.positional.iter().any(has_vector_value)
-            || args.named.iter().any(|(_, a)| has_vector_value(a)))
+    {
+        return Vec::new();
+    }
+    let vector = |a: &Arg| matches!(a, Arg::Value(v) if !v.type_shape().is_empty());
+    let positional = (args.positional.iter().enumerate())
+        .filter(|(_, a)| vector(a))
+        .map(|(i, _)| Top::Positional(i));
+    let named = (args.named.iter())
+        .filter(|(_, a)| vector(a))
+        .map(|(n, _)| Top::Named(n.clone()));
+    positional.chain(named).collect()
 }
 
 /// Binds generic type `g` to `t`, or checks that it is `t` already;
@@ -1334,7 +1381,7 @@ impl<'a> LeafArg<'a> {
         if let ParamType::Generic(g) = &self.leaf.ty {
             bind_generic(g, &t, types).map_err(|bound| {
                 self.mismatch(format!(
-                    "the map reads it as {}, but generic type `{g}` is already {} from another argument",
+                    "the map reads it as {}, but generic type `{g}` is already {} (from another argument or a specialization)",
                     t.spelled(lang),
                     bound.spelled(lang)
                 ))
@@ -1372,17 +1419,17 @@ impl<'a> LeafArg<'a> {
     fn bare_generic_type(
         &self,
         g: &Arc<str>,
-        value_as: ValueAs,
+        value_as: &ValueAs,
         types: &mut Vec<(Arc<str>, ParamType)>,
     ) -> Result<Option<ParamType>, CallError> {
         let bound = types.iter().find(|(n, _)| n == g).map(|(_, t)| t.clone());
         let candidate = match (self.arg, &bound) {
             (Arg::Tensor { elem, .. }, _) => Some(elem.clone()),
             (Arg::Value(v), Some(b)) if *b == *v || *b == *v.leaf() => Some(b.clone()),
-            (Arg::Value(v), _) => Some(match value_as {
-                ValueAs::Whole => v.clone(),
-                ValueAs::Scalar => v.leaf().clone(),
-            }),
+            (Arg::Value(v), _) if value_as.scalar.contains(&self.leaf.access.top) => {
+                Some(v.leaf().clone())
+            }
+            (Arg::Value(v), _) => Some(v.clone()),
             (Arg::Ref(s), _) => Some(ParamType::Scalar(*s)),
             (Arg::Output(OutputSpec { elem: Some(e), .. }), _) => Some(e.clone()),
             (Arg::Output(_), Some(b)) => Some(b.clone()),
@@ -1396,7 +1443,7 @@ impl<'a> LeafArg<'a> {
         };
         bind_generic(g, &t, types).map_err(|bound| {
             self.mismatch(format!(
-                "generic type `{g}` is already {} from another argument",
+                "generic type `{g}` is already {} (from another argument or a specialization)",
                 bound.spelled(self.lang)
             ))
         })?;
@@ -1458,6 +1505,11 @@ impl<'a> LeafArg<'a> {
             // The parameter's type fixes the generated value's dims; a
             // grid's own dims come first.
             Arg::Generator(g) => {
+                if self.leaf.direction != Direction::In {
+                    return Err(self.mismatch(
+                        "a generator gives values to read; an `out` or `inout` parameter or the result needs a tensor, `ref` or `output`".into(),
+                    ));
+                }
                 let layout = g.layout(&self.leaf.ty).map_err(|m| self.mismatch(m))?;
                 if !matches!(g, Generator::CallId) {
                     g.check_count(layout, g.grid_dims())
@@ -1569,7 +1621,7 @@ impl<'a> LeafArg<'a> {
             (ParamType::Generic(t), ParamType::Scalar(_)) => bind_generic(t, a, types)
                 .map_err(|bound| {
                     self.mismatch(format!(
-                        "generic type `{t}` is already {} from another argument",
+                        "generic type `{t}` is already {} (from another argument or a specialization)",
                         bound.spelled(lang)
                     ))
                 })?,
@@ -1591,16 +1643,20 @@ impl<'a> LeafArg<'a> {
         &self,
         map: Option<ArgMap>,
         ndims: Option<usize>,
+        type_dims: usize,
     ) -> Result<Option<Vec<usize>>, CallError> {
+        let refuse = |message: &str| CallError::InvalidMap {
+            arg: self.leaf.path.to_string(),
+            message: message.into(),
+        };
         Ok(match (map, ndims) {
             (None, _) => None,
-            (Some(_), None) => {
-                return Err(CallError::InvalidMap {
-                    arg: self.leaf.path.to_string(),
-                    message: "an output to allocate has no dims to map".into(),
-                })
+            (Some(_), None) => return Err(refuse("an output to allocate has no dims to map")),
+            // A generator's values fill its type's dims in place.
+            (Some(_), _) if matches!(self.arg, Arg::Generator(_)) => {
+                return Err(refuse("a generator's dims are not remapped"))
             }
-            (Some(m), Some(n)) => Some(check_map(&self.leaf.path, m, n, self.arg)?),
+            (Some(m), Some(n)) => Some(check_map(&self.leaf.path, m, n, type_dims, self.arg)?),
         })
     }
 

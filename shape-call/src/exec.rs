@@ -17,7 +17,7 @@ use super::bind::{AxisRole, BoundCall, Resolution, ResolvedArg};
 use super::error::CallError;
 use super::generator::{Generator, ValueLayout};
 use super::signature::Direction;
-use super::types::{Extent, Language, ParamType};
+use super::types::{Extent, Language, ParamType, Scalar};
 
 /// One argument of a [`CallKernel`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +53,8 @@ pub struct GeneratedLeaf {
     /// For `call_id` and `grid`, per value, the call dim whose index it
     /// takes (`None`: a grid dim of size 1, index 0); empty for the others.
     pub dims: Vec<Option<usize>>,
+    /// The parameter's scalar kind (integers wrap to its 32 bits).
+    pub scalar: Scalar,
 }
 
 impl GeneratedLeaf {
@@ -63,7 +65,7 @@ impl GeneratedLeaf {
             .iter()
             .map(|d| d.map_or(0, |c| index[c]))
             .collect();
-        self.generator.values(self.layout, &at, flat)
+        self.generator.values(self.layout, self.scalar, &at, flat)
     }
 }
 
@@ -262,10 +264,15 @@ fn generated(
             .collect(),
         _ => Vec::new(),
     };
+    let scalar = match ty.leaf() {
+        ParamType::Scalar(s) => *s,
+        _ => Scalar::Float,
+    };
     Ok(GeneratedLeaf {
         generator: g.clone(),
         layout,
         dims,
+        scalar,
     })
 }
 

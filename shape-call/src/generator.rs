@@ -19,6 +19,10 @@
 use super::error::CallError;
 use super::types::{Extent, ParamType, Scalar};
 
+/// The most hashes of a call's start value before the seed is mixed in:
+/// each call runs them, in a kernel that has no loop budget to spare.
+pub const MAX_WARMUP: u32 = 1024;
+
 /// slangpy's default seed for `wang_hash` and `rand_float`.
 pub const DEFAULT_SEED: u32 = 2_640_457_667;
 
@@ -115,10 +119,13 @@ impl HashSeed {
     }
 }
 
-/// A hash's uniform float in `[min, max)`: its low 23 bits as a fraction.
+/// A hash's uniform float in `[min, max)`: its low 23 bits as a fraction,
+/// `min + (max - min) * u` in `f32` (`max - min` rounded once, as the
+/// kernel has it).
 pub fn hash_to_float(h: u32, min: f32, max: f32) -> f32 {
     let u = (h & 0x7F_FFFF) as f32 / 8_388_608.0;
-    min + (max - min) * u
+    let width = max - min;
+    min + width * u
 }
 
 /// How a generator's value is laid out in its parameter's type.
@@ -247,47 +254,61 @@ impl Generator {
         }
     }
 
-    /// The values of one call, in the parameter's layout: `index` is the
-    /// call index (for `call_id`) or the grid's indices (for `grid`),
-    /// `flat` the call's row-major index.
-    pub fn values(&self, layout: ValueLayout, index: &[u64], flat: u64) -> Vec<f32> {
-        let ints = |v: Vec<i64>| v.into_iter().map(|x| x as f32).collect();
+    /// The values of one call, in the parameter's layout and scalar kind
+    /// (integers wrap to 32 bits as the kernel's do, then travel as
+    /// `f32`): `index` is the call index (for `call_id`) or the grid's
+    /// indices (for `grid`), `flat` the call's row-major index.
+    pub fn values(
+        &self,
+        layout: ValueLayout,
+        scalar: Scalar,
+        index: &[u64],
+        flat: u64,
+    ) -> Vec<f32> {
+        // An integer as the parameter's kind holds it: i32 or u32 bits.
+        let int = |x: u32| match scalar {
+            Scalar::Int => x as i32 as f32,
+            _ => x as f32,
+        };
         match self {
             Generator::CallId => {
-                ints(layout.place(&index.iter().map(|&i| i as i64).collect::<Vec<_>>()))
+                let per_dim: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+                layout
+                    .place(&per_dim)
+                    .into_iter()
+                    .map(|x| int(x as u32))
+                    .collect()
             }
             Generator::ThreadId => {
-                let mut v = vec![0.0; layout.len()];
-                v[0] = flat as f32;
+                let mut v = vec![int(0); layout.len()];
+                v[0] = int(flat as u32);
                 v
             }
             Generator::Grid { stride, offset, .. } => {
+                // 32-bit wrapping arithmetic, as the kernel computes it.
                 let per_dim: Vec<i64> = index
                     .iter()
                     .zip(stride.iter().zip(offset))
-                    .map(|(&i, (&s, &o))| o + i as i64 * s)
+                    .map(|(&i, (&s, &o))| {
+                        i64::from((o as i32).wrapping_add((i as u32 as i32).wrapping_mul(s as i32)))
+                    })
                     .collect();
-                ints(layout.place(&per_dim))
-            }
-            Generator::WangHash(seed) => {
-                let n = if layout == ValueLayout::Scalar {
-                    0
-                } else {
-                    layout.len()
-                };
-                seed.hashes(flat, n).into_iter().map(|h| h as f32).collect()
-            }
-            Generator::RandFloat { min, max, seed } => {
-                let n = if layout == ValueLayout::Scalar {
-                    0
-                } else {
-                    layout.len()
-                };
-                seed.hashes(flat, n)
+                layout
+                    .place(&per_dim)
                     .into_iter()
-                    .map(|h| hash_to_float(h, *min, *max))
+                    .map(|x| int(x as i32 as u32))
                     .collect()
             }
+            Generator::WangHash(seed) => seed
+                .hashes(flat, layout.len())
+                .into_iter()
+                .map(int)
+                .collect(),
+            Generator::RandFloat { min, max, seed } => seed
+                .hashes(flat, layout.len())
+                .into_iter()
+                .map(|h| hash_to_float(h, *min, *max))
+                .collect(),
         }
     }
 
@@ -391,7 +412,14 @@ pub(crate) fn parse(name: &str, c: &mut super::syntax::Cursor<'_>) -> Result<Gen
         let d = HashSeed::default();
         Ok(HashSeed {
             seed: take("seed").map_or(Ok(d.seed), |v| v.into_u32(c, "seed"))?,
-            warmup: take("warmup").map_or(Ok(d.warmup), |v| v.into_u32(c, "warmup"))?,
+            warmup: match take("warmup").map_or(Ok(d.warmup), |v| v.into_u32(c, "warmup"))? {
+                w if w > MAX_WARMUP => {
+                    return Err(c.error(format!(
+                        "`warmup` is at most {MAX_WARMUP} (each call hashes that many times)"
+                    )))
+                }
+                w => w,
+            },
             hash_seed: take("hash_seed")
                 .map_or(Ok(d.hash_seed), |v| v.into_bool(c, "hash_seed"))?,
         })
@@ -426,8 +454,10 @@ pub(crate) fn parse(name: &str, c: &mut super::syntax::Cursor<'_>) -> Result<Gen
         "rand_float" => {
             let min = take("min").map_or(Ok(0.0), |v| v.into_f32(c, "min"))?;
             let max = take("max").map_or(Ok(1.0), |v| v.into_f32(c, "max"))?;
-            if min >= max {
-                return Err(c.error(format!("rand_float needs min < max, not {min} and {max}")));
+            if min >= max || !(max - min).is_finite() {
+                return Err(c.error(format!(
+                    "rand_float needs min < max with a finite max - min in f32, not {min} and {max}"
+                )));
             }
             Generator::RandFloat {
                 min,

@@ -49,7 +49,9 @@ pub use arg::{Arg, CallArgs, Number, OutputSpec};
 pub use bind::{ArgMap, AxisRole, BoundCall, Function, Resolution, ResolvedArg};
 pub use error::CallError;
 pub use exec::{CallKernel, GeneratedLeaf, KernelLeaf, KernelParam, ParamValue};
-pub use generator::{hash_to_float, wang_hash, Generator, HashSeed, ValueLayout, DEFAULT_SEED};
+pub use generator::{
+    hash_to_float, wang_hash, Generator, HashSeed, ValueLayout, DEFAULT_SEED, MAX_WARMUP,
+};
 pub use host::{HostArg, HostArgs, HostCall, HostOutputs};
 pub use signature::{Direction, Param, Signature};
 pub use specialize::GenericArg;

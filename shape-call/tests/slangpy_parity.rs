@@ -433,3 +433,56 @@ fn generators_run_by_argument_name_on_the_reference() {
     assert_eq!(r.dims(), &[2, 3]);
     assert_eq!(r.values(), &[0.0, 10.0, 20.0, 1.0, 11.0, 21.0]);
 }
+
+/// Found by review: each of these either panicked, ran something other
+/// than what the documents say, or could hang.
+#[test]
+fn review_findings_are_typed_errors_or_documented_results() {
+    // Each value reads one way or the other: here `y` alone fits both.
+    let g = func("void g<T, U>(T x, U y, T z)");
+    let e = call(&g, &["float2", "float3", "tensor<float2>(3)"]).unwrap_err();
+    assert_eq!(e.kind(), "ambiguous_overload");
+    assert!(
+        e.to_string().contains("U = float3") && e.to_string().contains("U = float:"),
+        "{e}"
+    );
+    // A type specialization is applied to the parameter.
+    let f = func("float f<T>(T a)").specialized("T=float2").unwrap();
+    assert_eq!(call(&f, &["tensor(3,2)"]).unwrap().call_shape, vec![3]);
+    // Generators are read-only and keep their dims in place.
+    let out = func("void f(out uint x, float y)");
+    assert_eq!(
+        call(&out, &["thread_id", "tensor(3)"]).unwrap_err().kind(),
+        "type_mismatch"
+    );
+    let grid = map(func("float f(int2 g)"), "g", "(1,0)");
+    assert_eq!(
+        call(&grid, &["grid(shape=(2,3))"]).unwrap_err().kind(),
+        "invalid_map"
+    );
+    // A short map covers the call dims exactly; huge positions are refused.
+    let f2 = func("float f(float2 a)");
+    assert_eq!(
+        call(&map(f2.clone(), "a", "(1,)"), &["tensor(4,5,2)"])
+            .unwrap_err()
+            .kind(),
+        "invalid_map"
+    );
+    let huge = map(f2, "a", "(18446744073709551615,0)");
+    assert_eq!(
+        call(&huge, &["tensor(4,5,2)"]).unwrap_err().kind(),
+        "invalid_map"
+    );
+    // A warm-up past the limit, or a range wider than f32 holds.
+    let scope = shape_call::TypeScope::new();
+    for bad in [
+        "wang_hash(warmup=1025)",
+        "rand_float(min=-3.4e38, max=3.4e38)",
+    ] {
+        assert_eq!(
+            Arg::parse(bad, &scope).unwrap_err().kind(),
+            "syntax",
+            "{bad}"
+        );
+    }
+}

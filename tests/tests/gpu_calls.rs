@@ -338,3 +338,46 @@ fn generators_run_on_both() {
         .collect();
     assert_eq!(out[2], expected);
 }
+
+/// Found by review: integer generators given to `int` (the hash's 32 bits
+/// as i32), a grid whose values wrap 32 bits, and a `rand_float` range
+/// whose width rounds in f32, agree with the reference bit for bit.
+#[test]
+fn generators_agree_on_their_edges() {
+    let Some(mut gpu) = wgpu_or_skip("generators_agree_on_their_edges") else {
+        return;
+    };
+    let parse = |f: &Function, text: &str| Arg::parse(text, &f.scope()).unwrap();
+    let f = Function::new(
+        shape_call::Signature::parse("float f(int h, uint2 g, int2 s, float u, float x)")
+            .unwrap()
+            .with_wgsl_body(
+                "{ return f32(h & 0xFFFF) + f32(h >> 16u) * 65536.0 + f32(g.x) + f32(g.y) + f32(s.x) - f32(s.y) + u + x; }",
+            ),
+    );
+    let args = CallArgs::new()
+        .arg(parse(&f, "wang_hash(seed=5, hash_seed=false)"))
+        .arg(parse(
+            &f,
+            "grid(shape=(4,-1), stride=(1073741823,-1073741823), offset=(-5,3))",
+        ))
+        .arg(parse(
+            &f,
+            "grid(shape=(4,-1), stride=(1073741823,-1073741823), offset=(-5,3))",
+        ))
+        .arg(parse(&f, "rand_float(min=0.1, max=0.3, seed=11)"))
+        .arg(parse(&f, "tensor(4,6)"));
+    let k = kernel(&f, &args);
+    assert_eq!(k.call_shape, vec![4, 6]);
+    assert_call_agrees(&mut gpu, &k, call_data(&k, 31), &mut |v: &mut [Vec<
+        f32,
+    >]| {
+        // The hash arrives as the i32 value of its bits, as an f32.
+        let h = v[0][0] as i32;
+        v[5][0] =
+            ((h & 0xFFFF) as f32 + ((h >> 16) as f32) * 65536.0) + v[1][0] + v[1][1] + v[2][0]
+                - v[2][1]
+                + v[3][0]
+                + v[4][0];
+    });
+}
