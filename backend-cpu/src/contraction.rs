@@ -19,6 +19,10 @@ const MR: usize = 4;
 /// product against 15 ms for 8 (and 13.5 ms for 6 rows of 16).
 const NR: usize = 16;
 
+/// The fewest result columns that take the tiled path (narrower strips
+/// run as edge tiles, one element at a time).
+const MIN_COLUMNS: u64 = 8;
+
 /// How the two operands and the result are laid out along the last two
 /// parallel iterators (`i`, then `j`) and the reduction iterators.
 struct Plan<'a> {
@@ -49,7 +53,7 @@ pub(crate) fn try_execute(
         return false;
     }
     let (i, j) = (np - 2, np - 1);
-    if l.result.strides[j] != 1 || l.sizes[j] < NR as u64 {
+    if l.result.strides[j] != 1 || l.sizes[j] < MIN_COLUMNS {
         return false;
     }
     let role = |o: &(&[f32], &[u64], usize)| (o.1[i], o.1[j]);
