@@ -1370,14 +1370,7 @@ impl<'a> LeafArg<'a> {
         types: &mut Vec<(Arc<str>, ParamType)>,
     ) -> Result<(ParamType, Vec<Option<u64>>), CallError> {
         let lang = self.lang;
-        let sizes = t
-            .type_shape()
-            .iter()
-            .map(|e| match e {
-                Extent::Fixed(n) => Some(*n),
-                _ => None,
-            })
-            .collect();
+        let sizes = t.fixed_sizes();
         if let ParamType::Generic(g) = &self.leaf.ty {
             bind_generic(g, &t, types).map_err(|bound| {
                 self.mismatch(format!(
@@ -1698,14 +1691,7 @@ fn known_sizes(shape: Shape, arg: &Arg) -> (Vec<Option<u64>>, Option<Option<usiz
     match (shape, arg) {
         (Shape::Known(s), _) => (s.into_iter().map(Some).collect(), None),
         (Shape::Full(n), Arg::Tensor { elem, .. }) => {
-            let fixed: Vec<Option<u64>> = elem
-                .type_shape()
-                .iter()
-                .map(|e| match e {
-                    Extent::Fixed(n) => Some(*n),
-                    _ => None,
-                })
-                .collect();
+            let fixed = elem.fixed_sizes();
             let mut known = vec![None; n.saturating_sub(fixed.len())];
             known.extend(fixed);
             (known, None)

@@ -191,7 +191,8 @@ impl Generator {
     }
 
     /// The layout of this generator's value in `ty`, or why `ty` cannot
-    /// take it (its kind of element; the count is [`Generator::check_count`]'s).
+    /// take it (its kind of element; the count is checked where the call's dims
+    /// are known).
     pub fn layout(&self, ty: &ParamType) -> Result<ValueLayout, String> {
         let scalar_wanted: &[Scalar] = match self {
             Generator::RandFloat { .. } => &[Scalar::Float],

@@ -214,6 +214,18 @@ impl ParamType {
         }
     }
 
+    /// The type shape's sizes where the type fixes them (`None` for a
+    /// generic size or `?`).
+    pub fn fixed_sizes(&self) -> Vec<Option<u64>> {
+        self.type_shape()
+            .iter()
+            .map(|e| match e {
+                Extent::Fixed(n) => Some(*n),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The innermost element: a scalar, a generic type or a struct.
     pub fn leaf(&self) -> &ParamType {
         match self {

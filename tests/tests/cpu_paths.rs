@@ -9,11 +9,20 @@ use proptest::test_runner::FileFailurePersistence;
 use shape_core::coalesce::coalesce;
 use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
-use shape_tests::kernels::kernel_cases;
+use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, programs_with_empty_axes, Program};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The result of a random kernel on `cpu`.
+fn run_case(mut cpu: CpuBackend, case: &KernelCase) -> Vec<f32> {
+    let refs: Vec<&Vec<f32>> = case.operands.iter().collect();
+    let mut out = vec![0.0; case.launch.result.len as usize];
+    cpu.execute(&case.kernel, &case.launch, &mut out, &refs)
+        .unwrap();
+    out
 }
 
 proptest! {
@@ -28,13 +37,7 @@ proptest! {
     /// give the reference's bits.
     #[test]
     fn coalesced_path_equals_reference_on_random_kernels(case in kernel_cases()) {
-        let run = |mut cpu: CpuBackend| {
-            let buffers: Vec<Vec<f32>> = case.operands.clone();
-            let refs: Vec<&Vec<f32>> = buffers.iter().collect();
-            let mut out = vec![0.0; case.launch.result.len as usize];
-            cpu.execute(&case.kernel, &case.launch, &mut out, &refs).unwrap();
-            out
-        };
+        let run = |cpu: CpuBackend| run_case(cpu, &case);
         prop_assert_eq!(
             bits(&run(CpuBackend::reference())),
             bits(&run(CpuBackend::coalesced())),
@@ -46,13 +49,7 @@ proptest! {
     /// forced on every launch it can split (issue 32).
     #[test]
     fn every_thread_count_gives_the_references_bits(case in kernel_cases(), threads in 1usize..6) {
-        let run = |mut cpu: CpuBackend| {
-            let buffers: Vec<Vec<f32>> = case.operands.clone();
-            let refs: Vec<&Vec<f32>> = buffers.iter().collect();
-            let mut out = vec![0.0; case.launch.result.len as usize];
-            cpu.execute(&case.kernel, &case.launch, &mut out, &refs).unwrap();
-            out
-        };
+        let run = |cpu: CpuBackend| run_case(cpu, &case);
         let threaded = CpuBackend::coalesced().threads(threads).with_min_work_per_thread(0);
         prop_assert_eq!(
             bits(&run(CpuBackend::reference())),

@@ -1114,7 +1114,6 @@ fn a_wait_past_its_limit_is_a_typed_error_and_the_backend_refuses_more_work() {
     // the wait returns `Timeout` (a software adapter at the first round, an
     // H200 within a few). What the device still runs is then unknown, so
     // the backend takes no further work.
-    use shape_core::kernel::BinaryOp;
     let options = WgpuOptions {
         wait_timeout: Some(std::time::Duration::ZERO),
         tiled_contractions: false,
@@ -1130,24 +1129,7 @@ fn a_wait_past_its_limit_is_a_typed_error_and_the_backend_refuses_more_work() {
         return;
     }
     let n = 512u64;
-    let kernel = Kernel::new(
-        vec![IterKind::Parallel, IterKind::Parallel, IterKind::Reduction],
-        2,
-        Expr::Binary(
-            BinaryOp::Mul,
-            Box::new(Expr::Load(0)),
-            Box::new(Expr::Load(1)),
-        ),
-        Accumulate::Add,
-    );
-    let launch = Launch::new(
-        vec![n, n, n],
-        Layout::new(0, vec![n, 1, 0], n * n),
-        vec![
-            Layout::new(0, vec![n, 0, 1], n * n),
-            Layout::new(0, vec![0, 1, n], n * n),
-        ],
-    );
+    let (kernel, launch) = shape_core::kernel::matmul(n, n, n);
     let a = gpu.upload(&vec![0.5; (n * n) as usize]).unwrap();
     let mut out = gpu.alloc((n * n) as usize).unwrap();
     let mut timed_out = None;
