@@ -10,21 +10,31 @@ use std::sync::Mutex;
 
 use crate::error::WgpuError;
 
-/// The process's wgpu instance for a set of backends, created on first
-/// use. Every backend opened in the process shares it: with an instance
-/// per device, test binaries opening devices from 16 threads stalled on
-/// an H200 (NVIDIA's Vulkan driver) in 4 of 4 runs, with this shared one
-/// in 1 of 3 (docs/wgpu-backend.md, "On NVIDIA hardware").
-pub fn shared_instance(backends: wgpu::Backends) -> wgpu::Instance {
+/// The wgpu instance for a set of backends. Without GL, every backend
+/// opened in the process shares one, created on first use: with an
+/// instance per device, test binaries opening devices from 16 threads
+/// stalled on an H200 (NVIDIA's Vulkan driver) in 4 of 4 runs, with a
+/// shared one in 1 of 3 (docs/wgpu-backend.md, "On NVIDIA hardware").
+/// With GL each backend gets its own: wgpu's GL backend makes one EGL
+/// context current per instance, and devices of one instance used from
+/// several threads at once failed with `BadAccess` (measured with
+/// llvmpipe's EGL, `WGPU_BACKEND=gl`).
+pub fn instance_for(backends: wgpu::Backends) -> wgpu::Instance {
+    let fresh = || {
+        wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends,
+            ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
+        })
+    };
+    if backends.contains(wgpu::Backends::GL) {
+        return fresh();
+    }
     static INSTANCES: Mutex<Vec<(wgpu::Backends, wgpu::Instance)>> = Mutex::new(Vec::new());
     let mut instances = INSTANCES.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, instance)) = instances.iter().find(|(b, _)| *b == backends) {
         return instance.clone();
     }
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends,
-        ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
-    });
+    let instance = fresh();
     instances.push((backends, instance.clone()));
     instance
 }

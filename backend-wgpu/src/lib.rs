@@ -343,7 +343,7 @@ impl WgpuBackend {
 
     /// Opens an adapter as `options` say.
     pub fn with_options(options: WgpuOptions) -> Result<WgpuBackend, WgpuError> {
-        let instance = adapter::shared_instance(options.adapter.backends());
+        let instance = adapter::instance_for(options.adapter.backends());
         let adapter = adapter::select(&instance, &options.adapter)?;
         let info = adapter.get_info();
         // Ask for everything the adapter offers: storage bindings of real
