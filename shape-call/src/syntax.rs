@@ -50,7 +50,11 @@ pub(crate) fn tokens(text: &str) -> Result<Vec<Spanned>, CallError> {
             let start = i;
             i += 1;
             while i < bytes.len()
-                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.' || bytes[i] == b'_')
+                && (bytes[i].is_ascii_alphanumeric()
+                    || bytes[i] == b'.'
+                    || bytes[i] == b'_'
+                    // An exponent's sign: `1e-5`.
+                    || (matches!(bytes[i], b'+' | b'-') && matches!(bytes[i - 1], b'e' | b'E')))
             {
                 i += 1;
             }

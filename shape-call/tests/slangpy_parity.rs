@@ -473,6 +473,20 @@ fn review_findings_are_typed_errors_or_documented_results() {
         call(&huge, &["tensor(4,5,2)"]).unwrap_err().kind(),
         "invalid_map"
     );
+    // Exponents with a sign are numbers.
+    let small = Arg::parse(
+        "rand_float(min=1e-5, max=2.5E+1)",
+        &shape_call::TypeScope::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        small,
+        Arg::Generator(shape_call::Generator::RandFloat {
+            min: 1e-5,
+            max: 25.0,
+            seed: shape_call::HashSeed::default()
+        })
+    );
     // A warm-up past the limit, or a range wider than f32 holds.
     let scope = shape_call::TypeScope::new();
     for bad in [
