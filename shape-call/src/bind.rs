@@ -1559,7 +1559,11 @@ impl<'a> LeafArg<'a> {
         if leaf.direction == Direction::In {
             return Err(CallError::UnsizedOutput {
                 arg: leaf.path.to_string(),
-                message: "an output to allocate cannot be passed to an `in` parameter".into(),
+                message: if leaf.ty.writes_through() {
+                    "a read-write tensor parameter writes into the tensor it is given; give it a tensor, not an output to allocate".into()
+                } else {
+                    "an output to allocate cannot be passed to an `in` parameter".into()
+                },
             });
         }
         if let Some(e) = &spec.elem {

@@ -473,6 +473,11 @@ fn review_findings_are_typed_errors_or_documented_results() {
         call(&huge, &["tensor(4,5,2)"]).unwrap_err().kind(),
         "invalid_map"
     );
+    // A read-write tensor is given a tensor, and the message says so.
+    let rw = func("void f(RWTensor<float,1> t, float x)");
+    let e = call(&rw, &["output", "tensor(3)"]).unwrap_err();
+    assert_eq!(e.kind(), "unsized_output");
+    assert!(e.to_string().contains("give it a tensor"), "{e}");
     // Exponents with a sign are numbers.
     let small = Arg::parse(
         "rand_float(min=1e-5, max=2.5E+1)",
