@@ -197,25 +197,14 @@ impl Function {
                 arg: name.to_string(),
                 message: "the function has no parameter of that name".into(),
             })?;
-        let mut ty = &param.ty;
-        loop {
-            ty = match ty {
-                ParamType::Scalar(s) => return Ok(ParamType::Scalar(*s)),
-                ParamType::Generic(_) => return Ok(ParamType::Scalar(Scalar::Float)),
-                ParamType::Vector(inner, _)
-                | ParamType::Matrix(inner, _, _)
-                | ParamType::Array(inner, _)
-                | ParamType::StructuredBuffer(inner)
-                | ParamType::Texture2D(inner)
-                | ParamType::Slice(_, inner)
-                | ParamType::Tensor(_, _, inner) => inner,
-                ParamType::Struct(_) => {
-                    return Err(CallError::Data {
-                        arg: name.to_string(),
-                        message: "a struct's fields are given through `CallArgs` (`Arg::parse`), not as one tensor".into(),
-                    })
-                }
-            };
+        match param.ty.leaf() {
+            ParamType::Scalar(s) => Ok(ParamType::Scalar(*s)),
+            ParamType::Struct(_) => Err(CallError::Data {
+                arg: name.to_string(),
+                message: "a struct's fields are given through `CallArgs` (`Arg::parse`), not as one tensor".into(),
+            }),
+            // A generic type (`leaf` stops at nothing else).
+            _ => Ok(ParamType::Scalar(Scalar::Float)),
         }
     }
 

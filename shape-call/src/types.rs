@@ -305,15 +305,16 @@ impl ParamType {
             (_, ParamType::Scalar(s)) => s.spelled(language).to_owned(),
             (_, ParamType::Generic(n)) => n.to_string(),
             (_, ParamType::Struct(s)) => s.name.to_string(),
-            (Language::Slang, ParamType::Vector(e, Extent::Fixed(n)))
+            (Language::Slang, ParamType::Vector(e, Extent::Fixed(n @ 1..=4)))
                 if matches!(**e, ParamType::Scalar(_)) =>
             {
                 format!("{}{n}", inner(e))
             }
             (Language::Slang, ParamType::Vector(e, n)) => format!("vector<{},{n}>", inner(e)),
-            (Language::Slang, ParamType::Matrix(e, Extent::Fixed(r), Extent::Fixed(c)))
-                if matches!(**e, ParamType::Scalar(_)) =>
-            {
+            (
+                Language::Slang,
+                ParamType::Matrix(e, Extent::Fixed(r @ 1..=4), Extent::Fixed(c @ 1..=4)),
+            ) if matches!(**e, ParamType::Scalar(_)) => {
                 format!("{}{r}x{c}", inner(e))
             }
             (Language::Slang, ParamType::Matrix(e, r, c)) => {

@@ -2,27 +2,11 @@
 //! recorded in docs/deviations.md), with its type shapes, argument shapes,
 //! call shape, result shape or error; and property tests of call shapes.
 
+mod common;
+
+use common::{call, func};
 use proptest::prelude::*;
-use shape_call::{Arg, ArgMap, AxisRole, CallArgs, CallError, Function, Resolution, Signature};
-
-/// `f` called with `args` (`name=ARG` or positional `ARG`), resolved.
-fn call(f: &Function, args: &[&str]) -> Result<Resolution, CallError> {
-    let scope = f.scope();
-    let mut a = CallArgs::new();
-    for text in args {
-        match text.split_once('=') {
-            Some((name, arg)) if !name.contains('(') && !name.contains('{') => {
-                a = a.named(name, Arg::parse(arg, &scope).unwrap());
-            }
-            _ => a = a.arg(Arg::parse(text, &scope).unwrap()),
-        }
-    }
-    f.resolve(&a)
-}
-
-fn func(sig: &str) -> Function {
-    Function::parse(sig).unwrap()
-}
+use shape_call::{Arg, ArgMap, AxisRole, CallArgs, CallError, Resolution, Signature};
 
 fn kind(r: Result<Resolution, CallError>) -> &'static str {
     r.expect_err("the call should fail").kind()

@@ -3,26 +3,10 @@
 //! docs/deviations.md records), with the expected call shape, each
 //! argument's call dims and mapping, or the error kind.
 
-use shape_call::{Arg, ArgMap, CallArgs, CallError, Function, GenericArg, Resolution};
+mod common;
 
-/// `f` called with `args` (`name=ARG` or positional `ARG`), resolved.
-fn call(f: &Function, args: &[&str]) -> Result<Resolution, CallError> {
-    let scope = f.scope();
-    let mut a = CallArgs::new();
-    for text in args {
-        match text.split_once('=') {
-            Some((name, arg)) if !name.contains('(') && !name.contains('{') => {
-                a = a.named(name, Arg::parse(arg, &scope).unwrap());
-            }
-            _ => a = a.arg(Arg::parse(text, &scope).unwrap()),
-        }
-    }
-    f.resolve(&a)
-}
-
-fn func(sig: &str) -> Function {
-    Function::parse(sig).unwrap()
-}
+use common::{call, func};
+use shape_call::{Arg, ArgMap, Function, GenericArg, Resolution};
 
 fn map(f: Function, arg: &str, text: &str) -> Function {
     f.map(arg, ArgMap::parse(text).unwrap())
@@ -478,6 +462,16 @@ fn review_findings_are_typed_errors_or_documented_results() {
     let e = call(&rw, &["output", "tensor(3)"]).unwrap_err();
     assert_eq!(e.kind(), "unsized_output");
     assert!(e.to_string().contains("give it a tensor"), "{e}");
+    // A specialization past Slang's short spellings is spelled in full.
+    let huge = func("float f<let N : int>(vector<float,N> a)")
+        .specialized("N=18446744073709551615")
+        .unwrap();
+    let e = call(&huge, &["tensor(2,3)"]).unwrap_err();
+    assert_eq!(e.kind(), "type_shape");
+    assert!(
+        e.to_string().contains("vector<float,18446744073709551615>"),
+        "{e}"
+    );
     // Exponents with a sign are numbers.
     let small = Arg::parse(
         "rand_float(min=1e-5, max=2.5E+1)",

@@ -408,30 +408,9 @@ pub fn generate_call(choices: Vec<u32>) -> RandomCall {
     CallGen::new(choices).run()
 }
 
-/// A stream of choices.
-struct CallChoices {
-    data: Vec<u32>,
-    pos: usize,
-}
-
-impl CallChoices {
-    fn below(&mut self, n: usize) -> usize {
-        let v = self.data.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        if n == 0 {
-            0
-        } else {
-            v as usize % n
-        }
-    }
-    /// True with `pct` percent (false at zero).
-    fn chance(&mut self, pct: usize) -> bool {
-        self.below(100) >= 100 - pct
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
+// A stream of choices: the program generator's (0 is always the
+// simplest option, so shrinking simplifies the call).
+use crate::grammar::Choices as CallChoices;
 
 /// A scalar type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1144,7 +1123,7 @@ impl CallGen {
         if options.is_empty() || !self.c.chance(60) {
             return None;
         }
-        let g = self.c.pick(&options);
+        let g = *self.c.pick(&options);
         let draw = match g {
             "call_id" => {
                 self.used("arg:call_id");

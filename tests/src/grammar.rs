@@ -464,13 +464,13 @@ fn row_spec(row: &RowSpec, kind: RowKind, out: &mut BTreeSet<String>) {
 
 /// A stream of choices; past its end every choice is the first option,
 /// so that shrinking towards zeros gives simpler programs.
-struct Choices {
-    data: Vec<u32>,
-    pos: usize,
+pub(crate) struct Choices {
+    pub(crate) data: Vec<u32>,
+    pub(crate) pos: usize,
 }
 
 impl Choices {
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         let v = self.data.get(self.pos).copied().unwrap_or(0);
         self.pos += 1;
         if n == 0 {
@@ -480,13 +480,13 @@ impl Choices {
         }
     }
     /// True with `pct` percent (false at zero).
-    fn chance(&mut self, pct: usize) -> bool {
+    pub(crate) fn chance(&mut self, pct: usize) -> bool {
         self.below(100) >= 100 - pct
     }
     fn size(&mut self) -> u64 {
         1 + self.below(4) as u64
     }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 }
