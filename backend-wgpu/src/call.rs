@@ -181,7 +181,7 @@ pub(crate) fn source(kernel: &CallKernel) -> Result<String, WgpuError> {
     }
     let mut args = Vec::with_capacity(kernel.params.len());
     for (p, param) in kernel.params.iter().enumerate() {
-        if let (Some(_), ParamValue::Leaf(i)) = (accessed(&param.ty), &param.value) {
+        if let (Some(_), ParamValue::Leaf(i)) = (param.ty.accessed(), &param.value) {
             if kernel.body.is_some() && kernel.source.is_none() {
                 let _ = writeln!(s, "    shape_call_a{i} = b{i};");
                 continue;
@@ -322,17 +322,6 @@ fn generated_value(i: usize, g: &GeneratedLeaf, ty: &ParamType) -> Result<String
     })
 }
 
-/// The dims of a parameter read through accessors (a slice, a tensor, a
-/// buffer, a runtime-sized array), with its element type; `None` for a
-/// value.
-fn accessed(ty: &ParamType) -> Option<(usize, &ParamType)> {
-    match ty {
-        ParamType::Slice(n, e) | ParamType::Tensor(_, n, e) => Some((*n as usize, e)),
-        ParamType::StructuredBuffer(e) | ParamType::Array(e, Extent::Any) => Some((1, e)),
-        _ => None,
-    }
-}
-
 struct Gen<'a> {
     kernel: &'a CallKernel,
     offsets: &'a [usize],
@@ -358,7 +347,7 @@ impl Gen<'_> {
         let mut out = String::new();
         let mut params = Vec::new();
         for param in &self.kernel.params {
-            let Some((n, element)) = accessed(&param.ty) else {
+            let Some((n, element)) = param.ty.accessed() else {
                 params.push(match param.direction {
                     Direction::In => format!("{}: {}", param.name, wgsl(&param.ty)),
                     _ => format!("{}: ptr<function, {}>", param.name, wgsl(&param.ty)),

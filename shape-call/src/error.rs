@@ -32,6 +32,15 @@ pub(crate) fn close_matches<'a>(
     close.into_iter().map(|(_, k)| k.to_owned()).collect()
 }
 
+/// `, at PLACE`, or nothing for no place.
+fn place(at: &str) -> String {
+    if at.is_empty() {
+        String::new()
+    } else {
+        format!(", at {at}")
+    }
+}
+
 /// `; did you mean `a` or `b`?`, or nothing for no names.
 fn did_you_mean(close: &[String]) -> String {
     match close {
@@ -277,6 +286,50 @@ pub enum CallError {
         arg: String,
         /// What is wrong.
         message: String,
+    },
+    /// A WGSL construct the interpreter (the CPU reference for WGSL
+    /// functions) does not run: named, with its place in the source.
+    #[error(
+        "{function}: the CPU interpreter does not run {construct}{}",
+        place(at)
+    )]
+    UnsupportedWgsl {
+        /// The function it is in.
+        function: String,
+        /// What it is (`the statement Atomic (atomics)`, `the built-in
+        /// `pack4x8snorm``).
+        construct: String,
+        /// `line L, column C: `text`` in the user's source; empty when
+        /// unknown.
+        at: String,
+    },
+    /// A call index ran more statements and loop iterations than the
+    /// interpreter's step limit allows: a runaway loop.
+    #[error("{function}: stopped after {limit} steps for one call index{} (a loop that does not end?); raise `InterpretOptions::step_limit` if it is meant to run that long", place(at))]
+    StepLimit {
+        /// The function that was running.
+        function: String,
+        /// The limit.
+        limit: u64,
+        /// Where it was stopped.
+        at: String,
+    },
+    /// A built-in given an operand outside the domain WGSL specifies it
+    /// on, or a float result that is not finite, when the interpreter
+    /// checks domains (`InterpretOptions::check_domains`).
+    #[error(
+        "{function}: {what} was given {value}{}; a GPU may compute anything there",
+        place(at)
+    )]
+    OutOfDomain {
+        /// The function it is in.
+        function: String,
+        /// The built-in or operator and its domain.
+        what: String,
+        /// The operand or result.
+        value: String,
+        /// Where.
+        at: String,
     },
     /// A call whose arguments differ in kind, element type or dims from
     /// those the call was bound with.

@@ -429,6 +429,19 @@ impl CallKernel {
         buffers: &mut [Vec<f32>],
         f: &mut dyn FnMut(&mut [Vec<f32>]),
     ) -> Result<(), CallError> {
+        self.run_each(buffers, &mut |v| {
+            f(v);
+            Ok(())
+        })
+    }
+
+    /// [`CallKernel::run_cpu`] with a function that may fail: the first
+    /// error stops the run.
+    pub(crate) fn run_each(
+        &self,
+        buffers: &mut [Vec<f32>],
+        f: &mut dyn FnMut(&mut [Vec<f32>]) -> Result<(), CallError>,
+    ) -> Result<(), CallError> {
         self.check_buffers(buffers.iter().map(|b| b.len() as u64))?;
         let points = u64::try_from(self.points()).map_err(|_| CallError::Data {
             arg: "_result".into(),
@@ -463,7 +476,7 @@ impl CallKernel {
                     values[i][t as usize] = buffers[i][self.element(i, call, t) as usize];
                 }
             }
-            f(&mut values);
+            f(&mut values)?;
             for (i, l) in self.leaves.iter().enumerate() {
                 if l.writes() {
                     for t in 0..l.elements() {

@@ -40,6 +40,7 @@ mod error;
 mod exec;
 mod generator;
 mod host;
+mod interpret;
 mod signature;
 mod specialize;
 mod syntax;
@@ -53,6 +54,7 @@ pub use generator::{
     hash_to_float, wang_hash, Generator, HashSeed, ValueLayout, DEFAULT_SEED, MAX_WARMUP,
 };
 pub use host::{HostArg, HostArgs, HostCall, HostOutputs};
+pub use interpret::{InterpretOptions, Interpreter, Value, DEFAULT_STEP_LIMIT};
 pub use signature::{Direction, Param, Signature};
 pub use specialize::GenericArg;
 pub use syntax::{parse_type, TypeScope};

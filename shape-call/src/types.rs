@@ -173,6 +173,19 @@ pub enum ParamType {
 }
 
 impl ParamType {
+    /// For a parameter read through accessors (a slice, a tensor, a
+    /// structured buffer, a runtime-sized array): its number of indexed
+    /// dims and its element type; `None` for a value. A function reads
+    /// such a parameter `p` with `p_load(i0, ..)` and `p_size(d)`, and
+    /// writes a read-write tensor with `p_store(i0, .., value)`.
+    pub fn accessed(&self) -> Option<(usize, &ParamType)> {
+        match self {
+            ParamType::Slice(n, e) | ParamType::Tensor(_, n, e) => Some((*n as usize, e)),
+            ParamType::StructuredBuffer(e) | ParamType::Array(e, Extent::Any) => Some((1, e)),
+            _ => None,
+        }
+    }
+
     /// The type shape: the dims this type consumes, outermost first.
     ///
     /// ```
