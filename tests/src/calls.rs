@@ -1,6 +1,7 @@
 //! Differential tests of vectorized calls: a WGSL function run by the
-//! wgpu backend against the same function written as a Rust closure and
-//! run by the reference executor ([`CallKernel::run_cpu`]).
+//! wgpu backend, or by the CPU interpreter of WGSL ([`Interpreted`]),
+//! against the same function written as a Rust closure and run by the
+//! reference executor ([`CallKernel::run_cpu`]).
 //!
 //! ```
 //! use shape_call::{Arg, CallArgs, Function};
@@ -103,6 +104,29 @@ pub trait CallRunner {
     ) -> Result<Vec<Vec<f32>>, String>;
 }
 
+/// The CPU interpreter of WGSL ([`CallKernel::run_interpreted`]) as a
+/// call runner: the conformance suite holds it to the Rust closures as it
+/// holds a GPU backend, and it needs no adapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Interpreted;
+
+impl CallRunner for Interpreted {
+    fn call_runner_name(&self) -> String {
+        "the WGSL interpreter".into()
+    }
+
+    fn run_call(
+        &mut self,
+        kernel: &CallKernel,
+        mut buffers: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, String> {
+        kernel
+            .run_interpreted(&mut buffers)
+            .map_err(|e| e.to_string())?;
+        Ok(buffers)
+    }
+}
+
 impl CallRunner for WgpuBackend {
     fn call_runner_name(&self) -> String {
         shape_core::Backend::name(self)
@@ -119,7 +143,9 @@ impl CallRunner for WgpuBackend {
 }
 
 /// Runs `kernel` on the reference executor with `f` and on `runner`, on
-/// the same data, and panics with the first difference.
+/// the same data, and panics with the first difference. A kernel with
+/// WGSL (source, or a declaration's body) is also run on the CPU
+/// interpreter ([`Interpreted`]), which must agree with `f` too.
 pub fn assert_call_agrees(
     runner: &mut dyn CallRunner,
     kernel: &CallKernel,
@@ -131,6 +157,17 @@ pub fn assert_call_agrees(
     kernel
         .run_cpu(&mut reference, f)
         .expect("the reference run");
+    if kernel.source.is_some() || kernel.body.is_some() {
+        let interpreted = Interpreted
+            .run_call(kernel, given.clone())
+            .unwrap_or_else(|e| panic!("the interpreter could not run `{}`: {e}", kernel.function));
+        if let Err(e) = compare_call(kernel, &reference, &interpreted) {
+            panic!(
+                "the interpreter disagrees with the closure on a call of `{}`: {e}",
+                kernel.function
+            );
+        }
+    }
     let name = runner.call_runner_name();
     let found = runner
         .run_call(kernel, given)

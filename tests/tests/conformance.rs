@@ -27,3 +27,10 @@ fn wgpu_vectorized_calls() {
         shape_tests::conformance::vectorized_calls(&mut gpu);
     }
 }
+
+/// The same calls on the CPU interpreter of WGSL, against the same
+/// closures: it needs no adapter, so this runs everywhere.
+#[test]
+fn interpreter_vectorized_calls() {
+    shape_tests::conformance::vectorized_calls(&mut shape_tests::calls::Interpreted);
+}
