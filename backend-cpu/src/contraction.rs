@@ -12,12 +12,16 @@
 use shape_core::kernel::{Accumulate, BinaryOp, Expr, Launch};
 
 /// Rows of one register tile.
-const MR: usize = 4;
+pub(crate) const MR: usize = 6;
 /// Columns of one register tile: two 8-lane vectors where the machine has
 /// AVX2 (the tile is compiled for the widest vectors found at run time),
-/// four 4-lane ones on baseline x86-64. 16 measured 12.2 ms on a 512^3
-/// product against 15 ms for 8 (and 13.5 ms for 6 rows of 16).
-const NR: usize = 16;
+/// four 4-lane ones on baseline x86-64. With packed operands 6 x 16 keeps
+/// twelve accumulators in registers (measured in `cargo bench -p
+/// backend-cpu --bench contraction`).
+pub(crate) const NR: usize = 16;
+/// Reduction steps per block: a packed block of `b` (KC x NR) and of one
+/// row tile of `a` (KC x MR) stay in the first-level cache together.
+const KC: usize = 256;
 
 /// The fewest result columns that take the tiled path (narrower strips
 /// run as edge tiles, one element at a time).
@@ -45,6 +49,7 @@ pub(crate) fn try_execute(
     np: usize,
     result: &mut [f32],
     ops: &[(&[f32], &[u64], usize)],
+    fused: bool,
 ) -> bool {
     let n = l.sizes.len();
     let is_product = matches!(body, Expr::Binary(BinaryOp::Mul, a, b)
@@ -68,11 +73,32 @@ pub(crate) fn try_execute(
         },
         _ => return false,
     };
-    // Compiled again with the widest vectors the machine has (AVX2 on
-    // x86-64 where present), chosen at run time; no fused multiply-add
-    // either way (Rust never contracts `a * b + c`).
-    pulp::Arch::new().dispatch(|| run(l, np, result, &plan));
+    // The packed blocks, allocated fallibly: a launch too large for them
+    // takes the strided path instead.
+    let tiles = (l.sizes[i] as usize).div_ceil(MR);
+    let mut packs = Packs::default();
+    if packs.a.try_reserve_exact(tiles * MR * KC).is_err()
+        || packs.b.try_reserve_exact(KC * NR).is_err()
+    {
+        return false;
+    }
+    packs.a.resize(tiles * MR * KC, 0.0);
+    packs.b.resize(KC * NR, 0.0);
+    if fused {
+        run::<true>(l, np, result, &plan, &mut packs);
+    } else {
+        run::<false>(l, np, result, &plan, &mut packs);
+    }
     true
+}
+
+/// The packed blocks of a contraction: `a` as row tiles (for each tile,
+/// `KC` steps of `MR` values), `b` as one column strip (`KC` steps of
+/// `NR` values), zero-padded past the operands' edges.
+#[derive(Default)]
+struct Packs {
+    a: Vec<f32>,
+    b: Vec<f32>,
 }
 
 fn dot(strides: &[u64], index: &[u64]) -> usize {
@@ -80,7 +106,13 @@ fn dot(strides: &[u64], index: &[u64]) -> usize {
 }
 
 #[inline(always)]
-fn run(l: &Launch, np: usize, result: &mut [f32], plan: &Plan<'_>) {
+fn run<const FUSED: bool>(
+    l: &Launch,
+    np: usize,
+    result: &mut [f32],
+    plan: &Plan<'_>,
+    packs: &mut Packs,
+) {
     let n = l.sizes.len();
     let (i, j) = (np - 2, np - 1);
     let (rows_n, cols_n) = (l.sizes[i] as usize, l.sizes[j] as usize);
@@ -89,66 +121,112 @@ fn run(l: &Launch, np: usize, result: &mut [f32], plan: &Plan<'_>) {
     let (a, ast, aoff) = plan.rows;
     let (b, bst, boff) = plan.cols;
     let out = &l.result.strides;
-    // Every reduction index but the last, in the reference's order.
-    let outer_red: Vec<Vec<u64>> = {
-        let mut all = Vec::new();
-        crate::fast::for_each_index(&red[..red.len() - 1], |r| all.push(r.to_vec()));
-        all
-    };
-    let k_n = red[red.len() - 1] as usize;
-    let (ak, bk) = (ast[n - 1] as usize, bst[n - 1] as usize);
     let (ai, oi) = (ast[i] as usize, out[i] as usize);
+    // The reduction flattened in the reference's order: for each step,
+    // where it starts in `a` and in `b`.
+    let mut steps: Vec<(usize, usize)> = Vec::new();
+    crate::fast::for_each_index(red, |r| {
+        steps.push((dot(&ast[np..n], r), dot(&bst[np..n], r)));
+    });
+    let tiles = rows_n.div_ceil(MR);
+    let arch = pulp::Arch::new();
     crate::fast::for_each_index(outer, |p| {
         let a0 = aoff + dot(&ast[..i], p);
         let b0 = boff + dot(&bst[..i], p);
         let o0 = l.result.offset as usize + dot(&out[..i], p);
-        let red_base =
-            |r: &[u64]| -> (usize, usize) { (dot(&ast[np..n - 1], r), dot(&bst[np..n - 1], r)) };
-        // Column strips outermost: one strip of `b` (k_n x NR) stays in
-        // the first-level cache while every row tile passes over it.
-        let mut c0 = 0;
-        while c0 < cols_n {
-            let nr = NR.min(cols_n - c0);
-            let mut r0 = 0;
-            while r0 < rows_n {
-                let mr = MR.min(rows_n - r0);
-                if mr == MR && nr == NR {
-                    let mut acc = [[0.0f32; NR]; MR];
-                    for r in &outer_red {
-                        let (ar, br) = red_base(r);
-                        for k in 0..k_n {
-                            let bs = &b[b0 + br + k * bk + c0..][..NR];
-                            for (row, acc_row) in acc.iter_mut().enumerate() {
-                                let x = a[a0 + ar + (r0 + row) * ai + k * ak];
-                                for (s, &y) in acc_row.iter_mut().zip(bs) {
-                                    *s += x * y;
-                                }
-                            }
-                        }
-                    }
-                    for (row, acc_row) in acc.iter().enumerate() {
-                        let o = o0 + (r0 + row) * oi + c0;
-                        result[o..o + NR].copy_from_slice(acc_row);
-                    }
-                } else {
-                    // An edge tile: the same order, one element at a time.
-                    for row in 0..mr {
-                        for col in 0..nr {
-                            let mut s = 0.0f32;
-                            for r in &outer_red {
-                                let (ar, br) = red_base(r);
-                                for k in 0..k_n {
-                                    s += a[a0 + ar + (r0 + row) * ai + k * ak]
-                                        * b[b0 + br + k * bk + c0 + col];
-                                }
-                            }
-                            result[o0 + (r0 + row) * oi + c0 + col] = s;
-                        }
+        // Blocks of the reduction, in order: a block's sums continue from
+        // the partial sums the one before stored in the result, so every
+        // element adds its products in the reference's order.
+        // An empty reduction still writes its zeros (one empty block).
+        let blocks: Vec<&[(usize, usize)]> = if steps.is_empty() {
+            vec![&[]]
+        } else {
+            steps.chunks(KC).collect()
+        };
+        for (block, chunk) in blocks.into_iter().enumerate() {
+            let kc = chunk.len();
+            for t in 0..tiles {
+                let tile = &mut packs.a[t * MR * KC..][..kc * MR];
+                for (k, &(ak, _)) in chunk.iter().enumerate() {
+                    for row in 0..MR {
+                        let r = t * MR + row;
+                        tile[k * MR + row] = if r < rows_n { a[a0 + ak + r * ai] } else { 0.0 };
                     }
                 }
-                r0 += mr;
             }
-            c0 += nr;
+            let mut c0 = 0;
+            while c0 < cols_n {
+                let nr = NR.min(cols_n - c0);
+                let strip = &mut packs.b[..kc * NR];
+                for (k, &(_, bk)) in chunk.iter().enumerate() {
+                    let from = &b[b0 + bk + c0..][..nr];
+                    strip[k * NR..k * NR + nr].copy_from_slice(from);
+                    strip[k * NR + nr..(k + 1) * NR].fill(0.0);
+                }
+                for t in 0..tiles {
+                    let mr = MR.min(rows_n - t * MR);
+                    let mut acc = [[0.0f32; NR]; MR];
+                    if block > 0 {
+                        for (row, acc_row) in acc.iter_mut().enumerate().take(mr) {
+                            let o = o0 + (t * MR + row) * oi + c0;
+                            acc_row[..nr].copy_from_slice(&result[o..o + nr]);
+                        }
+                    }
+                    // The register tile is compiled again with the widest
+                    // vectors the machine has (AVX2 and FMA on x86-64 where
+                    // present), chosen at run time: `Micro` is inlined
+                    // into pulp's function for them (a closure was not,
+                    // and ran on baseline SSE2).
+                    // Rust never contracts `a * b + c` into a fused
+                    // multiply-add: only `FUSED` asks for one.
+                    let a_tile = &packs.a[t * MR * KC..][..kc * MR];
+                    acc = arch.dispatch(Micro::<FUSED> {
+                        a: a_tile,
+                        b: strip,
+                        acc,
+                    });
+                    for (row, acc_row) in acc.iter().enumerate().take(mr) {
+                        let o = o0 + (t * MR + row) * oi + c0;
+                        result[o..o + nr].copy_from_slice(&acc_row[..nr]);
+                    }
+                }
+                c0 += nr;
+            }
         }
     });
+}
+
+/// One register tile over a packed block, as a [`pulp::WithSimd`]
+/// operation: `acc[r][c] += a[k][r] * b[k][c]` for each step `k` in
+/// order, fused into one rounding when `FUSED`. The tile is taken and
+/// given back by value, so it lives in registers.
+struct Micro<'a, const FUSED: bool> {
+    a: &'a [f32],
+    b: &'a [f32],
+    acc: [[f32; NR]; MR],
+}
+
+impl<const FUSED: bool> pulp::WithSimd for Micro<'_, FUSED> {
+    type Output = [[f32; NR]; MR];
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let mut acc = self.acc;
+        for (ak, bk) in self.a.chunks_exact(MR).zip(self.b.chunks_exact(NR)) {
+            let (Ok(ak), Ok(bk)) = (<&[f32; MR]>::try_from(ak), <&[f32; NR]>::try_from(bk)) else {
+                continue;
+            };
+            for r in 0..MR {
+                let x = ak[r];
+                for c in 0..NR {
+                    acc[r][c] = if FUSED {
+                        x.mul_add(bk[c], acc[r][c])
+                    } else {
+                        acc[r][c] + x * bk[c]
+                    };
+                }
+            }
+        }
+        acc
+    }
 }

@@ -122,6 +122,7 @@ pub(crate) fn execute(
     result: &mut [f32],
     operands: &[&Vec<f32>],
     threads: Threads,
+    fused: bool,
 ) {
     let (k, l) = coalesce(kernel, launch);
     let points: u64 = l.sizes.iter().fold(1u64, |a, &s| a.saturating_mul(s));
@@ -132,8 +133,8 @@ pub(crate) fn execute(
         .then(|| split_first(&l, splits))
         .flatten()
     {
-        Some(ranges) => run_split(&k, &l, result, operands, &ranges),
-        None => execute_coalesced(&k, &l, result, operands),
+        Some(ranges) => run_split(&k, &l, result, operands, &ranges, fused),
+        None => execute_coalesced(&k, &l, result, operands, fused),
     }
 }
 
@@ -173,6 +174,7 @@ fn run_split(
     result: &mut [f32],
     operands: &[&Vec<f32>],
     ranges: &[(u64, u64)],
+    fused: bool,
 ) {
     let stride0 = l.result.strides[0];
     let inner = inner_extent(l);
@@ -196,13 +198,20 @@ fn run_split(
             for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
                 op.offset = layout.offset + start * layout.strides[0];
             }
-            scope.spawn(move |_| execute_coalesced(k, &part, mine, operands));
+            scope.spawn(move |_| execute_coalesced(k, &part, mine, operands, fused));
         }
     });
 }
 
-/// Runs a coalesced kernel on one thread.
-fn execute_coalesced(k: &Kernel, l: &Launch, result: &mut [f32], operands: &[&Vec<f32>]) {
+/// Runs a coalesced kernel on one thread; `fused` lets contractions use
+/// fused multiply-adds.
+fn execute_coalesced(
+    k: &Kernel,
+    l: &Launch,
+    result: &mut [f32],
+    operands: &[&Vec<f32>],
+    fused: bool,
+) {
     let n = k.iterators.len();
     let np = k
         .iterators
@@ -284,7 +293,7 @@ fn execute_coalesced(k: &Kernel, l: &Launch, result: &mut [f32], operands: &[&Ve
 
     // Reductions: for each result element, run the reduction iterators with
     // the innermost one as the inner loop.
-    if crate::contraction::try_execute(&k.body, k.accumulate, l, np, result, &ops) {
+    if crate::contraction::try_execute(&k.body, k.accumulate, l, np, result, &ops, fused) {
         return;
     }
     let (par, red) = l.sizes.split_at(np);

@@ -100,6 +100,8 @@ pub struct CpuBackend {
     path: CpuPath,
     max_buffer_bytes: u64,
     threads: fast::Threads,
+    /// Whether contractions may fuse multiply-adds ([`CpuBackend::fast_math`]).
+    fused: bool,
 }
 
 /// The least work (points of a launch) worth a thread of its own, by
@@ -115,6 +117,15 @@ impl Default for CpuBackend {
         CpuBackend::reference()
     }
 }
+
+/// The bound [`CpuBackend::fast_math`] keeps to, as a fraction of the sum
+/// of the magnitudes of the products, per product: a contraction of `k`
+/// products differs from the reference by at most `k *
+/// FAST_MATH_TOLERANCE * sum |a * b|` (each of the reference's `k`
+/// roundings is at most half an ulp, 2^-24 relative, of a partial sum
+/// bounded by `sum |a * b|`; the fused path drops some of them, and its
+/// own are as small).
+pub const FAST_MATH_TOLERANCE: f32 = 1.0 / 8_388_608.0;
 
 /// The default limit on one buffer: 8 GiB.
 pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 8 << 30;
@@ -134,6 +145,7 @@ impl CpuBackend {
                 count: 1,
                 min_work: DEFAULT_MIN_WORK_PER_THREAD,
             },
+            fused: false,
         }
     }
 
@@ -149,6 +161,7 @@ impl CpuBackend {
                 count,
                 min_work: DEFAULT_MIN_WORK_PER_THREAD,
             },
+            fused: false,
         }
     }
 
@@ -177,6 +190,30 @@ impl CpuBackend {
     pub fn with_min_work_per_thread(mut self, points: u64) -> CpuBackend {
         self.threads.min_work = points;
         self
+    }
+
+    /// This backend with contractions that fuse each multiply-add into
+    /// one rounding (FMA, where the machine has it): faster, and no longer
+    /// bit-identical to the reference. Each result element still adds its
+    /// products in the reference's order, so it differs from the
+    /// reference by at most the reference's own rounding error: for a
+    /// reduction of `k` products, `|fast - reference| <= k * 2^-23 *
+    /// sum |a * b|` ([`FAST_MATH_TOLERANCE`] states it for tests). Only the
+    /// coalesced path has it; the reference path ignores it.
+    ///
+    /// ```
+    /// use backend_cpu::CpuBackend;
+    /// assert!(CpuBackend::coalesced().fast_math().is_fast_math());
+    /// assert!(!CpuBackend::reference().fast_math().is_fast_math());
+    /// ```
+    pub fn fast_math(mut self) -> CpuBackend {
+        self.fused = self.path == CpuPath::Coalesced;
+        self
+    }
+
+    /// Whether contractions fuse multiply-adds ([`CpuBackend::fast_math`]).
+    pub fn is_fast_math(&self) -> bool {
+        self.fused
     }
 
     /// The most threads a launch runs on.
@@ -329,14 +366,14 @@ impl Backend for CpuBackend {
         }
         if self.path == CpuPath::Coalesced {
             match &kernel.epilogue {
-                None => fast::execute(kernel, launch, result, operands, self.threads),
+                None => fast::execute(kernel, launch, result, operands, self.threads, self.fused),
                 Some(epilogue) => {
                     // The fast paths know plain reductions; the epilogue
                     // then runs once per result element, as the reference
                     // runs it.
                     let mut plain = kernel.clone();
                     plain.epilogue = None;
-                    fast::execute(&plain, launch, result, operands, self.threads);
+                    fast::execute(&plain, launch, result, operands, self.threads, self.fused);
                     finish_in_place(kernel, epilogue, launch, result, operands);
                 }
             }
@@ -489,7 +526,17 @@ mod loop_order_tests {
     #[test]
     fn register_tiles_take_contractions_of_any_size() {
         // out[i, j] = sum_k a[i, k] * b[k, j], sizes off the tiles' edges.
-        for (m, n, k) in [(9, 17, 5), (4, 8, 2), (13, 8, 33), (5, 23, 7)] {
+        // Reductions past one packed block (256 steps) continue from the
+        // partial sums stored in the result, in order.
+        for (m, n, k) in [
+            (9, 17, 5),
+            (4, 8, 2),
+            (13, 8, 33),
+            (5, 23, 7),
+            (7, 19, 600),
+            (30, 33, 257),
+            (6, 16, 0),
+        ] {
             let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
             let inputs = [values((m * k) as usize, 1), values((k * n) as usize, 2)];
             check(&kernel, &launch, &inputs, |k, l, out, ops| {
@@ -498,8 +545,47 @@ mod loop_order_tests {
                     .iter()
                     .filter(|&&i| i == IterKind::Parallel)
                     .count();
-                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops)
+                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false)
             });
+        }
+    }
+
+    #[test]
+    fn fast_math_contractions_stay_within_the_stated_bound() {
+        for (m, n, k) in [(9, 17, 5), (13, 8, 33), (7, 19, 600), (64, 64, 300)] {
+            let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
+            let (a, b) = (values((m * k) as usize, 1), values((k * n) as usize, 2));
+            let mut expected = vec![0.0; (m * n) as usize];
+            CpuBackend::reference()
+                .execute(&kernel, &launch, &mut expected, &[&a, &b])
+                .unwrap();
+            let mut fast = vec![0.0; (m * n) as usize];
+            let mut backend = CpuBackend::coalesced().fast_math();
+            backend
+                .execute(&kernel, &launch, &mut fast, &[&a, &b])
+                .unwrap();
+            let (m, n, k) = (m as usize, n as usize, k as usize);
+            let mut differs = false;
+            for i in 0..m {
+                for j in 0..n {
+                    let magnitude: f32 = (0..k).map(|r| (a[i * k + r] * b[r * n + j]).abs()).sum();
+                    let bound = k as f32 * FAST_MATH_TOLERANCE * magnitude;
+                    let (x, y) = (fast[i * n + j], expected[i * n + j]);
+                    assert!(
+                        (x - y).abs() <= bound,
+                        "{m}x{n}x{k} at ({i}, {j}): {x} against {y}, bound {bound}"
+                    );
+                    differs |= x != y;
+                }
+            }
+            // Where the machine fuses, some element rounds differently.
+            #[cfg(target_arch = "x86_64")]
+            let fma = std::arch::is_x86_feature_detected!("fma");
+            #[cfg(not(target_arch = "x86_64"))]
+            let fma = false;
+            if k >= 33 && fma {
+                assert!(differs, "fast math changed nothing");
+            }
         }
     }
 

@@ -271,3 +271,95 @@ proptest! {
         }
     }
 }
+
+/// The kernel and launch of the one contraction of `spec` over inputs of
+/// `dims`, and the number of products each result element sums.
+fn contraction(spec: &str, dims: &[Vec<u64>]) -> (shape_core::Kernel, shape_core::Launch, u64) {
+    let mut g = shape_graph::Graph::new();
+    let inputs: Vec<_> = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let sizes: Vec<String> = d.iter().map(u64::to_string).collect();
+            g.input(&format!("x{i}"), &sizes.join(", ")).unwrap()
+        })
+        .collect();
+    let out = g.einsum(spec, &inputs).unwrap();
+    let solved = g.solve().unwrap();
+    let mut lowered = solved
+        .lower(g.producer(out).unwrap(), &Default::default())
+        .unwrap();
+    let step = lowered.steps.remove(0);
+    let reduced: u64 = step
+        .kernel
+        .iterators
+        .iter()
+        .zip(&step.launch.sizes)
+        .filter(|(k, _)| **k == shape_core::IterKind::Reduction)
+        .map(|(_, &s)| s)
+        .product();
+    (step.kernel, step.launch, reduced)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/cpu_paths.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Contractions of every form the register tiles take (plain, with a
+    /// transposed operand, batched, with two reduction axes; reductions
+    /// longer than one packed block): the default path gives the
+    /// reference's bits on any thread count, and fast math
+    /// (`CpuBackend::fast_math`) stays within `k * FAST_MATH_TOLERANCE *
+    /// sum |a * b|` of them, the bound its documentation states (the sums
+    /// of magnitudes computed by the reference on the operands' absolute
+    /// values).
+    #[test]
+    fn contractions_are_exact_by_default_and_bounded_with_fast_math(
+        form in 0usize..4,
+        (m, n, k, k2, b) in (1u64..40, 1u64..70, 0u64..600, 1u64..4, 1u64..3),
+        threads in 1usize..4,
+        seed in any::<u32>(),
+    ) {
+        let (spec, dims) = match form {
+            0 => ("ij;jk=>ik", vec![vec![m, k], vec![k, n]]),
+            1 => ("ji;jk=>ik", vec![vec![k, m], vec![k, n]]),
+            2 => ("bij;bjk=>bik", vec![vec![b, m, k], vec![b, k, n]]),
+            _ => ("ijl;jlk=>ik", vec![vec![m, k, k2], vec![k, k2, n]]),
+        };
+        let (kernel, launch, products) = contraction(spec, &dims);
+        let mut state = u64::from(seed) | 1;
+        let data: Vec<Vec<f32>> = dims
+            .iter()
+            .map(|d| {
+                (0..d.iter().product::<u64>())
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        (state % 20_001) as f32 / 1000.0 - 10.0
+                    })
+                    .collect()
+            })
+            .collect();
+        let run = |mut cpu: CpuBackend, data: &[Vec<f32>]| {
+            let refs: Vec<&Vec<f32>> = data.iter().collect();
+            let mut out = vec![0.0; launch.result.len as usize];
+            cpu.execute(&kernel, &launch, &mut out, &refs).unwrap();
+            out
+        };
+        let reference = run(CpuBackend::reference(), &data);
+        let exact = run(CpuBackend::coalesced().threads(threads).with_min_work_per_thread(0), &data);
+        prop_assert_eq!(bits(&reference), bits(&exact), "{} {:?}", spec, dims);
+        let fast = run(CpuBackend::coalesced().threads(threads).fast_math(), &data);
+        let magnitudes: Vec<Vec<f32>> = data.iter().map(|d| d.iter().map(|x| x.abs()).collect()).collect();
+        let sums = run(CpuBackend::reference(), &magnitudes);
+        for (i, ((f, r), s)) in fast.iter().zip(&reference).zip(&sums).enumerate() {
+            // 1% over the bound for the rounding of the bound itself.
+            let bound = products as f32 * backend_cpu::FAST_MATH_TOLERANCE * s * 1.01;
+            prop_assert!((f - r).abs() <= bound, "{} {:?} at {}: fast {} against {}, bound {}", spec, dims, i, f, r, bound);
+        }
+    }
+}
