@@ -990,6 +990,27 @@ impl Backend for WgpuBackend {
         buffer.len
     }
 
+    /// A call step of `shape-call` ([`shape_call::KernelStep`], a graph's
+    /// call operation) runs with its WGSL function inlined into a
+    /// generated kernel ([`WgpuBackend::run_call`]); any other call step
+    /// runs on the host, as the trait's default does.
+    #[cfg(feature = "call")]
+    fn run_call_step(
+        &mut self,
+        call: &dyn shape_core::CallStep,
+        result: &mut WgpuBuffer,
+        operands: &[&WgpuBuffer],
+    ) -> Result<(), shape_core::CallFailure<WgpuError>> {
+        if let Some(step) = call.as_any().downcast_ref::<shape_call::KernelStep>() {
+            let mut buffers: Vec<&WgpuBuffer> = operands.to_vec();
+            buffers.push(&*result);
+            return self
+                .run_call(step.kernel(), &buffers)
+                .map_err(shape_core::CallFailure::Backend);
+        }
+        shape_core::backend::run_call_on_host(self, call, result, operands)
+    }
+
     fn alloc(&mut self, len: usize) -> Result<WgpuBuffer, WgpuError> {
         // wgpu zero-fills new buffers.
         let buffer = self.new_buffer(len, false)?;

@@ -331,6 +331,17 @@ pub enum CallError {
         /// Where.
         at: String,
     },
+    /// A function that cannot be an operation of a graph: only a function
+    /// of value parameters (`in`, with fixed-size types: scalars,
+    /// vectors, matrices, fixed arrays) that returns a value, written in
+    /// WGSL (or with a WGSL body), is one.
+    #[error("`{function}` cannot be a graph operation: {reason}")]
+    NotAnOperation {
+        /// The function.
+        function: String,
+        /// Why not.
+        reason: String,
+    },
     /// A call whose arguments differ in kind, element type or dims from
     /// those the call was bound with.
     #[error(

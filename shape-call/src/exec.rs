@@ -440,7 +440,7 @@ impl CallKernel {
     pub(crate) fn run_each(
         &self,
         buffers: &mut [Vec<f32>],
-        f: &mut dyn FnMut(&mut [Vec<f32>]) -> Result<(), CallError>,
+        f: &mut PerCall<'_>,
     ) -> Result<(), CallError> {
         self.check_buffers(buffers.iter().map(|b| b.len() as u64))?;
         let points = u64::try_from(self.points()).map_err(|_| CallError::Data {
@@ -489,6 +489,9 @@ impl CallKernel {
         Ok(())
     }
 }
+
+/// What [`CallKernel::run_each`] calls once per call index.
+pub(crate) type PerCall<'a> = dyn FnMut(&mut [Vec<f32>]) -> Result<(), CallError> + 'a;
 
 fn too_large(l: &KernelLeaf) -> CallError {
     CallError::Data {

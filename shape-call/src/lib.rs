@@ -41,8 +41,11 @@ mod exec;
 mod generator;
 mod host;
 mod interpret;
+#[cfg(feature = "graph")]
+mod op;
 mod signature;
 mod specialize;
+mod step;
 mod syntax;
 mod types;
 
@@ -55,7 +58,10 @@ pub use generator::{
 };
 pub use host::{HostArg, HostArgs, HostCall, HostOutputs};
 pub use interpret::{InterpretOptions, Interpreter, Value, DEFAULT_STEP_LIMIT};
+#[cfg(feature = "graph")]
+pub use op::CallOp;
 pub use signature::{Direction, Param, Signature};
 pub use specialize::GenericArg;
+pub use step::{data_error, KernelStep};
 pub use syntax::{parse_type, TypeScope};
 pub use types::{Extent, Language, ParamType, Scalar, StructType, TensorKind};

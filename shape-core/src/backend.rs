@@ -1,5 +1,6 @@
 //! The interface every compute backend implements.
 
+use crate::call::{CallFailure, CallStep};
 use crate::kernel::{Accumulate, Expr, IterKind, Kernel, Launch, Layout};
 
 /// A compute backend: buffers of `f32` and kernel execution.
@@ -70,4 +71,52 @@ pub trait Backend {
         result: &mut Self::Buffer,
         operands: &[&Self::Buffer],
     ) -> Result<(), Self::Error>;
+
+    /// Runs a call step ([`CallStep`]: a user's function, once per call
+    /// index), reading `operands` and overwriting `result`.
+    ///
+    /// The default runs it on the host: it downloads the operands and the
+    /// result, runs [`CallStep::run_on_host`] and puts the result back
+    /// (through [`Backend::upload_owned`], so the CPU backend keeps the
+    /// values without a copy). A backend that compiles calls itself
+    /// overrides this and finds the step's type with [`CallStep::as_any`]
+    /// (the wgpu backend inlines WGSL functions), falling back to the
+    /// default for steps it does not know.
+    fn run_call_step(
+        &mut self,
+        call: &dyn CallStep,
+        result: &mut Self::Buffer,
+        operands: &[&Self::Buffer],
+    ) -> Result<(), CallFailure<Self::Error>> {
+        run_call_on_host(self, call, result, operands)
+    }
+}
+
+/// [`Backend::run_call_step`]'s default: the call run on the host, its
+/// operands downloaded and its result uploaded. For backends that
+/// override the method and fall back to it.
+pub fn run_call_on_host<B: Backend + ?Sized>(
+    backend: &mut B,
+    call: &dyn CallStep,
+    result: &mut B::Buffer,
+    operands: &[&B::Buffer],
+) -> Result<(), CallFailure<B::Error>> {
+    let mut buffers = Vec::with_capacity(operands.len() + 1);
+    for b in operands {
+        buffers.push(backend.download(b).map_err(CallFailure::Backend)?);
+    }
+    let len = usize::try_from(backend.len(result)).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| {
+        CallFailure::Call(crate::DataError::OutOfMemory {
+            elements: len as u128,
+            bytes: (len as u128).saturating_mul(4),
+        })
+    })?;
+    out.resize(len, 0.0);
+    buffers.push(out);
+    call.run_on_host(&mut buffers).map_err(CallFailure::Call)?;
+    let out = buffers.pop().unwrap_or_default();
+    *result = backend.upload_owned(out).map_err(CallFailure::Backend)?;
+    Ok(())
 }

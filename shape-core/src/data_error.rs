@@ -36,11 +36,26 @@ pub enum DataError {
         /// Their size.
         bytes: u128,
     },
+    /// A user's function failed while a call step ran it
+    /// ([`crate::call::CallStep`]): its own error, by kind and message.
+    #[error("call of `{function}` failed: {message}")]
+    Call {
+        /// The function.
+        function: String,
+        /// The function's error kind (`step_limit`, `unsupported_wgsl`, ...).
+        kind: &'static str,
+        /// Its message.
+        message: String,
+    },
 }
 
 impl DataError {
     /// A stable, machine-readable name for the error's kind.
+    /// A call's failure has its function's own kind.
     pub fn kind(&self) -> &'static str {
+        if let DataError::Call { kind, .. } = self {
+            return kind;
+        }
         self.into()
     }
 }

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod call;
 pub mod coalesce;
 pub mod data_error;
 pub mod dim;
@@ -31,6 +32,7 @@ pub mod size;
 pub mod spec;
 
 pub use backend::Backend;
+pub use call::{CallFailure, CallRef, CallStep};
 pub use data_error::DataError;
 pub use dim::{Dim, DimVar, KnownDim, Label};
 pub use elements::{buffer_len, element_count};

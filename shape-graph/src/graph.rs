@@ -440,6 +440,18 @@ pub enum GraphError {
         /// Why not.
         reason: String,
     },
+    /// An operation defined outside this crate (a call of a user's
+    /// function, `shape-call`'s `CallOp`) could not be lowered at the
+    /// solved sizes; `kind` is its own error's kind.
+    #[error("{op} cannot be lowered: {reason}")]
+    Lowering {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// The operation's own error kind.
+        kind: &'static str,
+        /// Why not.
+        reason: String,
+    },
     /// An operation that a ragged run cannot lower row by row.
     #[error("{op} cannot run on ragged data: {reason}")]
     RaggedLowering {
@@ -486,10 +498,11 @@ impl GraphError {
     /// name in snake case, defined with the variant, or the shape error's
     /// own kind.
     pub fn kind(&self) -> &'static str {
-        if let GraphError::Shape(e) = self {
-            return e.kind();
+        match self {
+            GraphError::Shape(e) => e.kind(),
+            GraphError::Lowering { kind, .. } => kind,
+            _ => self.into(),
         }
-        self.into()
     }
 
     /// The operation the error is about, if it names one.
@@ -500,6 +513,7 @@ impl GraphError {
             | GraphError::PaddingUnsupported { op }
             | GraphError::AssignOverReduction { op }
             | GraphError::RaggedLowering { op, .. }
+            | GraphError::Lowering { op, .. }
             | GraphError::RaggedRow { op, .. } => Some(op),
             GraphError::Spec { .. }
             | GraphError::UnknownFunction { .. }

@@ -39,6 +39,13 @@ pub struct Step {
     pub result: BufferRef,
     /// The buffers it reads, one per kernel operand.
     pub operands: Vec<BufferRef>,
+    /// A call step ([`shape_core::CallStep`]: a user's function run once
+    /// per call index) that runs instead of the kernel: the backend's
+    /// [`shape_core::Backend::run_call_step`] reads `operands` in order
+    /// and overwrites `result`. The kernel and launch then only describe
+    /// what it writes (every element of the result, once), for planning;
+    /// fusion leaves such a step alone. `None` for a kernel.
+    pub call: Option<shape_core::CallRef>,
 }
 
 /// What an operation becomes: scratch buffers and the kernels that run,
@@ -69,6 +76,33 @@ impl Lowered {
                 launch,
                 result: BufferRef::Result,
                 operands,
+                call: None,
+            }],
+        }
+    }
+
+    /// A single call step ([`Step::call`]) reading every operand in order
+    /// (operand `i` holds `operand_lens[i]` elements) and writing the
+    /// whole result of `result_len` elements.
+    pub fn call(call: shape_core::CallRef, result_len: u64, operand_lens: &[u64]) -> Lowered {
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel],
+            operand_lens.len(),
+            Expr::Const(0.0),
+            Accumulate::Assign,
+        );
+        let reads = (operand_lens.iter())
+            .map(|&len| Layout::new(0, vec![0], len))
+            .collect();
+        let launch = Launch::new(vec![result_len], Layout::new(0, vec![1], result_len), reads);
+        Lowered {
+            scratch: Vec::new(),
+            steps: vec![Step {
+                kernel,
+                launch,
+                result: BufferRef::Result,
+                operands: (0..operand_lens.len()).map(BufferRef::Operand).collect(),
+                call: Some(call),
             }],
         }
     }
@@ -267,6 +301,7 @@ impl LoweringCx<'_> {
             launch,
             result: BufferRef::Result,
             operands: reads,
+            call: None,
         });
         Ok(lowered)
     }
@@ -345,6 +380,7 @@ impl LoweringCx<'_> {
                 ),
                 result: scratch,
                 operands: vec![source],
+                call: None,
             });
         }
         lowered.steps.push(Step {
@@ -361,6 +397,7 @@ impl LoweringCx<'_> {
             ),
             result: scratch,
             operands: vec![source],
+            call: None,
         });
         let layout = layout_of(&padded, axes, p.sizes.len(), self.options.slice);
         Ok(Some((scratch, layout)))

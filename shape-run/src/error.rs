@@ -79,6 +79,17 @@ pub enum RunError {
         /// The values given back (0 when no buffer held it).
         found: u64,
     },
+    /// A call operation's function failed on the data (a runaway loop
+    /// stopped by the step limit, a construct the CPU interpreter does not
+    /// run): [`shape_core::DataError::Call`], whose kind is the function's
+    /// own (`step_limit`, `unsupported_wgsl`, ...).
+    #[error("{op} failed: {source}")]
+    Call {
+        /// The operation.
+        op: Arc<OpRef>,
+        /// The function's failure.
+        source: shape_core::DataError,
+    },
     /// An operation's lowering asks for something the runner cannot do
     /// (a step that reads the buffer it writes, or a buffer it does not
     /// have): a defect of that operation.
@@ -113,10 +124,11 @@ fn kind_name(kind: TensorKind) -> &'static str {
 impl RunError {
     /// A stable, machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        if let RunError::Graph(e) = self {
-            return e.kind();
+        match self {
+            RunError::Graph(e) => e.kind(),
+            RunError::Call { source, .. } => source.kind(),
+            _ => self.into(),
         }
-        self.into()
     }
 }
 

@@ -367,9 +367,20 @@ impl<Buf> Held<Buf> {
             .collect();
         let reads = reads.ok_or_else(|| invalid(op, index, "reads a buffer it does not have"))?;
         let failed = backend_failed(&*backend, op);
-        backend
-            .execute(&step.kernel, &step.launch, &mut target, &reads)
-            .map_err(failed)?;
+        match &step.call {
+            Some(call) => backend
+                .run_call_step(call.step(), &mut target, &reads)
+                .map_err(|e| match e {
+                    shape_core::CallFailure::Backend(e) => failed(e),
+                    shape_core::CallFailure::Call(source) => RunError::Call {
+                        op: op.clone(),
+                        source,
+                    },
+                })?,
+            None => backend
+                .execute(&step.kernel, &step.launch, &mut target, &reads)
+                .map_err(failed)?,
+        }
         match step.result {
             BufferRef::Scratch(i) => self.scratch[i] = Some(target),
             BufferRef::Result | BufferRef::Operand(_) | BufferRef::Tensor(_) => {

@@ -122,8 +122,10 @@ fn fuse_step(
     inner_operands: &[TensorId],
 ) -> Option<Step> {
     use shape_core::kernel::{Accumulate, IterKind};
+    // A call step runs a user's function, not its kernel: never fused.
     let buffers_ok = |s: &Step| {
         s.result == BufferRef::Result
+            && s.call.is_none()
             && s.launch.races == shape_core::Races::Refused
             && s.kernel.epilogue.is_none()
             && s.operands
@@ -188,6 +190,7 @@ fn fuse_step(
         ),
         result: BufferRef::Result,
         operands: refs,
+        call: None,
     })
 }
 
@@ -311,6 +314,7 @@ fn epilogue_step(
     let refused = |s: &Step| s.launch.races == shape_core::Races::Refused;
     let buffers_ok = |s: &Step| {
         s.result == BufferRef::Result
+            && s.call.is_none()
             && s.operands
                 .iter()
                 .all(|r| !matches!(r, BufferRef::Scratch(_) | BufferRef::Result))
@@ -388,5 +392,6 @@ fn epilogue_step(
         ),
         result: BufferRef::Result,
         operands: refs,
+        call: None,
     })
 }

@@ -662,12 +662,14 @@ impl Operation for TwoStepSum {
                     launch: Launch::new(vec![n], flat.clone(), vec![flat.clone()]),
                     result: BufferRef::Scratch(0),
                     operands: vec![BufferRef::Operand(0)],
+                    call: None,
                 },
                 Step {
                     kernel: halve,
                     launch: Launch::new(vec![n], Layout::new(0, vec![0], 1), vec![flat]),
                     result: BufferRef::Result,
                     operands: vec![BufferRef::Scratch(0)],
+                    call: None,
                 },
             ],
         })

@@ -176,6 +176,7 @@ impl Operation for Concat {
                 launch,
                 result: BufferRef::Result,
                 operands: vec![BufferRef::Operand(i)],
+                call: None,
             });
             at += cx.shape(i + 1).output.last().map_or(1, |d| d.size());
         }

@@ -1,0 +1,178 @@
+//! A user's WGSL function as an operation of a graph (issue 30, item 3):
+//! built through the Rust API, mixed with built-in operations, run on the
+//! CPU (through the WGSL interpreter) and on wgpu (the function inlined),
+//! each compared with a plain Rust closure of the same computation.
+
+use std::sync::Arc;
+
+use backend_cpu::CpuBackend;
+use shape_call::CallOp;
+use shape_graph::Graph;
+use shape_run::{RunGraph, RunOptions};
+use shape_tests::differential::{assert_backends_agree, Tolerance};
+use shape_tests::gpu::wgpu_or_skip;
+use shape_tests::programs::Program;
+
+const BRIGHTNESS: &str =
+    "fn brightness(c: vec3<f32>, gain: f32) -> vec3<f32> { return clamp(c * gain, vec3<f32>(0.0), vec3<f32>(1.0)); }";
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 1000) as f32 / 500.0
+                - 0.5
+        })
+        .collect()
+}
+
+/// `y = relu(w @ brightness(img, gain))` over 6 pixels of 3 channels.
+fn network() -> (Program, Vec<f32>) {
+    let mut g = Graph::new();
+    let img = g.input("img", "6|3").unwrap();
+    let gain = g.parameter("gain").unwrap();
+    let w = g.parameter_with_spec("w", "|3->2").unwrap();
+    let op = CallOp::parse(BRIGHTNESS).unwrap();
+    let b = g.apply_named("b", Arc::new(op), &[img, gain]).unwrap();
+    let h = g.compose(w, b).unwrap();
+    let y = g.unary("relu", h).unwrap();
+    let (img_v, w_v) = (values(18, 1), values(6, 7));
+    let gain_v = 1.7f32;
+    // The closure: the same network on the host.
+    let mut expected = Vec::new();
+    for p in 0..6 {
+        let c: Vec<f32> = (0..3)
+            .map(|k| (img_v[p * 3 + k] * gain_v).clamp(0.0, 1.0))
+            .collect();
+        for o in 0..2 {
+            let s: f32 = (0..3).map(|k| w_v[o * 3 + k] * c[k]).sum();
+            expected.push(s.max(0.0));
+        }
+    }
+    let program = Program::with_named_data(
+        g,
+        vec![b, y],
+        [("img", img_v), ("gain", vec![gain_v]), ("w", w_v)],
+    )
+    .unwrap();
+    (program, expected)
+}
+
+fn run_on(backend: &mut impl shape_core::Backend, program: &Program) -> Vec<f32> {
+    let solved = program.graph.solve().unwrap();
+    let y = program.results[1];
+    let mut out = solved
+        .run(
+            backend,
+            program.inputs.clone(),
+            &[y],
+            &RunOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(out.get(y).unwrap().dims(), &[6, 2]);
+    out.remove(y).unwrap().into_values()
+}
+
+fn close(a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert!(Tolerance::GPU.agrees(*x, *y), "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn shapes_follow_the_call_shape_rules() {
+    let (program, _) = network();
+    let solved = program.graph.solve().unwrap();
+    let b = program.results[0];
+    assert_eq!(solved.shape(b).unwrap().to_string(), "6|->3");
+    let gain = program
+        .inputs
+        .tensors()
+        .find(|&t| program.graph.tensor_ref(t).unwrap().name.as_ref() == "gain")
+        .unwrap();
+    assert_eq!(solved.shape(gain).unwrap().to_string(), "|->");
+}
+
+#[test]
+fn a_call_in_a_network_runs_on_the_cpu_through_the_interpreter() {
+    let (program, expected) = network();
+    close(&run_on(&mut CpuBackend::new(), &program), &expected);
+}
+
+#[test]
+fn a_call_in_a_network_runs_on_wgpu_inlined() {
+    let Some(mut gpu) = wgpu_or_skip("a_call_in_a_network_runs_on_wgpu_inlined") else {
+        return;
+    };
+    let (program, expected) = network();
+    close(&run_on(&mut gpu, &program), &expected);
+    let mut cpu = CpuBackend::new();
+    assert_backends_agree(&program, &mut [&mut cpu, &mut gpu], Tolerance::GPU);
+}
+
+#[test]
+fn batch_rows_broadcast_and_scalars_have_empty_output_rows() {
+    let mut g = Graph::new();
+    let a = g.input("a", "4, 1|").unwrap();
+    let b = g.input("b", "5|").unwrap();
+    let op = CallOp::parse("fn mul(a: f32, b: f32) -> f32 { return a * b; }").unwrap();
+    let y = g.apply(Arc::new(op), &[a, b]).unwrap();
+    let solved = g.solve().unwrap();
+    assert_eq!(solved.shape(y).unwrap().to_string(), "4, 5|->");
+    let (av, bv) = (values(4, 3), values(5, 9));
+    let p = Program::with_named_data(g, vec![y], [("a", av.clone()), ("b", bv.clone())]).unwrap();
+    let got = run_on_one(&mut CpuBackend::new(), &p);
+    let expected: Vec<f32> = (0..20).map(|i| av[i / 5] * bv[i % 5]).collect();
+    close(&got, &expected);
+    if let Some(mut gpu) = wgpu_or_skip("batch_rows_broadcast_and_scalars_have_empty_output_rows") {
+        close(&run_on_one(&mut gpu, &p), &expected);
+    }
+}
+
+fn run_on_one(backend: &mut impl shape_core::Backend, program: &Program) -> Vec<f32> {
+    let solved = program.graph.solve().unwrap();
+    let y = program.results[0];
+    let mut out = solved
+        .run(
+            backend,
+            program.inputs.clone(),
+            &[y],
+            &RunOptions::default(),
+        )
+        .unwrap();
+    out.remove(y).unwrap().into_values()
+}
+
+#[test]
+fn arguments_that_do_not_broadcast_are_shape_errors() {
+    let mut g = Graph::new();
+    let a = g.input("a", "4|").unwrap();
+    let b = g.input("b", "5|").unwrap();
+    let op = CallOp::parse("fn mul(a: f32, b: f32) -> f32 { return a * b; }").unwrap();
+    let e = g.apply(Arc::new(op), &[a, b]).unwrap_err();
+    assert_eq!(e.kind(), "dim_mismatch", "{e}");
+    // A vector parameter given a scalar tensor.
+    let mut g = Graph::new();
+    let a = g.input("a", "4|2").unwrap();
+    let op = CallOp::parse(BRIGHTNESS).unwrap();
+    let one = g.input("one", "|").unwrap();
+    assert!(g.apply(Arc::new(op), &[a, one]).is_err());
+}
+
+#[test]
+fn functions_that_are_not_operations_are_refused() {
+    for src in [
+        "fn f(a: f32, p: ptr<function, f32>) -> f32 { *p = a; return a; }",
+        "fn f(a: f32) { }",
+        "float f(float a)",
+    ] {
+        let e = CallOp::parse(src).unwrap_err();
+        assert_eq!(e.kind(), "not_an_operation", "{src}: {e}");
+    }
+    assert_eq!(
+        CallOp::parse("fn f(a: f32) -> f32 { return a +; }")
+            .unwrap_err()
+            .kind(),
+        "wgsl"
+    );
+}
