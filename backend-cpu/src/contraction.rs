@@ -23,8 +23,8 @@ pub(crate) const NR: usize = 16;
 /// row tile of `a` (KC x MR) stay in the first-level cache together.
 const KC: usize = 256;
 
-/// The fewest result columns that take the tiled path (narrower strips
-/// run as edge tiles, one element at a time).
+/// The fewest result columns that take the tiled path (narrower results
+/// run on the strided path).
 const MIN_COLUMNS: u64 = 8;
 
 /// How the two operands and the result are laid out along the last two
@@ -32,15 +32,16 @@ const MIN_COLUMNS: u64 = 8;
 struct Plan<'a> {
     /// The operand that does not depend on `j` (`a[i, k]`).
     rows: (&'a [f32], &'a [u64], usize),
-    /// The operand that does not depend on `i` (`b[k, j]`), contiguous
-    /// along `j`.
+    /// The operand that does not depend on `i` (`b[k, j]`, or `b[j, k]`
+    /// transposed: any stride along `j`, since it is packed).
     cols: (&'a [f32], &'a [u64], usize),
 }
 
 /// Runs the kernel as a register-tiled contraction when its coalesced
 /// form is one: the body is `load 0 * load 1` summed, the last parallel
-/// iterator `j` is contiguous in the result and in one operand and absent
-/// from the other, the one before it (`i`) is absent from that operand.
+/// iterator `j` is contiguous in the result, follows one operand (with any
+/// stride) and not the other, and the one before it (`i`) does not follow
+/// that operand. Both operands are packed, so either may be transposed.
 /// Returns false (having done nothing) otherwise.
 pub(crate) fn try_execute(
     body: &Expr,
@@ -63,11 +64,11 @@ pub(crate) fn try_execute(
     }
     let role = |o: &(&[f32], &[u64], usize)| (o.1[i], o.1[j]);
     let plan = match (role(&ops[0]), role(&ops[1])) {
-        ((_, 0), (0, 1)) => Plan {
+        ((_, 0), (0, bj)) if bj > 0 => Plan {
             rows: ops[0],
             cols: ops[1],
         },
-        ((0, 1), (_, 0)) => Plan {
+        ((0, bj), (_, 0)) if bj > 0 => Plan {
             rows: ops[1],
             cols: ops[0],
         },
@@ -121,7 +122,7 @@ fn run<const FUSED: bool>(
     let (a, ast, aoff) = plan.rows;
     let (b, bst, boff) = plan.cols;
     let out = &l.result.strides;
-    let (ai, oi) = (ast[i] as usize, out[i] as usize);
+    let (ai, oi, bj) = (ast[i] as usize, out[i] as usize, bst[j] as usize);
     // The reduction flattened in the reference's order: for each step,
     // where it starts in `a` and in `b`.
     let mut steps: Vec<(usize, usize)> = Vec::new();
@@ -159,8 +160,14 @@ fn run<const FUSED: bool>(
                 let nr = NR.min(cols_n - c0);
                 let strip = &mut packs.b[..kc * NR];
                 for (k, &(_, bk)) in chunk.iter().enumerate() {
-                    let from = &b[b0 + bk + c0..][..nr];
-                    strip[k * NR..k * NR + nr].copy_from_slice(from);
+                    let row = &mut strip[k * NR..k * NR + nr];
+                    if bj == 1 {
+                        row.copy_from_slice(&b[b0 + bk + c0..][..nr]);
+                    } else {
+                        for (c, x) in row.iter_mut().enumerate() {
+                            *x = b[b0 + bk + (c0 + c) * bj];
+                        }
+                    }
                     strip[k * NR + nr..(k + 1) * NR].fill(0.0);
                 }
                 for t in 0..tiles {

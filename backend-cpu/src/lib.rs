@@ -537,8 +537,22 @@ mod loop_order_tests {
             (30, 33, 257),
             (6, 16, 0),
         ] {
-            let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
+            let (kernel, mut launch) = shape_core::kernel::matmul(m, n, k);
             let inputs = [values((m * k) as usize, 1), values((k * n) as usize, 2)];
+            check(&kernel, &launch, &inputs, |k, l, out, ops| {
+                let np = k
+                    .iterators
+                    .iter()
+                    .filter(|&&i| i == IterKind::Parallel)
+                    .count();
+                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false)
+            });
+            // `b` transposed (`b[j, k]`): packed, so it takes the tiles too
+            // (with no reduction, `b` follows no iterator at all).
+            if k == 0 {
+                continue;
+            }
+            launch.operands[1] = Layout::new(0, vec![0, k, 1], k * n);
             check(&kernel, &launch, &inputs, |k, l, out, ops| {
                 let np = k
                     .iterators
