@@ -48,6 +48,7 @@ mod specialize;
 mod step;
 mod syntax;
 mod types;
+mod wgsl_source;
 
 pub use arg::{Arg, CallArgs, Number, OutputSpec};
 pub use bind::{ArgMap, AxisRole, BoundCall, Function, Resolution, ResolvedArg};

@@ -186,8 +186,7 @@ impl fmt::Display for Signature {
 /// parameters' types reflected with naga. A `ptr<function, T>` parameter
 /// is `inout`: WGSL does not say whether the function reads it.
 fn reflect_wgsl(source: &str) -> Result<Signature, CallError> {
-    let module = naga::front::wgsl::parse_str(source)
-        .map_err(|e| CallError::Wgsl(e.emit_to_string(source)))?;
+    let module = crate::wgsl_source::parse(source, false)?;
     let (_, function) = module
         .functions
         .iter()

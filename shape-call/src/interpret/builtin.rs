@@ -300,7 +300,7 @@ fn scalar_binary(op: B, x: &Value, y: &Value, d: &Domains) -> Res {
                 B::Add => U32(a.wrapping_add(b)),
                 B::Subtract => U32(a.wrapping_sub(b)),
                 B::Multiply => U32(a.wrapping_mul(b)),
-                B::Divide => U32(if b == 0 { a } else { a / b }),
+                B::Divide => U32(a.checked_div(b).unwrap_or(a)),
                 B::Modulo => U32(if b == 0 { 0 } else { a % b }),
                 B::And => U32(a & b),
                 B::InclusiveOr => U32(a | b),

@@ -641,11 +641,43 @@ fn literal(l: &naga::Literal) -> Result<Value, Fault> {
     })
 }
 
-/// At most this many elements in one array the interpreter makes.
-const MAX_ARRAY: u32 = 1 << 20;
+/// At most this many scalars in one value the interpreter makes (a value
+/// takes about 32 bytes per scalar).
+const MAX_SCALARS: u64 = 1 << 22;
 
-/// The zero value of a type.
+/// The number of scalars a value of type `ty` holds (saturating).
+fn scalars(types: &naga::UniqueArena<naga::Type>, ty: Handle<naga::Type>) -> u64 {
+    match &types[ty].inner {
+        TypeInner::Vector { size, .. } => *size as u64,
+        TypeInner::Matrix { columns, rows, .. } => *columns as u64 * *rows as u64,
+        TypeInner::Array {
+            base,
+            size: naga::ArraySize::Constant(n),
+            ..
+        } => u64::from(n.get()).saturating_mul(scalars(types, *base)),
+        TypeInner::Struct { members, .. } => members
+            .iter()
+            .fold(0u64, |a, m| a.saturating_add(scalars(types, m.ty))),
+        _ => 1,
+    }
+}
+
+/// The zero value of a type; a value of more than [`MAX_SCALARS`]
+/// scalars is refused before anything is allocated.
 pub(crate) fn zero(
+    types: &naga::UniqueArena<naga::Type>,
+    ty: Handle<naga::Type>,
+) -> Result<Value, Fault> {
+    let n = scalars(types, ty);
+    if n > MAX_SCALARS {
+        return Err(Fault::Unsupported(format!(
+            "a value of {n} scalars (the interpreter makes values of at most {MAX_SCALARS})"
+        )));
+    }
+    zero_checked(types, ty)
+}
+
+fn zero_checked(
     types: &naga::UniqueArena<naga::Type>,
     ty: Handle<naga::Type>,
 ) -> Result<Value, Fault> {
@@ -680,18 +712,11 @@ pub(crate) fn zero(
             base,
             size: naga::ArraySize::Constant(n),
             ..
-        } => {
-            if n.get() > MAX_ARRAY {
-                return Err(Fault::Unsupported(format!(
-                    "an array of {n} elements (the interpreter makes arrays of at most {MAX_ARRAY})"
-                )));
-            }
-            Value::Array(vec![zero(types, *base)?; n.get() as usize])
-        }
+        } => Value::Array(vec![zero_checked(types, *base)?; n.get() as usize]),
         TypeInner::Struct { members, .. } => Value::Struct(
             members
                 .iter()
-                .map(|m| zero(types, m.ty))
+                .map(|m| zero_checked(types, m.ty))
                 .collect::<Result<_, _>>()?,
         ),
         other => return Err(Fault::Unsupported(format!("a value of type {other:?}"))),

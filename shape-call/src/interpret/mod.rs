@@ -116,14 +116,7 @@ impl Interpreter {
         accessors: HashMap<String, Accessor>,
         origin: (usize, usize),
     ) -> Result<Interpreter, CallError> {
-        let module = naga::front::wgsl::parse_str(source)
-            .map_err(|e| CallError::Wgsl(e.emit_to_string(source)))?;
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .map_err(|e| CallError::Wgsl(e.emit_to_string(source)))?;
+        let module = crate::wgsl_source::parse(source, true)?;
         let accessors = module
             .functions
             .iter()
