@@ -308,8 +308,8 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Contractions of every form the register tiles take (plain, with a
-    /// transposed operand, batched, with two reduction axes; reductions
+    /// Contractions of every form the register tiles take (plain, with
+    /// either operand transposed, batched, with two reduction axes; reductions
     /// longer than one packed block): the default path gives the
     /// reference's bits on any thread count, and fast math
     /// (`CpuBackend::fast_math`) stays within `k * FAST_MATH_TOLERANCE *
@@ -318,7 +318,7 @@ proptest! {
     /// values).
     #[test]
     fn contractions_are_exact_by_default_and_bounded_with_fast_math(
-        form in 0usize..4,
+        form in 0usize..5,
         (m, n, k, k2, b) in (1u64..40, 1u64..70, 0u64..600, 1u64..4, 1u64..3),
         threads in 1usize..4,
         seed in any::<u32>(),
@@ -327,6 +327,7 @@ proptest! {
             0 => ("ij;jk=>ik", vec![vec![m, k], vec![k, n]]),
             1 => ("ji;jk=>ik", vec![vec![k, m], vec![k, n]]),
             2 => ("bij;bjk=>bik", vec![vec![b, m, k], vec![b, k, n]]),
+            3 => ("ij;kj=>ik", vec![vec![m, k], vec![n, k]]),
             _ => ("ijl;jlk=>ik", vec![vec![m, k, k2], vec![k, k2, n]]),
         };
         let (kernel, launch, products) = contraction(spec, &dims);
