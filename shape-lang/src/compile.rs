@@ -394,6 +394,9 @@ pub struct Compiled {
     /// error, never an error.
     pub warnings: Vec<Warning>,
     names: HashMap<String, (TensorId, Span)>,
+    /// The functions of `function` statements, by name, with the
+    /// statement's name.
+    functions: HashMap<String, (Arc<dyn shape_graph::Operation>, Span)>,
 }
 
 impl Compiled {
@@ -431,6 +434,7 @@ pub fn compile_with(program: &Program, registry: Arc<Registry>) -> Result<Compil
         warnings: Vec::new(),
         size_values: HashMap::new(),
         names: HashMap::new(),
+        functions: HashMap::new(),
     };
     for st in &program.statements {
         statement(&mut c, st)?;
@@ -603,6 +607,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             };
             result.map_err(|e| graph_error(c, e, span, None))
         }
+        Statement::Function { name, source, span } => function(c, name, source, span),
         Statement::Require { name, spec, .. } => {
             let t = lookup(c, &name.text, &name.span)?;
             c.map
@@ -691,34 +696,54 @@ fn apply(
     counter: &mut usize,
     root: bool,
 ) -> Result<TensorId, ProgramError> {
+    apply_op(c, func, None, spec, operands, span, base, counter, root)
+}
+
+/// [`apply`] of the registry's `func`, or of `op` (a `function`
+/// statement's) when given.
+#[allow(clippy::too_many_arguments)]
+fn apply_op(
+    c: &mut Compiled,
+    func: &str,
+    op: Option<Arc<dyn shape_graph::Operation>>,
+    spec: Option<&SpecText>,
+    operands: &[TensorId],
+    span: &Span,
+    base: &str,
+    counter: &mut usize,
+    root: bool,
+) -> Result<TensorId, ProgramError> {
     let name = if root {
         base.to_string()
     } else {
         *counter += 1;
         format!("{base}.{counter}")
     };
-    let t = c
-        .graph
-        .call_named(&name, func, spec.map(|s| s.text.as_str()), operands)
-        .map_err(|e| match (e, spec) {
-            // A spec whose operand count differs from the tensors given.
-            (
-                GraphError::Arity { expected, .. }
-                | GraphError::PermuteSpec {
-                    operands: expected, ..
-                },
-                Some(s),
-            ) => ProgramError::Arguments {
-                func: format!("{func} \"{}\"", s.text),
-                expected: format!("{expected} tensor(s), one per operand of its spec"),
-                given: match operands.len() {
-                    1 => "1 tensor".to_string(),
-                    n => format!("{n} tensors"),
-                },
-                span: span.clone(),
+    let applied = match op {
+        Some(op) => c.graph.apply_named(&name, op, operands),
+        None => c
+            .graph
+            .call_named(&name, func, spec.map(|s| s.text.as_str()), operands),
+    };
+    let t = applied.map_err(|e| match (e, spec) {
+        // A spec whose operand count differs from the tensors given.
+        (
+            GraphError::Arity { expected, .. }
+            | GraphError::PermuteSpec {
+                operands: expected, ..
             },
-            (e, _) => graph_error(c, e, span, spec),
-        })?;
+            Some(s),
+        ) => ProgramError::Arguments {
+            func: format!("{func} \"{}\"", s.text),
+            expected: format!("{expected} tensor(s), one per operand of its spec"),
+            given: match operands.len() {
+                1 => "1 tensor".to_string(),
+                n => format!("{n} tensors"),
+            },
+            span: span.clone(),
+        },
+        (e, _) => graph_error(c, e, span, spec),
+    })?;
     if let Some(s) = spec {
         warn_result_digits(c, func, s);
     }
@@ -925,6 +950,53 @@ fn call(
     root: bool,
 ) -> Result<TensorId, ProgramError> {
     let name = func.text.as_str();
+    if let Some((op, _)) = c.functions.get(name) {
+        let op = op.clone();
+        if args.len() != op.arity() || args.iter().any(|a| matches!(a, Arg::Spec(_))) {
+            return Err(ProgramError::Arguments {
+                func: name.to_string(),
+                expected: match op.arity() {
+                    1 => "1 tensor".to_string(),
+                    n => format!("{n} tensors"),
+                },
+                given: describe_args(args),
+                span: e.span.clone(),
+            });
+        }
+        let mut operands = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                // A number is a scalar: a constant with no axes.
+                Arg::Expr(Expr {
+                    kind: ExprKind::Number(v),
+                    span,
+                }) => {
+                    let t = (c.graph.constant(&v.to_string(), "|", 1))
+                        .map_err(|err| graph_error(c, err, span, None))?;
+                    c.map.tensors.push(TensorSite {
+                        span: span.clone(),
+                        spec: None,
+                        values: None,
+                    });
+                    c.constants.insert(t, vec![*v]);
+                    operands.push(t);
+                }
+                Arg::Expr(x) => operands.push(expression(c, x, base, counter, false)?),
+                Arg::Spec(_) => {}
+            }
+        }
+        return apply_op(
+            c,
+            name,
+            Some(op),
+            None,
+            &operands,
+            &e.span,
+            base,
+            counter,
+            root,
+        );
+    }
     let Some(entry) = c.graph.registry().get(name) else {
         return Err(ProgramError::UnknownFunction {
             name: name.to_string(),
@@ -953,6 +1025,49 @@ fn call(
         }
     }
     apply(c, name, spec, &operands, &e.span, base, counter, root)
+}
+
+/// A `function NAME = "WGSL"` statement: the function, checked to be an
+/// operation, kept for the calls below it.
+fn function(
+    c: &mut Compiled,
+    name: &Ident,
+    source: &SpecText,
+    span: &Span,
+) -> Result<(), ProgramError> {
+    if c.graph.registry().get(&name.text).is_some() || c.functions.contains_key(&name.text) {
+        return Err(ProgramError::FunctionRedefined {
+            name: name.text.clone(),
+            span: name.span.clone(),
+        });
+    }
+    #[cfg(feature = "call")]
+    {
+        let _ = span;
+        let invalid = |kind: &'static str, message: String| ProgramError::InvalidFunction {
+            name: name.text.clone(),
+            kind,
+            message,
+            span: source.span.clone(),
+        };
+        let op = shape_call::CallOp::parse(&source.text)
+            .map_err(|e| invalid(e.kind(), e.to_string()))?;
+        if op.signature().name.as_ref() != name.text {
+            return Err(ProgramError::FunctionName {
+                name: name.text.clone(),
+                found: op.signature().name.to_string(),
+                span: name.span.clone(),
+            });
+        }
+        c.functions
+            .insert(name.text.clone(), (Arc::new(op), name.span.clone()));
+        Ok(())
+    }
+    #[cfg(not(feature = "call"))]
+    {
+        let _ = source;
+        Err(ProgramError::CallsUnavailable { span: span.clone() })
+    }
 }
 
 /// Where an error goes in the program: the operation it names, the span

@@ -49,6 +49,48 @@ pub enum ProgramError {
         /// Where.
         span: Span,
     },
+    /// A `function` statement whose WGSL is not a function that can be
+    /// an operation: not valid WGSL (`wgsl`), a function that writes its
+    /// parameters or returns nothing (`not_an_operation`), a name other
+    /// The kind is the function's own error's.
+    #[error("function `{name}`: {message}")]
+    InvalidFunction {
+        /// The function's name in the statement.
+        name: String,
+        /// The error's kind.
+        kind: &'static str,
+        /// What is wrong.
+        message: String,
+        /// The statement's source (or name).
+        span: Span,
+    },
+    /// A `function` statement whose name is not its WGSL function's (the
+    /// last function of the source).
+    #[error("`function {name}` gives WGSL whose function is `{found}`; give the statement the function's own name")]
+    FunctionName {
+        /// The statement's name.
+        name: String,
+        /// The WGSL function's name.
+        found: String,
+        /// The statement's name.
+        span: Span,
+    },
+    /// A `function` statement naming a built-in operation or a function
+    /// defined above.
+    #[error("`{name}` is already a function; a `function` statement gives a new name")]
+    FunctionRedefined {
+        /// The name.
+        name: String,
+        /// The statement's name.
+        span: Span,
+    },
+    /// A `function` statement in a build without shape-lang's `call`
+    /// feature.
+    #[error("`function` statements need shape-lang's `call` feature, which this build leaves out")]
+    CallsUnavailable {
+        /// The statement.
+        span: Span,
+    },
     /// A call with the wrong kind or number of arguments.
     #[error("`{func}` takes {expected}, but was given {given}")]
     Arguments {
@@ -129,10 +171,11 @@ pub enum ProgramError {
 impl ProgramError {
     /// A stable machine-readable name for the error's kind.
     pub fn kind(&self) -> &'static str {
-        if let ProgramError::Graph { error, .. } = self {
-            return error.kind();
+        match self {
+            ProgramError::Graph { error, .. } => error.kind(),
+            ProgramError::InvalidFunction { kind, .. } => kind,
+            _ => self.into(),
         }
-        self.into()
     }
 
     /// The operation the error is about, if any.
@@ -140,6 +183,7 @@ impl ProgramError {
         match self {
             ProgramError::Graph { op, .. } | ProgramError::Run { op, .. } => op.as_deref(),
             ProgramError::Arguments { func, .. } => Some(func),
+            ProgramError::InvalidFunction { name, .. } => Some(name),
             ProgramError::SliceOutOfRange { .. } => Some("batch_slice"),
             _ => None,
         }
@@ -153,6 +197,10 @@ impl ProgramError {
             | ProgramError::Redefined { span, .. }
             | ProgramError::UnknownFunction { span, .. }
             | ProgramError::Arguments { span, .. }
+            | ProgramError::InvalidFunction { span, .. }
+            | ProgramError::FunctionRedefined { span, .. }
+            | ProgramError::FunctionName { span, .. }
+            | ProgramError::CallsUnavailable { span }
             | ProgramError::Spec { span, .. }
             | ProgramError::ConstantTooLarge { span, .. } => Some(span.clone()),
             ProgramError::Graph { primary, .. } => primary.as_ref().map(|n| n.span.clone()),

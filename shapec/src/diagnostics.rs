@@ -40,6 +40,21 @@ fn labels(e: &ProgramError) -> Vec<Label<()>> {
         ProgramError::Arguments { span, given, .. } => {
             vec![primary(span, format!("given {given}"))]
         }
+        ProgramError::InvalidFunction { span, .. } => {
+            vec![primary(
+                span,
+                "not a function that can be an operation".into(),
+            )]
+        }
+        ProgramError::FunctionName { span, found, .. } => {
+            vec![primary(span, format!("the WGSL's function is `{found}`"))]
+        }
+        ProgramError::FunctionRedefined { span, .. } => {
+            vec![primary(span, "already a function".into())]
+        }
+        ProgramError::CallsUnavailable { span } => {
+            vec![primary(span, "needs the `call` feature".into())]
+        }
         ProgramError::Spec { span, error, .. } => {
             vec![primary(span, format!("expected {}", error.expected))]
         }

@@ -9,7 +9,14 @@ use std::collections::BTreeSet;
 use strum::VariantNames;
 
 /// The variants whose `kind()` is the wrapped error's kind.
-const WRAPPERS: [&str; 4] = ["program", "dynamic_broadcast", "call", "graph"];
+const WRAPPERS: [&str; 6] = [
+    "program",
+    "dynamic_broadcast",
+    "call",
+    "graph",
+    "lowering",
+    "invalid_function",
+];
 
 fn cli_kinds() -> BTreeSet<&'static str> {
     let shape = shape_solver::ShapeError::VARIANTS.iter();

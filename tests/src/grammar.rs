@@ -106,6 +106,7 @@ productions_of!(statement_production, statement_productions, Statement, {
     Statement::SizeBound { .. } => "stmt:size_bound",
     Statement::Size { .. } => "stmt:size",
     Statement::Require { .. } => "stmt:require",
+    Statement::Function { .. } => "stmt:function",
 });
 
 productions_of!(decl_production, decl_productions, DeclKind, {
@@ -245,6 +246,10 @@ pub fn all_productions() -> BTreeSet<String> {
     for f in shape_lang::compile::function_names() {
         all.insert(format!("call:{f}"));
     }
+    // A call of a `function` statement's function, a number argument
+    // of one.
+    all.insert("call:function".into());
+    all.insert("call:function number".into());
     for n in CONCAT_ARITIES {
         all.insert(format!("call:concat/{n}"));
     }
@@ -329,9 +334,50 @@ pub fn productions(program: &Program) -> BTreeSet<String> {
                     shape_spec(&parsed, Place::Require, &sizes, &mut out);
                 }
             }
+            Statement::Function { .. } => {}
+        }
+    }
+    // Calls of the program's own functions are one production.
+    for s in &program.statements {
+        if let Statement::Function { name, .. } = s {
+            if out.remove(&format!("call:{}", name.text)) {
+                out.insert("call:function".into());
+            }
+        }
+    }
+    for s in &program.statements {
+        if let Statement::Assign { expr, .. } = s {
+            function_numbers(expr, program, &mut out);
         }
     }
     out
+}
+
+/// `call:function number`: a number given to a `function` statement's
+/// function.
+fn function_numbers(e: &Expr, program: &Program, out: &mut BTreeSet<String>) {
+    match &e.kind {
+        ExprKind::Call { func, args } => {
+            let own = program
+                .statements
+                .iter()
+                .any(|s| matches!(s, Statement::Function { name, .. } if name.text == func.text));
+            for a in args {
+                if let Arg::Expr(x) = a {
+                    if own && matches!(x.kind, ExprKind::Number(_)) {
+                        out.insert("call:function number".into());
+                    }
+                    function_numbers(x, program, out);
+                }
+            }
+        }
+        ExprKind::Neg(x) => function_numbers(x, program, out),
+        ExprKind::Binary { lhs, rhs, .. } => {
+            function_numbers(lhs, program, out);
+            function_numbers(rhs, program, out);
+        }
+        ExprKind::Name(_) | ExprKind::Number(_) => {}
+    }
 }
 
 fn expression(
@@ -843,7 +889,8 @@ impl Gen {
     }
 
     fn step(&mut self) {
-        match self.c.below(22) {
+        match self.c.below(23) {
+            22 => self.function_call(),
             0 | 1 => {
                 let rows = self.random_rows(true);
                 self.declare(rows);
@@ -898,6 +945,48 @@ impl Gen {
                 self.push(format!("require {}: {spec}", t.name), vec![], vec![t.name]);
             }
         }
+    }
+
+    /// A `function` statement (a WGSL function of a vector and a scalar)
+    /// and a call of it, on a new tensor whose output row is the vector's
+    /// size, inside a built-in expression half of the time.
+    fn function_call(&mut self) {
+        let n = 2 + self.c.below(3) as u64;
+        let mut rows = self.random_rows(true);
+        rows[I] = vec![];
+        rows[O] = vec![n];
+        let x = self.declare(rows.clone());
+        let f = self.fresh("f");
+        let v = format!("vec{n}<f32>");
+        let (body, ret) = match self.c.below(3) {
+            0 => ("f32 { return dot(v, v) * s; }".to_string(), vec![]),
+            1 => (
+                format!("{v} {{ return clamp(v * s, {v}(-1.0), {v}(1.0)); }}"),
+                vec![n],
+            ),
+            _ => (
+                "f32 { var m = v.x; if (v.y > m) { m = v.y; } return m + s; }".to_string(),
+                vec![],
+            ),
+        };
+        self.push(
+            format!("function {f} = \"fn {f}(v: {v}, s: f32) -> {body}\""),
+            vec![f.clone()],
+            vec![],
+        );
+        let y = self.fresh("y");
+        let call = if self.c.chance(50) {
+            format!("{f}({x}, 0.5)")
+        } else {
+            format!("{f}({x}, -0.25)")
+        };
+        let e = if self.c.chance(50) {
+            format!("relu({call})")
+        } else {
+            call
+        };
+        self.push(format!("{y} = {e}"), vec![y.clone()], vec![f, x]);
+        self.result(y, [rows[B].clone(), vec![], ret]);
     }
 
     fn elementwise(&mut self) {

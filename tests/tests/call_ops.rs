@@ -176,3 +176,90 @@ fn functions_that_are_not_operations_are_refused() {
         "wgsl"
     );
 }
+
+mod program_language {
+    use super::*;
+    use shape_lang::compile::compile;
+    use shape_lang::syntax::parse;
+
+    const PROGRAM: &str = "function brightness = \"fn brightness(c: vec3<f32>, gain: f32) -> vec3<f32> { return clamp(c * gain, vec3<f32>(0.0), vec3<f32>(1.0)); }\"\ninput img: 6|3\nparam gain\nparam w: |3->2\ny = relu(w @ brightness(img, gain))\n";
+
+    fn error_of(src: &str) -> (String, String, Option<std::ops::Range<usize>>) {
+        let e = parse(src)
+            .map_err(shape_lang::ProgramError::from)
+            .and_then(|p| compile(&p).and_then(|c| c.solve().map(|_| ())))
+            .unwrap_err();
+        (e.kind().to_string(), e.to_string(), e.span())
+    }
+
+    #[test]
+    fn a_program_calls_a_function_among_built_ins() {
+        let compiled = compile(&parse(PROGRAM).unwrap()).unwrap();
+        let solved = compiled.solve().unwrap();
+        let y = compiled.tensor("y").unwrap();
+        assert_eq!(solved.shape(y).unwrap().to_string(), "6|->2");
+        // The same values as the Rust-API network.
+        let (program, expected) = network();
+        let names = |t| compiled.graph.tensor_ref(t).unwrap().name.to_string();
+        let data: Vec<(String, Vec<f32>)> = program
+            .inputs
+            .tensors()
+            .map(|t| {
+                let n = program.graph.tensor_ref(t).unwrap().name.to_string();
+                (n, program.inputs.get(t).unwrap().values().to_vec())
+            })
+            .collect();
+        let _ = names;
+        let p = Program::with_named_data(compiled.graph.clone(), vec![y], data).unwrap();
+        close(&run_on_one(&mut CpuBackend::new(), &p), &expected);
+        if let Some(mut gpu) = wgpu_or_skip("a_program_calls_a_function_among_built_ins") {
+            close(&run_on_one(&mut gpu, &p), &expected);
+        }
+    }
+
+    #[test]
+    fn a_number_argument_is_a_scalar() {
+        let src = "function times = \"fn times(a: f32, b: f32) -> f32 { return a * b; }\"\ninput a: 4|\ny = times(a, 2.5)\n";
+        let compiled = compile(&parse(src).unwrap()).unwrap();
+        let y = compiled.tensor("y").unwrap();
+        assert_eq!(
+            compiled.solve().unwrap().shape(y).unwrap().to_string(),
+            "4|->"
+        );
+    }
+
+    #[test]
+    fn errors_are_typed_and_placed_at_the_statement() {
+        let base = "function times = \"fn times(a: f32, b: f32) -> f32 { return a * b; }\"\ninput a: 4|\ninput b: 5|\n";
+        // An unknown function.
+        let src = format!("{base}y = timess(a, b)\n");
+        let (kind, _, span) = error_of(&src);
+        assert_eq!(kind, "unknown_function");
+        assert_eq!(&src[span.unwrap()], "timess");
+        // Arity.
+        let src = format!("{base}y = times(a)\n");
+        let (kind, msg, span) = error_of(&src);
+        assert_eq!(kind, "arguments", "{msg}");
+        assert_eq!(&src[span.unwrap()], "times(a)");
+        // Shapes that do not broadcast: at the call.
+        let src = format!("{base}y = times(a, b)\n");
+        let (kind, msg, span) = error_of(&src);
+        assert_eq!(kind, "dim_mismatch", "{msg}");
+        assert!(
+            span.is_some_and(|s| src[s].contains("times(a, b)")),
+            "{msg}"
+        );
+        // Not WGSL: at the source.
+        let src = "function f = \"fn f(a: f32) -> f32 { return a +; }\"\n";
+        let (kind, _, span) = error_of(src);
+        assert_eq!(kind, "wgsl");
+        assert_eq!(&src[span.unwrap()], "fn f(a: f32) -> f32 { return a +; }");
+        // Not an operation, a wrong name, a built-in's name.
+        let (kind, _, _) = error_of("function f = \"fn f(a: f32) { }\"\n");
+        assert_eq!(kind, "not_an_operation");
+        let (kind, _, _) = error_of("function g = \"fn f(a: f32) -> f32 { return a; }\"\n");
+        assert_eq!(kind, "function_name");
+        let (kind, _, _) = error_of("function relu = \"fn relu(a: f32) -> f32 { return a; }\"\n");
+        assert_eq!(kind, "function_redefined");
+    }
+}

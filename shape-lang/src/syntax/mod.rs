@@ -136,6 +136,19 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `function NAME = "fn NAME(a: T, ..) -> R { BODY }"`: a WGSL
+    /// function, then called like a built-in (`y = NAME(a, b)`), its call
+    /// shape by the call-shape rules (see `docs/program-language.md`).
+    /// Compiled with shape-lang's `call` feature; without it, a
+    /// `calls_unavailable` error.
+    Function {
+        /// The function's name, as calls write it.
+        name: Ident,
+        /// The WGSL source, inside the quotes.
+        source: SpecText,
+        /// The whole statement.
+        span: Span,
+    },
     /// `require NAME: SPEC`.
     Require {
         /// The tensor.

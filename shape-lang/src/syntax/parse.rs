@@ -206,6 +206,9 @@ impl Parser<'_> {
         let start = self.pos;
         let first =
             self.ident("a declaration (`input`, `param`, `const`), `require`, or `NAME = ...`")?;
+        if first.text == "function" && self.rest().trim_start().starts_with(is_ident_start) {
+            return self.function_statement(start);
+        }
         let kind = match first.text.as_str() {
             "input" => Some(DeclKind::Input),
             "param" => Some(DeclKind::Param),
@@ -258,6 +261,24 @@ impl Parser<'_> {
                 })
             }
         }
+    }
+
+    /// After `function`: `NAME = "WGSL source"`.
+    fn function_statement(&mut self, start: usize) -> Result<Statement, SyntaxError> {
+        let name = self.new_name()?;
+        self.expect('=', "`=` and the function's WGSL source in quotes")?;
+        self.skip_ws();
+        if self.peek() != Some('"') {
+            return self
+                .error("the function's WGSL source in quotes (`\"fn NAME(..) -> T { .. }\"`)");
+        }
+        let source = self.string()?;
+        self.expect_end("the end of the function statement")?;
+        Ok(Statement::Function {
+            name,
+            source,
+            span: start..self.end,
+        })
     }
 
     /// After `size`: `NAME = 64`, `NAME = other`, `NAME == other`,
