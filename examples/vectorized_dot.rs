@@ -2,9 +2,9 @@
 //! the function is written for one pair of `vec3<f32>`, and called over a
 //! (4, 3) tensor against a (2, 4, 3) one (broadcasting), then as an outer
 //! product of two lists of vectors (`map`). Each call runs on the GPU
-//! (wgpu) and on the CPU reference (a Rust closure doing the same), and
-//! the results are compared; where no GPU adapter exists it says so and
-//! runs on the CPU only.
+//! (wgpu) and on the CPU reference, the WGSL interpreter running the same
+//! source (no hand-written closure), and the results are compared; where
+//! no GPU adapter exists it says so and runs on the CPU only.
 //!
 //! `cargo run --example vectorized_dot`
 
@@ -12,11 +12,6 @@ use backend_wgpu::WgpuBackend;
 use shape_call::{Arg, ArgMap, CallArgs, CallKernel, Function, ParamType};
 
 const DOT: &str = "fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }";
-
-/// The same function as a closure: leaves are `a`, `b`, then the result.
-fn dot(v: &mut [Vec<f32>]) {
-    v[2][0] = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum();
-}
 
 fn run(
     title: &str,
@@ -37,12 +32,13 @@ fn run(
     let kernel: CallKernel = bound.kernel(&resolved)?;
     let mut cpu = kernel.buffers(data)?;
     let given = cpu.clone();
-    kernel.run_cpu(&mut cpu, &mut dot)?;
+    // The CPU reference: the interpreter runs dot3's WGSL itself.
+    kernel.run_interpreted(&mut cpu)?;
     let result = kernel.result.expect("dot3 returns a value");
-    println!("  CPU:  {:?}", cpu[result]);
+    println!("  CPU (interpreter): {:?}", cpu[result]);
     if let Some(gpu) = gpu {
         let out = gpu.run_call_on_host(&kernel, given)?;
-        println!("  wgpu: {:?}", out[result]);
+        println!("  wgpu:              {:?}", out[result]);
         assert_eq!(out[result], cpu[result], "wgpu and the CPU reference agree");
     }
     Ok(())

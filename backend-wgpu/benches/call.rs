@@ -4,7 +4,13 @@
 //! parameter block, the bind group, recording), waiting for the device
 //! outside the timed region. The goal is under 20 µs plus device time.
 //!
-//! `cargo bench -p backend-wgpu --bench call`
+//! The `call_65536` group runs shape-call's `interpreter` bench calls on
+//! wgpu (a dot product and a loop of 16 iterations over 65,536 call
+//! indices): from host data to host data (`run_call_on_host`: upload,
+//! dispatch, download), and on buffers already on the device (dispatch
+//! and wait).
+//!
+//! `cargo bench -p backend-wgpu --features call --bench call`
 
 use std::time::{Duration, Instant};
 
@@ -66,11 +72,79 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+    calls_65536(c, &mut gpu);
     let stats = gpu.cache_stats();
     eprintln!(
         "call pipelines compiled: {}, reused: {}",
         stats.call_compiles, stats.call_hits
     );
+}
+
+/// Call indices of the `call_65536` group (as shape-call's `interpreter`
+/// group).
+const CALLS: u64 = 1 << 16;
+
+fn calls_65536(c: &mut Criterion, gpu: &mut WgpuBackend) {
+    let mut group = c.benchmark_group("call_65536");
+    group.sample_size(10);
+    let n = CALLS as usize;
+    let dot = "fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }";
+    let powsum = "fn powsum(x: f32, n: u32) -> f32 { var s = 0.0; var p = 1.0; for (var i = 0u; i < n; i++) { s += p; p *= x; } return s; }";
+    let a: Vec<f32> = (0..3 * n).map(|i| (i % 17) as f32 * 0.25 - 2.0).collect();
+    let x: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.05 - 0.3).collect();
+    let cases = [
+        (
+            "dot3",
+            dot,
+            CallArgs::new()
+                .arg(Arg::tensor(&[CALLS, 3]))
+                .arg(Arg::tensor(&[3])),
+            vec![a, vec![0.5, -1.0, 2.0]],
+        ),
+        (
+            "powsum16",
+            powsum,
+            CallArgs::new()
+                .arg(Arg::tensor(&[CALLS]))
+                .arg(Arg::Number(shape_call::Number::Int(16))),
+            vec![x, vec![16.0]],
+        ),
+    ];
+    for (name, source, args, data) in cases {
+        let f = Function::parse(source).expect("parses");
+        let bound = f.bind(&args).expect("binds");
+        let kernel = bound
+            .kernel(&bound.call(&args).expect("resolves"))
+            .expect("a kernel");
+        let buffers = kernel.buffers(data).expect("buffers");
+        let mut reference = buffers.clone();
+        kernel.run_interpreted(&mut reference).expect("interprets");
+        let out = gpu
+            .run_call_on_host(&kernel, buffers.clone())
+            .expect("runs");
+        let result = kernel.result.expect("a result");
+        let worst = (out[result].iter().zip(&reference[result]))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!("{name}: largest difference from the interpreter {worst}");
+        group.bench_function(format!("{name}_host_to_host"), |b| {
+            b.iter(|| {
+                gpu.run_call_on_host(&kernel, buffers.clone())
+                    .expect("runs")
+            })
+        });
+        let device: Vec<_> = (buffers.iter())
+            .map(|v| gpu.upload(v).expect("uploads"))
+            .collect();
+        let refs: Vec<_> = device.iter().collect();
+        group.bench_function(format!("{name}_on_device"), |b| {
+            b.iter(|| {
+                gpu.run_call(&kernel, &refs).expect("runs");
+                gpu.wait().expect("device")
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

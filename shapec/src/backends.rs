@@ -65,17 +65,32 @@ pub fn run_on_wgpu<J: BackendJob>(
     job: &mut J,
     hardware_only: bool,
 ) -> Result<J::Output, WgpuUnavailable> {
-    let mut gpu =
-        backend_wgpu::WgpuBackend::new().map_err(|e| WgpuUnavailable::NoAdapter(e.to_string()))?;
+    let mut gpu = wgpu_backend(hardware_only)?;
     let info = gpu.adapter_info();
-    if hardware_only && info.device_type == backend_wgpu::wgpu::DeviceType::Cpu {
-        return Err(WgpuUnavailable::SoftwareOnly(info.name.clone()));
-    }
     let adapter = format!("the wgpu adapter {}", info.name);
     if let Some(refused) = job.check(gpu.max_buffer_bytes(), &adapter) {
         return Ok(refused);
     }
     Ok(job.run(&mut gpu))
+}
+
+/// Opens the wgpu backend on the adapter that the environment selects
+/// (as [`run_on_wgpu`] does); with `hardware_only`, a software adapter is
+/// refused.
+pub fn wgpu_backend(hardware_only: bool) -> Result<backend_wgpu::WgpuBackend, WgpuUnavailable> {
+    let gpu =
+        backend_wgpu::WgpuBackend::new().map_err(|e| WgpuUnavailable::NoAdapter(e.to_string()))?;
+    let info = gpu.adapter_info();
+    if hardware_only && info.device_type == backend_wgpu::wgpu::DeviceType::Cpu {
+        return Err(WgpuUnavailable::SoftwareOnly(info.name.clone()));
+    }
+    Ok(gpu)
+}
+
+/// The note `--backend auto` writes when it runs on the CPU instead of
+/// wgpu.
+pub fn auto_note(notes: &mut dyn Write, why: &WgpuUnavailable) {
+    let _ = writeln!(notes, "note: --backend auto: {why}; running on the CPU");
 }
 
 /// Runs `job` on the CPU backend, after checking it against the CPU
@@ -101,7 +116,7 @@ pub fn dispatch<J: BackendJob>(
         BackendChoice::Auto => match run_on_wgpu(job, true) {
             Ok(out) => Ok(out),
             Err(why) => {
-                let _ = writeln!(notes, "note: --backend auto: {why}; running on the CPU");
+                auto_note(notes, &why);
                 Ok(run_on_cpu(job))
             }
         },

@@ -115,7 +115,8 @@ pub enum Command {
     },
     /// Resolve a vectorized call (slangpy's rules): type shapes, argument
     /// shapes, the call shape and the result's, e.g.
-    /// `shapec call 'float dot(float3 a, float3 b)' a='tensor(100,3)' b=float3`.
+    /// `shapec call 'float dot(float3 a, float3 b)' a='tensor(100,3)' b=float3`;
+    /// a function with a body (WGSL source, or `--body`) also runs on data.
     /// docs/call-shapes.md gives the argument syntax.
     Call {
         /// The function's signature: a Slang-style declaration, or WGSL
@@ -149,9 +150,57 @@ pub enum Command {
         #[arg(long)]
         allow_races: bool,
         /// Print JSON (docs/json.md): {"call_shape": [..], "overload": ..,
-        /// "args": {NAME: {..}}, "result": {..}}.
+        /// "args": {NAME: {..}}, "result": {..}}, and for a run the
+        /// backend, the data and the results with their values.
         #[arg(long)]
         json: bool,
+        /// The body, in WGSL, of a Slang-style declaration, which then
+        /// runs: `--body '{ return a * b; }'` (braces optional). Value
+        /// parameters take WGSL types (`float3 a` is `a: vec3<f32>`);
+        /// a slice or tensor parameter `p` is read with `p_load(i0, ..)`
+        /// and `p_size(d)`. WGSL source has its body already.
+        #[arg(long, value_name = "WGSL")]
+        body: Option<String>,
+        /// Data for an argument from a .npy file (repeatable, once per
+        /// name): its dims must be the argument's as spelled, or, with
+        /// no `NAME=ARG`, they are the argument's. Arguments without a
+        /// file get seeded random values.
+        #[arg(long = "input", value_name = "NAME=PATH", value_parser = parse_input)]
+        inputs: Vec<(String, PathBuf)>,
+        /// Where a function with a body runs: the CPU interpreter of WGSL
+        /// (`cpu`), wgpu, or `auto` (the default: wgpu on a hardware
+        /// adapter, otherwise the CPU, saying why).
+        #[arg(long, value_enum)]
+        backend: Option<BackendChoice>,
+        /// Write each written argument NAME (`_result` for the return
+        /// value) to DIR/NAME.npy, all or nothing.
+        #[arg(long, value_name = "DIR", conflicts_with = "diff")]
+        out: Option<PathBuf>,
+        /// Seed of the random values given to arguments without a file.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Run on the CPU interpreter and on wgpu, and report the largest
+        /// differences of what the function writes.
+        #[arg(long)]
+        diff: bool,
+        /// With --diff: count the elements where |a - b| > A + R *
+        /// max(|a|, |b|), and exit with status 3 when there are any.
+        #[arg(long, value_name = "abs=A,rel=R", value_parser = Tolerance::parse, requires = "diff")]
+        tolerance: Option<Tolerance>,
+        /// The statements and loop iterations one call index may run on
+        /// the CPU interpreter before it stops with `step_limit` (default
+        /// 1048576).
+        #[arg(long, value_name = "N")]
+        step_limit: Option<u64>,
+        /// On the CPU interpreter, stop with `out_of_domain` where a
+        /// built-in leaves the domain WGSL specifies it on (`sin` past
+        /// [-pi, pi], `log` of a negative, a result that is not finite).
+        #[arg(long)]
+        check_domains: bool,
+        /// The memory a run may use (e.g. 2G, 512M, or bytes), instead of
+        /// what the cgroup or the machine has available.
+        #[arg(long, value_name = "SIZE", value_parser = memory::parse_size)]
+        memory_limit: Option<u64>,
     },
 }
 
@@ -404,6 +453,16 @@ fn execute(
             vmap,
             allow_races,
             json,
+            body,
+            inputs,
+            backend,
+            out: dir,
+            seed,
+            diff,
+            tolerance,
+            step_limit,
+            check_domains,
+            memory_limit,
         } => {
             let request = crate::call::Request {
                 signature,
@@ -414,8 +473,19 @@ fn execute(
                 vmap: vmap.as_deref(),
                 allow_races: *allow_races,
             };
-            let text = crate::call::resolve(&request, *json)?;
-            writeln!(out, "{text}").map_err(stdout_error)?;
+            let run = crate::call::Run {
+                body: body.as_deref(),
+                inputs,
+                backend: *backend,
+                out: dir.as_deref(),
+                seed: *seed,
+                diff: *diff,
+                tolerance: *tolerance,
+                step_limit: *step_limit,
+                check_domains: *check_domains,
+                memory_limit: *memory_limit,
+            };
+            return crate::call::execute(&request, &run, *json, out, err);
         }
         Command::Broadcast {
             shapes,
@@ -858,7 +928,7 @@ impl RunReport<'_> {
 /// A value in JSON: finite values as numbers, in their shortest form that
 /// reads back as the same `f32`; NaN and the infinities as the strings
 /// `"nan"`, `"inf"` and `"-inf"`.
-fn write_f32(w: &mut dyn Write, v: f32) -> std::io::Result<()> {
+pub(crate) fn write_f32(w: &mut dyn Write, v: f32) -> std::io::Result<()> {
     if v.is_finite() {
         write!(w, "{v:?}")
     } else {
@@ -867,7 +937,7 @@ fn write_f32(w: &mut dyn Write, v: f32) -> std::io::Result<()> {
 }
 
 /// [`write_f32`] as a [`Value`].
-fn f32_json(v: f32) -> Value {
+pub(crate) fn f32_json(v: f32) -> Value {
     if v.is_nan() {
         json!("nan")
     } else if v.is_infinite() {
@@ -880,7 +950,7 @@ fn f32_json(v: f32) -> Value {
 }
 
 /// A difference in JSON: a number, or `"inf"`.
-fn f64_json(v: f64) -> Value {
+pub(crate) fn f64_json(v: f64) -> Value {
     if v.is_finite() {
         json!(v)
     } else {
@@ -1019,7 +1089,7 @@ where
     Ok(result?)
 }
 
-fn stdout_error(e: std::io::Error) -> CliError {
+pub(crate) fn stdout_error(e: std::io::Error) -> CliError {
     CliError::Write {
         path: PathBuf::from("<stdout>"),
         source: e,
@@ -1027,7 +1097,7 @@ fn stdout_error(e: std::io::Error) -> CliError {
 }
 
 /// Up to eight values, then how many more.
-fn preview<T: std::fmt::Display>(v: &[T]) -> String {
+pub(crate) fn preview<T: std::fmt::Display>(v: &[T]) -> String {
     let shown: Vec<String> = v.iter().take(8).map(|x| format!("{x}")).collect();
     let more = v.len().saturating_sub(8);
     if more > 0 {

@@ -45,6 +45,44 @@ pub fn read_input(
             ragged,
         );
     }
+    let dims = shape.memory_dims();
+    read_npy(path, &mut |found| {
+        let mut dims = dims.clone();
+        if let Some(axis) = ragged.filter(|&a| a < dims.len() && found.len() == dims.len()) {
+            dims[axis] = found[axis];
+        }
+        if found != dims {
+            let expected = match ragged {
+                // Any length at the ragged axis.
+                Some(axis) => {
+                    let mut text: Vec<String> = dims.iter().map(u64::to_string).collect();
+                    if let Some(t) = text.get_mut(axis) {
+                        *t = "any".into();
+                    }
+                    format!("({})", text.join(", "))
+                }
+                None => tuple(&dims),
+            };
+            return Err(CliError::Data(format!(
+                "{}: `{name}` has the solved shape {shape}, so its array must have the shape {expected} (batch, then output, then input axes), but the file holds {}",
+                path.display(),
+                tuple(found)
+            )));
+        }
+        Ok(dims)
+    })
+}
+
+/// What [`read_npy`] asks of a file's dims: the dims its values take, or
+/// the error to report.
+pub type DimsCheck<'a> = dyn FnMut(&[u64]) -> Result<Vec<u64>, CliError> + 'a;
+
+/// Reads a `.npy` file: the header first, whose shape `check` accepts (it
+/// returns the dims the values take, or the error to report), then exactly
+/// the data it promises. A regular file's length is checked against the
+/// header before anything is allocated; other files (pipes) must end
+/// right after the data.
+pub fn read_npy(path: &Path, check: &mut DimsCheck<'_>) -> Result<HostTensor, CliError> {
     let read_error = |source: std::io::Error| CliError::Read {
         path: path.to_path_buf(),
         source,
@@ -63,28 +101,7 @@ pub fn read_input(
     }
     let mut reader = std::io::BufReader::new(file);
     let header = npy::read_header(&mut reader).map_err(npy_error)?;
-    let mut dims = shape.memory_dims();
-    if let Some(axis) = ragged.filter(|&a| a < dims.len() && header.shape.len() == dims.len()) {
-        dims[axis] = header.shape[axis];
-    }
-    if header.shape != dims {
-        let expected = match ragged {
-            // Any length at the ragged axis.
-            Some(axis) => {
-                let mut text: Vec<String> = dims.iter().map(u64::to_string).collect();
-                if let Some(t) = text.get_mut(axis) {
-                    *t = "any".into();
-                }
-                format!("({})", text.join(", "))
-            }
-            None => tuple(&dims),
-        };
-        return Err(CliError::Data(format!(
-            "{}: `{name}` has the solved shape {shape}, so its array must have the shape {expected} (batch, then output, then input axes), but the file holds {}",
-            path.display(),
-            tuple(&header.shape)
-        )));
-    }
+    let dims = check(&header.shape)?;
     let data_len = meta
         .is_file()
         .then(|| meta.len().saturating_sub(header.len));
@@ -265,7 +282,7 @@ pub fn bind_sizes(
 }
 
 /// Whether a path names a `.json` file (read as nested lists).
-fn is_json(path: &Path) -> bool {
+pub(crate) fn is_json(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
