@@ -305,7 +305,7 @@ pub enum CallError {
     },
     /// A call index ran more statements and loop iterations than the
     /// interpreter's step limit allows: a runaway loop.
-    #[error("{function}: stopped after {limit} steps for one call index{} (a loop that does not end?); raise `InterpretOptions::step_limit` if it is meant to run that long", place(at))]
+    #[error("{function}: stopped after {limit} steps for one call index{} (a loop that does not end?); if it is meant to run that long, raise the limit (`InterpretOptions::step_limit`, `shapec call --step-limit N`)", place(at))]
     StepLimit {
         /// The function that was running.
         function: String,
