@@ -17,7 +17,9 @@
 //!   with one call of [`backend_conformance!`];
 //! - [`reference`](mod@reference): each operation's lowering against a plain Rust closure
 //!   ([`reference::assert_op_matches`]), on random shapes its sampler
-//!   draws, and the references of every built-in operation.
+//!   draws, and the references of every built-in operation;
+//! - [`wgsl`]: random WGSL functions batched into one module per pipeline,
+//!   for checking the CPU interpreter of WGSL against wgpu.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -33,6 +35,7 @@ pub mod inference {
 pub mod kernels;
 pub mod programs;
 pub mod reference;
+pub mod wgsl;
 
 /// `proptest`, for a dependent crate's own differential tests without a
 /// dependency line of its own (`use shape_tests::proptest::prelude::*`).
