@@ -1068,10 +1068,12 @@ impl Graph {
                 given: self.names_of(operands),
             });
         }
-        let operand_refs = operands
-            .iter()
-            .map(|&t| self.tensor_ref(t))
-            .collect::<Result<Vec<_>, _>>()?;
+        // Exactly as long as it needs (collecting through a `Result`
+        // would allocate for four): one list for every operation applied.
+        let mut operand_refs = Vec::with_capacity(operands.len());
+        for &t in operands {
+            operand_refs.push(self.tensor_ref(t)?);
+        }
         // A result named by number is named in messages by what makes it,
         // spelled once its operands are known to exist.
         let definition = numbered

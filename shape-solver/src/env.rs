@@ -431,6 +431,9 @@ pub(crate) struct EnvSnapshot {
     rows: Snapshot,
 }
 
+/// The template depths whose new row variables share empty bounds.
+const SHARED_DEPTHS: usize = 16;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Env {
     pub dims: Store<DimEntry>,
@@ -438,7 +441,9 @@ pub(crate) struct Env {
     /// Shared empty bounds for new variables, so creating one allocates
     /// nothing until its bounds are first written.
     empty_dim: Arc<DimBounds>,
-    empty_row: Arc<RowBounds>,
+    /// Likewise for row variables, by template depth from 0: a template's
+    /// row variable is often solved before anything is stored on it.
+    empty_rows: Vec<Arc<RowBounds>>,
     /// No dims, shared by every row variable solved to no axes of its own.
     no_dims: Arc<[Dim]>,
     /// Counts the writes that change what a row variable is or what bounds
@@ -453,7 +458,7 @@ impl Default for Env {
             dims: Store::default(),
             rows: Store::default(),
             empty_dim: Arc::default(),
-            empty_row: Arc::default(),
+            empty_rows: vec![Arc::default()],
             no_dims: Arc::from([]),
             row_writes: 0,
         }
@@ -478,13 +483,23 @@ impl Env {
 
     /// Adds an unsolved row variable at the given template depth.
     pub fn push_row(&mut self, depth: u32) -> RowVar {
-        let bounds = if depth == 0 {
-            self.empty_row.clone()
-        } else {
+        let fresh = |depth| {
             Arc::new(RowBounds {
                 depth,
                 ..RowBounds::default()
             })
+        };
+        // Shared up to a depth that templates rarely pass (the list is
+        // copied with every clone of the environment).
+        let d = depth as usize;
+        let bounds = if d < SHARED_DEPTHS {
+            while self.empty_rows.len() <= d {
+                let next = u32::try_from(self.empty_rows.len()).unwrap_or(u32::MAX);
+                self.empty_rows.push(fresh(next));
+            }
+            self.empty_rows[d].clone()
+        } else {
+            fresh(depth)
         };
         RowVar(self.rows.push(RowEntry::Open {
             bounds,

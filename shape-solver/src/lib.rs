@@ -32,6 +32,7 @@ mod finalize;
 pub mod flank;
 pub mod guard;
 mod origin;
+mod origin_table;
 mod rank_cycle;
 mod solver;
 mod store;

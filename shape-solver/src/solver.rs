@@ -46,6 +46,7 @@ use crate::error::{
 };
 use crate::guard::RawGuard;
 use crate::origin::{Origin, OriginId, Relation, Why};
+use crate::origin_table::{OriginMark, OriginTable};
 use crate::rank_cycle::{find_rank_cycle, RankCycle};
 
 /// A declarative shape solver over persistent maps.
@@ -77,9 +78,10 @@ use crate::rank_cycle::{find_rank_cycle, RankCycle};
 #[derive(Clone, Debug, Default)]
 pub struct Solver {
     pub(crate) env: Env,
-    /// Stored inline: recording an origin allocates nothing; an `Arc` is
-    /// made only when an error or a provenance query hands one out.
-    pub(crate) origins: Vector<Origin>,
+    /// Stored compactly (see `origin_table`): recording an origin
+    /// allocates nothing of its own; an [`Origin`] is rebuilt, and an `Arc`
+    /// made, only when an error or a provenance query hands one out.
+    pub(crate) origins: OriginTable,
     /// Row variables created through the API (not by templates).
     api_row_vars: u32,
     /// The size of what was given through the API: constraints and
@@ -195,32 +197,25 @@ impl Solver {
         name: &Arc<str>,
     ) {
         for i in range {
-            let i = i as usize;
             if let Some(new) = self.origins.get(i).and_then(|o| o.renamed(tensor, name)) {
-                self.origins.set(i, new);
+                self.origins.rename(i, new);
             }
         }
     }
 
     /// Registers where constraints come from; returns its id for [`Why`].
     pub fn add_origin(&mut self, origin: Origin) -> OriginId {
-        let id = OriginId(self.origins.len() as u32);
-        self.origins.push_back(origin);
-        id
+        OriginId(self.origins.push(origin))
     }
 
-    /// The origin with the given id.
-    pub fn origin(&self, id: OriginId) -> Option<&Origin> {
-        self.origins.get(id.0 as usize)
+    /// The origin with the given id (rebuilt from the solver's compact
+    /// record of it: its parts are shared, not copied).
+    pub fn origin(&self, id: OriginId) -> Option<Origin> {
+        self.origins.get(id.0)
     }
 
     pub(crate) fn origin_arc(&self, id: OriginId) -> Arc<Origin> {
-        Arc::new(
-            self.origins
-                .get(id.0 as usize)
-                .cloned()
-                .unwrap_or(Origin::Finalization),
-        )
+        Arc::new(self.origins.get(id.0).unwrap_or(Origin::Finalization))
     }
 
     /// Queues again every slice that waits with both rows open, to be
@@ -330,7 +325,7 @@ impl Solver {
     fn begin(&mut self) -> Checkpoint {
         Checkpoint {
             env: self.env.snapshot(),
-            origins: self.origins.len(),
+            origins: self.origins.mark(),
             api_row_vars: self.api_row_vars,
             given: self.given,
             steps: self.steps,
@@ -2217,7 +2212,7 @@ pub struct SolverStats {
 #[derive(Debug)]
 struct Checkpoint {
     env: EnvSnapshot,
-    origins: usize,
+    origins: OriginMark,
     api_row_vars: u32,
     given: u64,
     steps: u64,

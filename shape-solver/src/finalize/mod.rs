@@ -1222,7 +1222,7 @@ struct Uppers {
 #[derive(Clone, Debug)]
 pub struct Solution {
     env: Env,
-    origins: Vector<Origin>,
+    origins: crate::origin_table::OriginTable,
     /// Where chains of variables bound to each other end, filled as they
     /// are read: reading every shape of a long chain costs each step once.
     dim_links: LinkCache,
@@ -1288,8 +1288,7 @@ impl Solution {
     fn origin(&self, why: Why) -> Arc<Origin> {
         Arc::new(
             self.origins
-                .get(why.origin.0 as usize)
-                .cloned()
+                .get(why.origin.0)
                 .unwrap_or(Origin::Finalization),
         )
     }
