@@ -101,10 +101,17 @@ pub(crate) struct Domains {
 }
 
 impl Domains {
-    fn require(&self, ok: bool, what: &str, value: impl std::fmt::Display) -> Result<(), Fault> {
+    /// `what` is only called when the check fails: messages cost nothing
+    /// on the way.
+    fn require(
+        &self,
+        ok: bool,
+        what: impl FnOnce() -> String,
+        value: impl std::fmt::Display,
+    ) -> Result<(), Fault> {
         if self.check && !ok {
             return Err(Fault::Domain {
-                what: what.to_string(),
+                what: what(),
                 value: value.to_string(),
             });
         }
@@ -113,7 +120,7 @@ impl Domains {
 
     /// A float result must be finite where domains are checked: WGSL lets
     /// implementations assume no infinity or NaN.
-    pub(crate) fn finite(&self, v: &Value, what: &str) -> Result<(), Fault> {
+    pub(crate) fn finite(&self, v: &Value, what: &dyn Fn() -> String) -> Result<(), Fault> {
         if !self.check {
             return Ok(());
         }
@@ -243,7 +250,7 @@ fn scalar_binary(op: B, x: &Value, y: &Value, d: &Domains) -> Res {
                 B::Divide => {
                     d.require(
                         b.abs() >= f32::MIN_POSITIVE && b.abs() <= 2f32.powi(126),
-                        "`/` (WGSL specifies division for divisors of magnitude 2^-126 to 2^126)",
+                        || "`/` (WGSL specifies division for divisors of magnitude 2^-126 to 2^126)".into(),
                         b,
                     )?;
                     F32(a / b)
@@ -252,7 +259,7 @@ fn scalar_binary(op: B, x: &Value, y: &Value, d: &Domains) -> Res {
                 B::Modulo => {
                     d.require(
                         b.abs() >= f32::MIN_POSITIVE && b.abs() <= 2f32.powi(126),
-                        "`%` (WGSL specifies it through division, for divisors of magnitude 2^-126 to 2^126)",
+                        || "`%` (WGSL specifies it through division, for divisors of magnitude 2^-126 to 2^126)".into(),
                         b,
                     )?;
                     F32(a - b * (a / b).trunc())
@@ -431,10 +438,11 @@ pub(crate) fn math_name(fun: M) -> String {
 
 /// A WGSL built-in function.
 pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
-    let name = math_name(fun);
+    // The name only for messages: made when one is.
+    let name = || math_name(fun);
     let arg = |i: usize| {
         args.get(i)
-            .ok_or_else(|| Fault::Kind(format!("`{name}` without its argument {i}")))
+            .ok_or_else(|| Fault::Kind(format!("`{}` without its argument {i}", name())))
     };
     let f1 =
         |g: &dyn Fn(f32) -> f32| -> Res { map1(arg(0)?, &mut |s| Ok(Value::F32(g(f32_of(s)?)))) };
@@ -443,7 +451,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
             let x = f32_of(s)?;
             d.require(
                 ok(x),
-                &format!("`{name}` (WGSL specifies it for {domain})"),
+                || format!("`{}` (WGSL specifies it for {domain})", name()),
                 x,
             )?;
             Ok(Value::F32(g(x)))
@@ -471,7 +479,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
                 (Value::U32(x), Value::U32(y)) => {
                     Value::U32(if max { *x.max(y) } else { *x.min(y) })
                 }
-                (other, _) => return Err(kind(&name, other)),
+                (other, _) => return Err(kind(&name(), other)),
             })
         })?,
         M::Clamp => {
@@ -518,7 +526,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
             let (x, y) = (f32_of(a)?, f32_of(b)?);
             d.require(
                 x > 0.0 || (x == 0.0 && y > 0.0),
-                "`pow` (WGSL specifies it as exp2(y * log2(x)), for x > 0)",
+                || "`pow` (WGSL specifies it as exp2(y * log2(x)), for x > 0)".into(),
                 x,
             )?;
             Ok(Value::F32(x.powf(y)))
@@ -611,7 +619,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
         }
         M::Normalize => {
             let n = length(arg(0)?)?;
-            d.require(n > 0.0, "`normalize` (of a zero vector)", n)?;
+            d.require(n > 0.0, || "`normalize` (of a zero vector)".into(), n)?;
             map1(arg(0)?, &mut |s| Ok(Value::F32(f32_of(s)? / n)))?
         }
         M::FaceForward => {
@@ -660,11 +668,11 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
                 .collect::<Result<_, _>>()?;
             Value::F32(determinant(&m))
         }
-        M::CountOneBits => int1(arg(0)?, &name, &|x| x.count_ones())?,
-        M::ReverseBits => int1(arg(0)?, &name, &u32::reverse_bits)?,
-        M::CountLeadingZeros => int1(arg(0)?, &name, &u32::leading_zeros)?,
-        M::CountTrailingZeros => int1(arg(0)?, &name, &u32::trailing_zeros)?,
-        M::FirstTrailingBit => int1(arg(0)?, &name, &|x| {
+        M::CountOneBits => int1(arg(0)?, &name(), &|x| x.count_ones())?,
+        M::ReverseBits => int1(arg(0)?, &name(), &u32::reverse_bits)?,
+        M::CountLeadingZeros => int1(arg(0)?, &name(), &u32::leading_zeros)?,
+        M::CountTrailingZeros => int1(arg(0)?, &name(), &u32::trailing_zeros)?,
+        M::FirstTrailingBit => int1(arg(0)?, &name(), &|x| {
             if x == 0 {
                 u32::MAX
             } else {
@@ -687,7 +695,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
                         31 - y.leading_zeros() as i32
                     })
                 }
-                ref other => return Err(kind(&name, other)),
+                ref other => return Err(kind(&name(), other)),
             })
         })?,
         M::ExtractBits => {
@@ -706,7 +714,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
                         let shifted = ((x as u32) << (32 - o - c)) as i32;
                         Value::I32(shifted >> (32 - c))
                     }
-                    ref other => return Err(kind(&name, other)),
+                    ref other => return Err(kind(&name(), other)),
                 })
             })?
         }
@@ -723,7 +731,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
                     (Value::I32(e), Value::I32(n)) => {
                         Value::I32(((*e as u32 & !m) | ((*n as u32).wrapping_shl(o) & m)) as i32)
                     }
-                    (other, _) => return Err(kind(&name, other)),
+                    (other, _) => return Err(kind(&name(), other)),
                 })
             })?
         }
@@ -738,7 +746,7 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
         fun,
         M::Sinh | M::Cosh | M::Exp | M::Exp2 | M::Pow | M::Ldexp
     ) {
-        d.finite(&v, &format!("`{name}` (its result overflows)"))?;
+        d.finite(&v, &|| format!("`{}` (its result overflows)", name()))?;
     }
     Ok(v)
 }

@@ -133,7 +133,9 @@ impl Interpreter {
         };
         let mut constants = Vec::with_capacity(it.module.constants.len());
         for (_, c) in it.module.constants.iter() {
-            let v = Machine::new(&it, &constants, &mut NoAccessors).global_expression(c.init)?;
+            let v = Machine::new(&it, &constants, &mut NoAccessors)
+                .global_expression(c.init)
+                .map_err(|e| *e)?;
             constants.push(v);
         }
         let mut privates = Vec::new();
@@ -142,9 +144,9 @@ impl Interpreter {
                 continue;
             }
             let v = match g.init {
-                Some(init) => {
-                    Machine::new(&it, &constants, &mut NoAccessors).global_expression(init)?
-                }
+                Some(init) => Machine::new(&it, &constants, &mut NoAccessors)
+                    .global_expression(init)
+                    .map_err(|e| *e)?,
                 None => {
                     eval::zero(&it.module.types, g.ty).map_err(|_| CallError::UnsupportedWgsl {
                         function: g.name.clone().unwrap_or_default(),
@@ -242,7 +244,7 @@ impl Interpreter {
                 }
             }
         }
-        let ret = machine.call(h, items)?;
+        let ret = machine.call(h, items).map_err(|e| *e)?;
         let mut slots = pointers.iter();
         for (a, v) in f.arguments.iter().zip(args.iter_mut()) {
             if matches!(self.module.types[a.ty].inner, TypeInner::Pointer { .. }) {
