@@ -17,25 +17,90 @@ use crate::origin::Why;
 use crate::store::{Entry, Link, LinkCache, Snapshot, Store};
 
 /// What is known about a dim variable.
+///
+/// 32 bytes: there are four dim variables per operation of the usual
+/// network, and most of them end up holding a plain size.
 #[derive(Clone, Debug)]
 pub(crate) enum DimEntry {
     /// Not solved yet: the inequalities it takes part in. Shared, so that
     /// cloning an environment (or a chunk of it) copies pointers only.
     Open(Arc<DimBounds>),
-    /// `v = value`; `source` says where the size came from, `why` the
-    /// relation that gave it to `v`, and `from` the variable it came
-    /// through when that variable was solved already (so that a size's
-    /// provenance can name every step back to its source).
-    Known {
-        value: KnownDim,
+    /// `v = size`, a static size without a label, stored inline (see
+    /// [`Known`] for the fields; `from` is [`NO_VAR`] for none).
+    Sized {
+        size: u64,
         why: Why,
         source: Why,
-        from: Option<DimVar>,
+        from: u32,
     },
+    /// `v = value` for any other known size (labelled or symbolic).
+    Known(Box<Known>),
     /// `v = to`, another variable. `next` is a variable further along the
     /// same chain (`to` at first, moved on by path compression); `to`
     /// stays, so that a size's provenance can name every step.
     Alias { to: DimVar, next: DimVar, why: Why },
+}
+
+const _: () = assert!(std::mem::size_of::<DimEntry>() <= 32);
+
+/// `from` of [`DimEntry::Sized`] when the size came through no variable.
+const NO_VAR: u32 = u32::MAX;
+
+/// A solved dim: `v = value`; `source` says where the size came from,
+/// `why` the relation that gave it to `v`, and `from` the variable it came
+/// through when that variable was solved already (so that a size's
+/// provenance can name every step back to its source).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Known {
+    pub value: KnownDim,
+    pub why: Why,
+    pub source: Why,
+    pub from: Option<DimVar>,
+}
+
+impl DimEntry {
+    /// The entry of a variable solved to `value` (see [`Known`]).
+    pub fn known(value: KnownDim, why: Why, source: Why, from: Option<DimVar>) -> DimEntry {
+        match value.static_size() {
+            Some(size)
+                if value.label().is_none()
+                    && value == KnownDim::sized(size)
+                    && from.is_none_or(|f| f.0 != NO_VAR) =>
+            {
+                DimEntry::Sized {
+                    size,
+                    why,
+                    source,
+                    from: from.map_or(NO_VAR, |f| f.0),
+                }
+            }
+            _ => DimEntry::Known(Box::new(Known {
+                value,
+                why,
+                source,
+                from,
+            })),
+        }
+    }
+
+    /// What a solved entry knows, if it is one.
+    pub fn as_known(&self) -> Option<Known> {
+        match self {
+            &DimEntry::Sized {
+                size,
+                why,
+                source,
+                from,
+            } => Some(Known {
+                value: KnownDim::sized(size),
+                why,
+                source,
+                from: (from != NO_VAR).then_some(DimVar(from)),
+            }),
+            DimEntry::Known(k) => Some((**k).clone()),
+            DimEntry::Open(_) | DimEntry::Alias { .. } => None,
+        }
+    }
 }
 
 /// What an update of a dim's bounds can be undone with.
@@ -53,7 +118,7 @@ impl Entry for DimEntry {
     fn link(&self) -> Link {
         match self {
             DimEntry::Open(_) => Link::Open,
-            DimEntry::Known { .. } => Link::End,
+            DimEntry::Sized { .. } | DimEntry::Known(_) => Link::End,
             DimEntry::Alias { next, .. } => Link::Alias(next.0),
         }
     }
@@ -700,8 +765,8 @@ impl Env {
     /// Adds a label to the known size a solved dim variable holds.
     pub fn relabel(&mut self, v: DimVar, label: shape_core::Label) {
         self.dims.modify(v.0, |e| {
-            if let DimEntry::Known { value, .. } = e {
-                *value = value.clone().with_label(Some(label));
+            if let Some(k) = e.as_known() {
+                *e = DimEntry::known(k.value.with_label(Some(label)), k.why, k.source, k.from);
             }
         });
     }
@@ -851,10 +916,17 @@ pub(crate) fn resolve_dim(
             continue;
         }
         match env.dim_entry(at)? {
-            DimEntry::Known { value, source, .. } => {
+            &DimEntry::Sized { size, source, .. } => {
                 break ResolvedDim::Known {
-                    value: value.clone(),
-                    source: *source,
+                    value: KnownDim::sized(size),
+                    source,
+                    holder: Some(at),
+                }
+            }
+            DimEntry::Known(k) => {
+                break ResolvedDim::Known {
+                    value: k.value.clone(),
+                    source: k.source,
                     holder: Some(at),
                 }
             }
@@ -1036,15 +1108,7 @@ mod tests {
             env.set_dim(w[0], alias(w[1]));
         }
         let known = KnownDim::of(6).unwrap();
-        env.set_dim(
-            vs[4],
-            DimEntry::Known {
-                value: known.clone(),
-                why: why(),
-                source: why(),
-                from: None,
-            },
-        );
+        env.set_dim(vs[4], DimEntry::known(known.clone(), why(), why(), None));
         let r = env.resolve_dim(&Dim::Var(vs[0]), why()).unwrap();
         assert!(
             matches!(r, ResolvedDim::Known { ref value, holder: Some(h), .. } if *value == known && h == vs[4])

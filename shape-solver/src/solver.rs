@@ -1194,12 +1194,7 @@ impl Solver {
         from: Option<DimVar>,
     ) {
         let entry = match &value {
-            Dim::Known(k) => DimEntry::Known {
-                value: k.clone(),
-                why,
-                source,
-                from,
-            },
+            Dim::Known(k) => DimEntry::known(k.clone(), why, source, from),
             &Dim::Var(to) => DimEntry::Alias { to, next: to, why },
         };
         // Read through the shared pointer: the undo log may hold it too.

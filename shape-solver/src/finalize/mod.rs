@@ -1410,31 +1410,34 @@ impl Solution {
                     })
                 }
                 Dim::Var(v) => match self.env.dim_entry(v)? {
-                    // The size came through another solved variable:
-                    // the steps go on from it.
-                    // (At most one step per variable: a size only comes
-                    // from a variable solved before.)
-                    DimEntry::Known {
-                        value,
-                        why,
-                        from: Some(from),
-                        ..
-                    } if *from != v && via.len() <= self.env.num_dims() => {
-                        own.get_or_insert_with(|| value.clone());
-                        via.push(self.origin(*why));
-                        cur = Dim::Var(*from);
-                    }
-                    DimEntry::Known {
-                        value, why, source, ..
-                    } => {
-                        via.push(self.origin(*why));
-                        return Ok(Provenance {
-                            // The dim's own size (its label included).
-                            value: own.unwrap_or_else(|| value.clone()),
-                            source: self.origin(*source),
-                            source_axis: source.axis_from_end(),
-                            via,
-                        });
+                    entry @ (DimEntry::Sized { .. } | DimEntry::Known(_)) => {
+                        let Some(k) = entry.as_known() else {
+                            return Err(ShapeError::Unsolved {
+                                what: "dim",
+                                id: v.0,
+                            });
+                        };
+                        via.push(self.origin(k.why));
+                        match k.from {
+                            // The size came through another solved
+                            // variable: the steps go on from it. (At most
+                            // one step per variable: a size only comes
+                            // from a variable solved before.)
+                            Some(from) if from != v && via.len() <= self.env.num_dims() + 1 => {
+                                own.get_or_insert(k.value);
+                                cur = Dim::Var(from);
+                            }
+                            _ => {
+                                return Ok(Provenance {
+                                    // The dim's own size (its label
+                                    // included).
+                                    value: own.unwrap_or(k.value),
+                                    source: self.origin(k.source),
+                                    source_axis: k.source.axis_from_end(),
+                                    via,
+                                });
+                            }
+                        }
                     }
                     DimEntry::Alias { to, why, .. } => {
                         via.push(self.origin(*why));
