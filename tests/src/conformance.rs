@@ -799,6 +799,151 @@ pub fn empty_axes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     );
 }
 
+/// Users' WGSL functions as operations of a graph
+/// ([`shape_call::CallOp`]: the CPU runs them through the WGSL
+/// interpreter, wgpu inlines them), each result checked against the CPU
+/// reference and against the same function written as a Rust closure, so
+/// that a wrong lowering every backend shares still fails: a scalar
+/// function of two arguments whose batch rows broadcast (`4, 1` with `5`);
+/// a function with a loop and a helper function, of a scalar and a
+/// `vec4<f32>` whose batch rows broadcast (`3, 1` with `2`); a `vec3<f32>`
+/// dot product; and a call between built-in operations,
+/// `relu(w @ brightness(img + bias, gain))`, whose `vec3<f32>` result is
+/// the output row `compose` contracts. The data are multiples of 1/4 and
+/// small, so every value is exact in `f32` in any order of evaluation.
+pub fn call_operations<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    use shape_call::CallOp;
+    let name = backend.name().to_string();
+    let check = |what: &str, have: &[f32], want: &[f32]| {
+        assert_eq!(have.len(), want.len(), "{name}: {what}: lengths");
+        for (k, (&h, &w)) in have.iter().zip(want).enumerate() {
+            assert!(
+                h == w || tolerance.agrees(h, w),
+                "{name}: {what} at element {k} is {h}, not {w}"
+            );
+        }
+    };
+    let quarters = |n: usize, seed: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 + seed * 3) % 13) as f32 / 4.0 - 1.5)
+            .collect()
+    };
+
+    // A scalar function, its arguments' batch rows broadcast.
+    let mut g = Graph::new();
+    let a = g.input("a", "4, 1|").expect("a spec");
+    let b = g.input("b", "5|").expect("a spec");
+    let op = CallOp::parse("fn axpb(a: f32, b: f32) -> f32 { return a * b + 0.25; }")
+        .expect("an operation");
+    let y = g.apply(Arc::new(op), &[a, b]).expect("the rows fit");
+    let (av, bv) = (quarters(4, 1), quarters(5, 2));
+    let p = Program::with_named_data(g, vec![y], [("a", av.clone()), ("b", bv.clone())])
+        .expect("data for every input");
+    assert_eq!(
+        p.graph
+            .solve()
+            .expect("solves")
+            .shape(y)
+            .expect("y")
+            .to_string(),
+        "4, 5|->"
+    );
+    let out = agree(backend, &p, tolerance);
+    let want: Vec<f32> = (0..20).map(|k| av[k / 5] * bv[k % 5] + 0.25).collect();
+    check("axpb(a, b)", &out[&y], &want);
+
+    // A loop and a helper function; a vector argument.
+    let mut g = Graph::new();
+    let x = g.input("x", "3, 1|").expect("a spec");
+    let c = g.input("c", "2|4").expect("a spec");
+    let op = CallOp::parse(
+        "fn sq(x: f32) -> f32 { return x * x; }
+         fn poly(x: f32, c: vec4<f32>) -> f32 {
+             var acc = 0.0;
+             for (var i = 0u; i < 4u; i++) { acc = acc * x + c[i]; }
+             return acc + sq(x);
+         }",
+    )
+    .expect("an operation");
+    let y = g.apply(Arc::new(op), &[x, c]).expect("the rows fit");
+    let (xv, cv) = (quarters(3, 3), quarters(8, 4));
+    let p = Program::with_named_data(g, vec![y], [("x", xv.clone()), ("c", cv.clone())])
+        .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    let want: Vec<f32> = (0..6)
+        .map(|k| {
+            let (x, c) = (xv[k / 2], &cv[(k % 2) * 4..][..4]);
+            let horner = c.iter().fold(0.0f32, |acc, &ci| acc * x + ci);
+            horner + x * x
+        })
+        .collect();
+    check("poly(x, c)", &out[&y], &want);
+
+    // A dot product of vectors: a scalar result.
+    let mut g = Graph::new();
+    let u = g.input("u", "2, 3|3").expect("a spec");
+    let v = g.input("v", "3|3").expect("a spec");
+    let op = CallOp::parse("fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }")
+        .expect("an operation");
+    let y = g.apply(Arc::new(op), &[u, v]).expect("the rows fit");
+    let (uv, vv) = (quarters(18, 5), quarters(9, 6));
+    let p = Program::with_named_data(g, vec![y], [("u", uv.clone()), ("v", vv.clone())])
+        .expect("data for every input");
+    let out = agree(backend, &p, tolerance);
+    let want: Vec<f32> = (0..6)
+        .map(|k| (0..3).map(|j| uv[k * 3 + j] * vv[(k % 3) * 3 + j]).sum())
+        .collect();
+    check("dot3(u, v)", &out[&y], &want);
+
+    // Built-in operations before and after a call with a vector result.
+    let mut g = Graph::new();
+    let img = g.input("img", "6|3").expect("a spec");
+    let bias = g.input("bias", "3").expect("a spec");
+    let gain = g.input("gain", "|").expect("a spec");
+    let w = g.input("w", "3->2").expect("a spec");
+    let shifted = g.add(img, bias).expect("a bias");
+    let op = CallOp::parse(
+        "fn brightness(c: vec3<f32>, gain: f32) -> vec3<f32> { return clamp(c * gain, vec3<f32>(0.0), vec3<f32>(1.0)); }",
+    )
+    .expect("an operation");
+    let bright = g
+        .apply(Arc::new(op), &[shifted, gain])
+        .expect("the rows fit");
+    let h = g.compose(w, bright).expect("a matrix product");
+    let y = g.unary("relu", h).expect("relu");
+    let (imgv, biasv, wv) = (quarters(18, 7), vec![0.25, -0.5, 0.75], quarters(6, 8));
+    let p = Program::with_named_data(
+        g,
+        vec![shifted, bright, h, y],
+        [
+            ("img", imgv.clone()),
+            ("bias", biasv.clone()),
+            ("gain", vec![1.5]),
+            ("w", wv.clone()),
+        ],
+    )
+    .expect("data for every input");
+    let solved = p.graph.solve().expect("solves");
+    assert_eq!(solved.shape(bright).expect("bright").to_string(), "6|->3");
+    assert_eq!(solved.shape(y).expect("y").to_string(), "6|->2");
+    let out = agree(backend, &p, tolerance);
+    let pixel = |q: usize| -> Vec<f32> {
+        (0..3)
+            .map(|k| ((imgv[q * 3 + k] + biasv[k]) * 1.5).clamp(0.0, 1.0))
+            .collect()
+    };
+    let want_bright: Vec<f32> = (0..6).flat_map(pixel).collect();
+    check("brightness(img + bias, gain)", &out[&bright], &want_bright);
+    let want_y: Vec<f32> = (0..6)
+        .flat_map(|q| {
+            let c = pixel(q);
+            let wv = &wv;
+            (0..2).map(move |o| (0..3).map(|k| wv[o * 3 + k] * c[k]).sum::<f32>().max(0.0))
+        })
+        .collect();
+    check("relu(w @ brightness(img + bias, gain))", &out[&y], &want_y);
+}
+
 /// Random programs of built-in operations against values composed from
 /// each operation's reference closure ([`crate::reference`]), which
 /// depend on no lowering, kernel or backend (the CPU reference backend
@@ -936,6 +1081,7 @@ macro_rules! backend_conformance {
                 run_time_sizes,
                 ragged_dims,
                 random_programs,
+                call_operations,
             );
         }
     };

@@ -7,11 +7,19 @@
 //! of the program so far, with new inputs where it needs them). A crate
 //! with operations of its own registers them with samplers and draws
 //! programs with [`programs_with`].
+//!
+//! Besides the registry's operations, a step may call a user's WGSL
+//! function ([`shape_call::CallOp`]): one of [`CALL_FUNCTIONS`] (pointwise
+//! scalar functions, a function with a loop, one with a helper function,
+//! a `vec3<f32>` dot product and a `vec3<f32>` result), its arguments
+//! drawn by the row rule of calls ([`draw_call`]). [`Program::to_text`]
+//! writes a `function` statement for each one a program calls.
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use shape_core::SolvedShape;
+use shape_call::CallOp;
+use shape_core::{RowKind, SolvedShape};
 use shape_graph::{Graph, GraphError, Registry, SampleCx, Sampler, TensorId, TensorKind};
 use shape_run::{HostTensor, Inputs, RunOptions};
 
@@ -119,6 +127,19 @@ impl Program {
         let g = &self.graph;
         let solved = g.solve()?;
         let mut out = String::new();
+        // The generator's WGSL functions, each declared once before use.
+        let mut declared: Vec<&str> = Vec::new();
+        for op in g.op_ids() {
+            let Some((operation, _, _)) = g.op(op) else {
+                continue;
+            };
+            if let Some(f) = CALL_FUNCTIONS.iter().find(|f| f.name == operation.name()) {
+                if !declared.contains(&f.name) {
+                    declared.push(f.name);
+                    out.push_str(&format!("function {} = \"{}\"\n", f.name, f.source));
+                }
+            }
+        }
         for t in g.tensor_ids() {
             let name = g.name(t)?;
             let line = match g.kind(t)? {
@@ -274,8 +295,25 @@ impl SampleCx for Builder {
 
 impl Builder {
     fn step(&mut self, samplers: &[Sampler]) -> Result<(), GraphError> {
-        let sampler = &samplers[self.rng.below(samplers.len() as u64) as usize];
-        let result = match sampler(self)? {
+        // One step in 8 calls a WGSL function of the pool; the `permute`
+        // that may move its first argument's axes into its batch row is a
+        // result too, so that every backend's value of it is compared.
+        let drawn = if self.rng.below(8) == 0 {
+            let ops = call_ops();
+            let op = ops[self.rng.below(ops.len() as u64) as usize].clone();
+            let before = self.g.op_ids().count();
+            let drawn = draw_call(self, &op)?;
+            let made: Vec<TensorId> = (self.g.op_ids().skip(before))
+                .filter_map(|o| self.g.op(o).map(|(_, _, r)| r))
+                .filter(|&r| Some(r) != drawn)
+                .collect();
+            self.results.extend(made);
+            drawn
+        } else {
+            let sampler = &samplers[self.rng.below(samplers.len() as u64) as usize];
+            sampler(self)?
+        };
+        let result = match drawn {
             Some(t) => t,
             // Nothing fits this operation here: a relu of any tensor.
             None => {
@@ -367,4 +405,141 @@ pub fn programs(max_steps: usize) -> impl Strategy<Value = Program> {
 pub fn programs_with(registry: Arc<Registry>, max_steps: usize) -> impl Strategy<Value = Program> {
     (any::<u64>(), 1..=max_steps)
         .prop_map(move |(seed, steps)| program_with(&registry, seed, steps))
+}
+
+/// A WGSL function the random programs call, with the same function in
+/// plain Rust (written from its definition, not from the WGSL's text).
+#[derive(Clone, Copy, Debug)]
+pub struct CallFunction {
+    /// The function's name (the last function of `source`).
+    pub name: &'static str,
+    /// The WGSL source: helper functions first, then the function.
+    pub source: &'static str,
+    /// The function at one call index: each argument's scalars (a vector's
+    /// components in order), the result's scalars.
+    pub rust: fn(&[&[f32]]) -> Vec<f32>,
+}
+
+/// The WGSL functions the random programs call: pointwise scalar
+/// functions of one and two arguments, one with a loop, one with a helper
+/// function, a `vec3<f32>` dot product and a `vec3<f32>` result. They use
+/// only arithmetic, `abs` and `clamp`, so that the CPU interpreter, wgpu
+/// and the Rust closures agree within the GPU tolerance on any finite
+/// data.
+pub const CALL_FUNCTIONS: &[CallFunction] = &[
+    CallFunction {
+        name: "f_scale",
+        source: "fn f_scale(x: f32, g: f32) -> f32 { return x * g - 0.5; }",
+        rust: |a| vec![a[0][0] * a[1][0] - 0.5],
+    },
+    CallFunction {
+        name: "f_clamp",
+        source: "fn f_clamp(x: f32) -> f32 { return clamp(2.0 * x, -1.0, 1.5) + abs(x); }",
+        rust: |a| vec![wgsl_clamp(2.0 * a[0][0], -1.0, 1.5) + a[0][0].abs()],
+    },
+    CallFunction {
+        name: "f_poly",
+        source: "fn f_poly(x: f32) -> f32 { var acc = 0.0; for (var i = 0; i < 4; i++) { acc = acc * x + 0.25 * f32(i + 1); } return acc; }",
+        // 0.25 x^3 + 0.5 x^2 + 0.75 x + 1, by Horner's rule.
+        rust: |a| {
+            let x = a[0][0];
+            vec![((0.25 * x + 0.5) * x + 0.75) * x + 1.0]
+        },
+    },
+    CallFunction {
+        name: "f_hyp",
+        source: "fn f_sq(x: f32) -> f32 { return x * x; } fn f_hyp(a: f32, b: f32) -> f32 { return f_sq(a) + f_sq(b) * 0.5; }",
+        rust: |a| vec![a[0][0] * a[0][0] + a[1][0] * a[1][0] * 0.5],
+    },
+    CallFunction {
+        name: "f_dot3",
+        source: "fn f_dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }",
+        rust: |a| vec![a[0][0] * a[1][0] + a[0][1] * a[1][1] + a[0][2] * a[1][2]],
+    },
+    CallFunction {
+        name: "f_bright",
+        source: "fn f_bright(c: vec3<f32>, g: f32) -> vec3<f32> { return clamp(c * g, vec3<f32>(-1.0), vec3<f32>(1.0)); }",
+        rust: |a| a[0].iter().map(|c| wgsl_clamp(c * a[1][0], -1.0, 1.0)).collect(),
+    },
+];
+
+/// WGSL's `clamp(e, lo, hi)` as the specification defines it,
+/// `min(max(e, lo), hi)` (not `f32::clamp`, which keeps NaN).
+#[allow(clippy::manual_clamp)]
+fn wgsl_clamp(e: f32, lo: f32, hi: f32) -> f32 {
+    e.max(lo).min(hi)
+}
+
+/// The operations of [`CALL_FUNCTIONS`], parsed once.
+pub fn call_ops() -> &'static [Arc<CallOp>] {
+    static OPS: std::sync::OnceLock<Vec<Arc<CallOp>>> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| {
+        CALL_FUNCTIONS
+            .iter()
+            .map(|f| {
+                let op = CallOp::parse(f.source)
+                    .unwrap_or_else(|e| panic!("`{}` is not an operation: {e}", f.name));
+                assert_eq!(op.signature().name.as_ref(), f.name);
+                Arc::new(op)
+            })
+            .collect()
+    })
+}
+
+/// Draws a call of `op` by the row rule of calls: each argument's output
+/// row is its parameter's type dims and its input row is empty, and the
+/// batch rows broadcast. A tensor of the program is the first argument
+/// whose type it fits as it is, or else the first scalar argument, its
+/// axes moved into its batch row (a `permute`, which keeps memory order);
+/// every other argument is a new input whose batch row broadcasts against
+/// that one's. `None` for a function without parameters.
+pub fn draw_call(cx: &mut dyn SampleCx, op: &Arc<CallOp>) -> Result<Option<TensorId>, GraphError> {
+    let params = op.param_dims();
+    if params.is_empty() {
+        return Ok(None);
+    }
+    let t = cx.pick();
+    let s = cx.shape(t)?;
+    let sizes = |k: RowKind| s.sizes(k);
+    let fits = |dims: &[u64]| sizes(RowKind::Input).is_empty() && sizes(RowKind::Output) == dims;
+    let mut args: Vec<Option<TensorId>> = vec![None; params.len()];
+    let batch = if let Some(k) = params.iter().position(|p| fits(p)) {
+        args[k] = Some(t);
+        sizes(RowKind::Batch)
+    } else if let Some(k) = params.iter().position(|p| p.is_empty()) {
+        let (b, i, o) = (s.batch.len(), s.input.len(), s.output.len());
+        let labels = |n: usize, from: u8| -> Vec<String> {
+            (0..n)
+                .map(|j| ((from + j as u8) as char).to_string())
+                .collect()
+        };
+        let (bl, il, ol) = (labels(b, b'm'), labels(i, b'u'), labels(o, b'a'));
+        let all: Vec<String> = bl.iter().chain(&ol).chain(&il).cloned().collect();
+        let spec = format!(
+            "{}|{}->{},=>{}|->,",
+            bl.join(","),
+            il.join(","),
+            ol.join(","),
+            all.join(",")
+        );
+        let flat = cx.graph().permute(&spec, t)?;
+        args[k] = Some(flat);
+        s.memory_dims()
+    } else {
+        sizes(RowKind::Batch)
+    };
+    let mut operands = Vec::with_capacity(params.len());
+    for (arg, dims) in args.into_iter().zip(params) {
+        let a = match arg {
+            Some(a) => a,
+            None => {
+                let b = cx.broadcastable(&batch);
+                cx.input(&b, &[], dims)?
+            }
+        };
+        operands.push(a);
+    }
+    cx.graph()
+        .apply(op.clone() as Arc<dyn shape_graph::Operation>, &operands)
+        .map(Some)
 }

@@ -286,6 +286,17 @@ impl OpCheck {
         })
     }
 
+    /// A check of a call operation ([`shape_call::CallOp`]), its
+    /// arguments drawn by the row rule of calls
+    /// ([`crate::programs::draw_call`]): a tensor of the program (its axes
+    /// moved into its batch row for a scalar parameter) and new inputs
+    /// whose batch rows broadcast against it. [`per_call`] makes its
+    /// reference from a closure of one call index.
+    pub fn call(op: shape_call::CallOp) -> OpCheck {
+        let (name, op) = (op.name().to_string(), Arc::new(op));
+        OpCheck::new(&name, move |cx| crate::programs::draw_call(cx, &op))
+    }
+
     /// This check with another name in its reports.
     pub fn named(mut self, name: &str) -> OpCheck {
         self.name = name.to_string();
@@ -852,11 +863,58 @@ fn einsum(c: &RefCase<'_>, reduction: &str) -> Vec<f32> {
         .collect()
 }
 
+/// The reference of a call operation ([`shape_call::CallOp`]) from its
+/// function at one call index: `f` is given each argument's scalars at
+/// that index (its output row, which is its parameter's type dims; batch
+/// rows broadcast as numpy's do) and gives the result's, which fill its
+/// output row at that index of its batch row.
+///
+/// ```
+/// use shape_tests::reference::{per_call, OpCheck};
+///
+/// let op = shape_call::CallOp::parse("fn mul(a: f32, b: f32) -> f32 { return a * b; }").unwrap();
+/// OpCheck::call(op).assert_matches(per_call(|a: &[&[f32]]| vec![a[0][0] * a[1][0]]));
+/// ```
+pub fn per_call<F>(f: F) -> impl Fn(&RefCase<'_>) -> Vec<f32> + Send + Sync + Clone
+where
+    F: Fn(&[&[f32]]) -> Vec<f32> + Send + Sync + Clone,
+{
+    move |c| {
+        let mut out = Vec::with_capacity(c.result.len());
+        let each: usize = c.result.output.iter().product();
+        assert!(
+            c.result.input.is_empty(),
+            "a call's result has no input row"
+        );
+        for b in each_index(&c.result.batch) {
+            let args: Vec<Vec<f32>> = (c.operands.iter())
+                .map(|x| {
+                    assert!(x.rows.input.is_empty(), "an argument has no input row");
+                    each_index(&x.rows.output)
+                        .map(|o| x.get(&b, &o, &[]))
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[f32]> = args.iter().map(Vec::as_slice).collect();
+            let r = f(&refs);
+            assert_eq!(r.len(), each, "the function's values at one call index");
+            out.extend(r);
+        }
+        out
+    }
+}
+
 /// A reference for every built-in operation of [`Registry::builtin`],
 /// each written from the operation's definition over plain data (see the
-/// module's documentation), and samplers for the entries without one.
+/// module's documentation), samplers for the entries without one, and
+/// the references of the WGSL functions the random programs call
+/// ([`crate::programs::CALL_FUNCTIONS`], by name, from their Rust
+/// closures through [`per_call`]).
 pub fn builtin_references() -> References {
     let mut r = References::default();
+    for f in crate::programs::CALL_FUNCTIONS {
+        r.insert(f.name, per_call(f.rust));
+    }
     r.insert("id", unary(|x| x))
         .insert("neg", unary(|x| -x))
         .insert("exp", unary(f32::exp))

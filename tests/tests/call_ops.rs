@@ -263,3 +263,58 @@ mod program_language {
         assert_eq!(kind, "function_redefined");
     }
 }
+
+/// The random program generator draws calls of every function of its pool
+/// (the notation issue's coverage of the function statement), and a
+/// program with calls printed as text (`function` statements first) reads
+/// back through the program language to the same shapes.
+#[test]
+fn random_programs_draw_calls_that_print_back_as_text() {
+    use shape_tests::programs::{program, CALL_FUNCTIONS};
+    let mut drawn = vec![0usize; CALL_FUNCTIONS.len()];
+    let mut with_calls = 0;
+    let seeds = 400;
+    for seed in 0..seeds {
+        let p = program(seed * 7919 + 1, 1 + (seed as usize % 8));
+        let g = &p.graph;
+        let mut any = false;
+        for op in g.op_ids() {
+            let name = g.op(op).unwrap().0.name().to_string();
+            if let Some(k) = CALL_FUNCTIONS.iter().position(|f| f.name == name) {
+                drawn[k] += 1;
+                any = true;
+            }
+        }
+        if !any {
+            continue;
+        }
+        with_calls += 1;
+        let text = p.to_text().unwrap();
+        let compiled = shape_lang::compile::compile(&shape_lang::syntax::parse(&text).unwrap())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let (a, b) = (g.solve().unwrap(), compiled.solve().unwrap());
+        for t in g.tensor_ids() {
+            let name = g.name(t).unwrap();
+            let u = compiled.tensor(name).unwrap();
+            assert_eq!(
+                a.shape(t).unwrap().memory_dims(),
+                b.shape(u).unwrap().memory_dims(),
+                "`{name}` in\n{text}"
+            );
+            assert_eq!(
+                a.shape(t).unwrap().sizes(shape_core::RowKind::Batch),
+                b.shape(u).unwrap().sizes(shape_core::RowKind::Batch),
+                "`{name}` in\n{text}"
+            );
+        }
+    }
+    // About a third of the programs call a function (one step in 8 does).
+    assert!(
+        with_calls > seeds / 5,
+        "{with_calls} of {seeds} programs call a function"
+    );
+    for (f, n) in CALL_FUNCTIONS.iter().zip(&drawn) {
+        assert!(*n > 0, "`{}` was never drawn in {seeds} programs", f.name);
+    }
+    eprintln!("{with_calls} of {seeds} programs call a function; calls drawn: {drawn:?}");
+}

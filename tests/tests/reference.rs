@@ -276,3 +276,70 @@ fn each_index_is_row_major() {
     assert_eq!(each_index(&[]).count(), 1);
     assert_eq!(each_index(&[2, 0]).count(), 0);
 }
+
+/// A user's WGSL function as an operation ([`shape_call::CallOp`]) against
+/// a closure of one call index written from the function's definition
+/// (not from its WGSL), through [`per_call`]: arguments drawn by the row
+/// rule of calls ([`OpCheck::call`]: a random tensor of the program, its
+/// axes moved into its batch row for a scalar parameter, and new inputs
+/// whose batch rows broadcast against it), run on the CPU reference (the
+/// WGSL interpreter). A closure that is not the function fails.
+#[test]
+fn call_operations_match_closures_of_one_call_index() {
+    use shape_call::CallOp;
+    use shape_tests::reference::per_call;
+    let op = |src: &str| CallOp::parse(src).unwrap();
+    // Two scalars: the larger less half the smaller.
+    OpCheck::call(op(
+        "fn soft(a: f32, b: f32) -> f32 { return max(a, b) - 0.5 * min(a, b); }",
+    ))
+    .assert_matches(per_call(|a: &[&[f32]]| {
+        let (x, y) = (a[0][0], a[1][0]);
+        let (hi, lo) = if x > y { (x, y) } else { (y, x) };
+        vec![hi - lo / 2.0]
+    }));
+    // A color scaled and kept in [0, 1], channel by channel.
+    let tint = "fn tint(c: vec3<f32>, g: f32) -> vec3<f32> { return clamp(c * g, vec3<f32>(0.0), vec3<f32>(1.0)); }";
+    OpCheck::call(op(tint)).assert_matches(per_call(|a: &[&[f32]]| {
+        a[0].iter().map(|c| (c * a[1][0]).clamp(0.0, 1.0)).collect()
+    }));
+    // A loop and a helper: c0 x^3 + c1 x^2 + c2 x + c3, plus x squared.
+    OpCheck::call(op("fn sq(x: f32) -> f32 { return x * x; }
+         fn poly(x: f32, c: vec4<f32>) -> f32 {
+             var acc = 0.0;
+             for (var i = 0u; i < 4u; i++) { acc = acc * x + c[i]; }
+             return acc + sq(x);
+         }"))
+    .assert_matches(per_call(|a: &[&[f32]]| {
+        let (x, c) = (a[0][0], a[1]);
+        vec![c[0] * x * x * x + c[1] * x * x + c[2] * x + c[3] + x * x]
+    }));
+    // A dot product of two vectors: a scalar of two vector arguments.
+    OpCheck::call(op(
+        "fn dot3(a: vec3<f32>, b: vec3<f32>) -> f32 { return dot(a, b); }",
+    ))
+    .assert_matches(per_call(|a: &[&[f32]]| {
+        vec![(0..3).map(|k| a[0][k] * a[1][k]).sum()]
+    }));
+    // A closure that is not the function fails: no clamp.
+    let wrong = OpCheck::call(op(tint)).check(per_call(|a: &[&[f32]]| {
+        a[0].iter().map(|c| c * a[1][0]).collect()
+    }));
+    assert!(
+        wrong.is_err_and(|e| e.contains("the reference says")),
+        "tint matched a closure without its clamp"
+    );
+}
+
+/// The WGSL functions the random programs call match their Rust closures
+/// (what the conformance suite's `random_programs` composes its expected
+/// values from) at every call index.
+#[test]
+fn the_random_programs_call_functions_match_their_closures() {
+    for f in shape_tests::programs::CALL_FUNCTIONS {
+        let op = shape_call::CallOp::parse(f.source).unwrap();
+        OpCheck::call(op)
+            .cases(16)
+            .assert_matches(shape_tests::reference::per_call(f.rust));
+    }
+}
