@@ -1655,7 +1655,20 @@ pub fn infer(text: &str) -> Inferred {
             Ok(s) => s.to_string(),
             Err(e) => format!("error: {e}"),
         };
-        out.insert(name, shape);
+        // Number literals are tensors named by their text, one per
+        // occurrence, and `0.5` in an expression (`|->1`) and as a call's
+        // argument (a scalar, `|->`) differ: they are counted by name and
+        // shape, so no order of statements picks one of them.
+        let literal = g.kind(t).ok() == Some(shape_graph::TensorKind::Constant)
+            && name.parse::<f32>().is_ok();
+        if literal {
+            let count = out
+                .entry(format!("literal {name}: {shape}"))
+                .or_insert_with(|| "0".to_string());
+            *count = (count.parse::<u64>().unwrap_or(0) + 1).to_string();
+        } else {
+            out.insert(name, shape);
+        }
     }
     for (s, name) in g.sizes() {
         let value = match solved.size_dim(s) {

@@ -584,3 +584,22 @@ fn a_size_only_read_waits_for_its_row() {
         );
     }
 }
+
+/// Found by `order_does_not_matter`: `0.5` in an expression (`|->1`) and
+/// as a call's scalar argument (`|->`) are two tensors named `0.5`, and a
+/// listing by name showed whichever came first.
+#[test]
+fn a_number_in_an_expression_and_as_a_call_argument_list_alike_in_any_order() {
+    let head = "function f9 = \"fn f9(a: f32, s: f32) -> f32 { return a * s; }\"\ninput x8: 3|\ny2 = x8 * 2\n";
+    let (a, b) = ("y11 = sigmoid(-y2 * (0.5))\n", "y10 = f9(x8, 0.5)\n");
+    let first = infer(&format!("{head}{a}{b}"));
+    let second = infer(&format!("{head}{b}{a}"));
+    match (&first, &second) {
+        (Inferred::Shapes(x), Inferred::Shapes(y)) => {
+            assert_eq!(x, y);
+            assert_eq!(x.get("literal 0.5: |->1").map(String::as_str), Some("1"));
+            assert_eq!(x.get("literal 0.5: |->").map(String::as_str), Some("1"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
