@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use imbl::Vector;
+use rustc_hash::FxHashMap;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size, SymSize};
 
 use crate::constraint::Constraint;
@@ -1176,14 +1177,17 @@ impl BlockedRows {
 /// Which row variables are free results ([`Solver::is_free_result`]),
 /// valid while the environment's rows are as they were after `row_writes`
 /// writes.
+///
+/// Hash maps: they are only looked up, never walked in order, and at a
+/// million operations a search tree's lookups were a cache miss a level.
 #[derive(Debug, Default)]
 struct FreeResults {
     row_writes: u64,
-    free: BTreeMap<RowVar, bool>,
+    free: FxHashMap<RowVar, bool>,
     /// See [`Solver::waits_for_operands`].
-    waits: BTreeMap<RowVar, bool>,
+    waits: FxHashMap<RowVar, bool>,
     /// See [`Solver::upper_kinds`].
-    uppers: BTreeMap<RowVar, (bool, bool)>,
+    uppers: FxHashMap<RowVar, (bool, bool)>,
 }
 
 /// Upper bounds copied out of a row's bounds: `(operand, result dims,
