@@ -22,8 +22,16 @@ impl KernelKey {
         match schedule.effective(kernel) {
             Schedule::PerElement => words.push(0),
             Schedule::WorkgroupReduction => words.push(1),
-            Schedule::Tiled(config) => {
-                words.extend([2, config.side, config.per_thread, config.depth])
+            Schedule::Tiled(config) | Schedule::SplitK(config) => {
+                let split = matches!(schedule.effective(kernel), Schedule::SplitK(_));
+                words.extend([
+                    2 + u32::from(split),
+                    config.side_m,
+                    config.side_n,
+                    config.per_thread,
+                    config.depth,
+                    config.batch,
+                ])
             }
         }
         words.push(kernel.iterators.len() as u32);

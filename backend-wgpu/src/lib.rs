@@ -111,6 +111,17 @@ pub struct WgpuOptions {
     /// `false` runs them one invocation per result element, as before
     /// tiling existed (for comparisons).
     pub tiled_contractions: bool,
+    /// Runs tiled contractions with fewer than half a tile of rows or
+    /// columns (many small batched products) as batched tiles, several
+    /// batch points per workgroup ([`tiled::TileConfig::batched`]);
+    /// `false` runs them one invocation per result element, as before.
+    pub batched_tiles: bool,
+    /// Runs tiled contractions whose reduction is past the loop budget
+    /// (or long next to their results) as split-K tiles: partials over
+    /// fixed chunks of the points, added in order by a second pass
+    /// ([`tiled::TiledPlan::SplitK`]); `false` runs them as workgroup
+    /// reductions, as before.
+    pub split_k_contractions: bool,
     /// How long [`WgpuBackend::wait`] (and so every read-back) waits for
     /// the device before it fails with [`WgpuError::Timeout`] and the
     /// backend refuses further work; `None` waits for ever. The default
@@ -148,6 +159,8 @@ impl Default for WgpuOptions {
             loop_budget: LoopBudget::DEFAULT,
             workgroup_reduction_threshold: reduction::DEFAULT_WORKGROUP_REDUCTION_THRESHOLD,
             tiled_contractions: true,
+            batched_tiles: true,
+            split_k_contractions: true,
             wait_timeout: wait_timeout_from_env(),
         }
     }
@@ -166,6 +179,12 @@ pub struct CacheStats {
     pub workgroup_passes: u64,
     /// Launches run as tiled contractions (see [`tiled`]).
     pub tiled_passes: u64,
+    /// Of the tiled launches, those run as batched tiles (several batch
+    /// points per workgroup).
+    pub batched_passes: u64,
+    /// Of the tiled launches, those run split-K (a tiled pass writing
+    /// partials, then a pass adding them).
+    pub split_k_passes: u64,
     /// Dispatches recorded (a launch larger than one grid takes several).
     pub dispatches: u64,
     /// Dispatches that reused the bind group of an earlier launch over
@@ -777,33 +796,65 @@ impl WgpuBackend {
         let tile = self
             .tile_config()
             .filter(|_| tiled::TileAxes::candidate(kernel));
+        let mut start = (kernel.clone(), launch.clone(), operands, 0);
         if let Some(config) = tile {
             let classes = wgsl::StrideClasses::of(kernel, launch);
-            let workgroups = tiled::TileAxes::of(kernel, &classes).and_then(|axes| {
-                axes.worthwhile(
-                    kernel,
-                    launch,
-                    config,
-                    self.options.loop_budget,
-                    self.options.workgroup_reduction_threshold,
-                )
-            });
-            if let Some(workgroups) = workgroups {
-                self.stats.tiled_passes += 1;
-                return self.dispatch(
-                    kernel,
-                    launch,
-                    &result,
-                    &operands,
-                    Schedule::Tiled(config),
+            let plan = tiled::TileAxes::of(kernel, &classes)
+                .and_then(|axes| axes.plan(kernel, launch, config, &self.limits, &self.options));
+            match plan {
+                Some(tiled::TiledPlan::Tiled {
+                    config: tile,
                     workgroups,
-                    None,
-                );
+                }) => {
+                    self.stats.tiled_passes += 1;
+                    self.stats.batched_passes += u64::from(tile != config);
+                    return self.dispatch(
+                        kernel,
+                        launch,
+                        &result,
+                        &start.2,
+                        Schedule::Tiled(tile),
+                        workgroups,
+                        None,
+                    );
+                }
+                Some(tiled::TiledPlan::SplitK {
+                    config,
+                    workgroups,
+                    splits,
+                    chunk,
+                }) => {
+                    self.stats.tiled_passes += 1;
+                    self.stats.split_k_passes += 1;
+                    let target = self.scratch(0, outputs * u64::from(splits))?;
+                    self.dispatch(
+                        kernel,
+                        launch,
+                        &target,
+                        &start.2,
+                        Schedule::SplitK(config),
+                        workgroups,
+                        Some((splits, chunk)),
+                    )?;
+                    // The partials, added per result in order of the
+                    // splits (planned like a workgroup reduction's).
+                    let epilogue: Vec<Bound> = kernel
+                        .epilogue_operands()
+                        .into_iter()
+                        .map(|o| start.2[o].clone())
+                        .collect();
+                    start = (
+                        reduction::partials_kernel(kernel),
+                        reduction::partials_launch(kernel, launch, splits),
+                        std::iter::once(target).chain(epilogue).collect(),
+                        1,
+                    );
+                }
+                None => {}
             }
         }
-        let (mut kernel, mut launch) = (kernel.clone(), launch.clone());
-        let mut inputs = operands;
-        for pass in 0.. {
+        let (mut kernel, mut launch, mut inputs, first) = start;
+        for pass in first.. {
             let plan = reduction::plan(
                 &kernel,
                 &launch,

@@ -65,6 +65,13 @@ pub enum Schedule {
     /// kernels whose structure is a contraction of two operands
     /// ([`crate::tiled::TileAxes::of`]); others run per element.
     Tiled(TileConfig),
+    /// The first pass of a split-K contraction ([`crate::tiled`]): the
+    /// tiled shader over one chunk of the reduction points per workgroup,
+    /// writing partials that a second pass adds in a fixed order. Its
+    /// parameter block ends with the splits per tile and the points per
+    /// split, where a workgroup reduction's has its workgroups per output
+    /// and points per invocation.
+    SplitK(TileConfig),
 }
 
 impl Schedule {
@@ -147,7 +154,11 @@ impl ParamLayout {
     /// points per invocation; `None` for other schedules.
     pub fn reduction_words(&self) -> Option<(usize, usize)> {
         let end = self.offset(1 + self.operands);
-        (self.schedule == Schedule::WorkgroupReduction).then_some((end, end + 1))
+        matches!(
+            self.schedule,
+            Schedule::WorkgroupReduction | Schedule::SplitK(_)
+        )
+        .then_some((end, end + 1))
     }
 
     /// The number of meaningful words.
@@ -457,8 +468,9 @@ pub fn generate_for(kernel: &Kernel, classes: &StrideClasses) -> String {
 /// writes the result element when `G` is 1, else partial `g`.
 pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Schedule) -> String {
     let schedule = schedule.effective(kernel);
-    if let Schedule::Tiled(config) = schedule {
-        if let Some(source) = crate::tiled::generate(kernel, classes, config) {
+    if let Schedule::Tiled(config) | Schedule::SplitK(config) = schedule {
+        let split = matches!(schedule, Schedule::SplitK(_));
+        if let Some(source) = crate::tiled::generate(kernel, classes, config, split) {
             return source;
         }
         return generate_scheduled(kernel, classes, Schedule::PerElement);

@@ -380,12 +380,25 @@ proptest! {
     fn every_tiled_shader_validates_with_its_three_loops((kernel, classes) in contractions()) {
         prop_assert!(TileAxes::of(&kernel, &classes).is_some());
         for config in [TileConfig::LARGE, TileConfig::SMALL] {
+            for schedule in [Schedule::Tiled(config), Schedule::SplitK(config)] {
+                let source = generate_scheduled(&kernel, &classes, schedule);
+                prop_assert!(source.contains("slab0"));
+                if let Err(e) = validate(&source) {
+                    prop_assert!(false, "{}\n{}", e, source);
+                }
+                prop_assert_eq!(loops(&source), 3, "{}", source);
+            }
+        }
+        // Batched tiles (one reduction iterator only: else per element).
+        let reductions = kernel.iterators.iter().filter(|&&k| k == IterKind::Reduction).count();
+        for (rows, columns, batch) in [(8, 8, 4096), (16, 16, 512), (3, 70, 5), (2, 2, 1)] {
+            let config = TileConfig::batched(rows, columns, batch);
             let source = generate_scheduled(&kernel, &classes, Schedule::Tiled(config));
-            prop_assert!(source.contains("slab0"));
             if let Err(e) = validate(&source) {
                 prop_assert!(false, "{}\n{}", e, source);
             }
-            prop_assert_eq!(loops(&source), 3, "{}", source);
+            prop_assert_eq!(loops(&source), 1, "{}", source);
+            prop_assert_eq!(source.contains("acc_0_1"), reductions == 1, "{}", source);
         }
     }
 }
