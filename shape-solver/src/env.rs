@@ -364,7 +364,15 @@ impl Ineqs {
     pub fn push(&mut self, s: StoredIneq) {
         match self.head.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(s),
-            None => self.rest.push(s),
+            None => {
+                // A third is common (a fifth of the open rows at the end of
+                // the benchmark network), a fourth rare: room for one, not
+                // the four a first push reserves.
+                if self.rest.capacity() == 0 {
+                    self.rest.reserve_exact(1);
+                }
+                self.rest.push(s)
+            }
         }
     }
 
