@@ -792,11 +792,18 @@ impl crate::WgpuBackend {
         kernel: &CallKernel,
         source: &str,
     ) -> Result<CallPipeline, WgpuError> {
+        // naga's GLSL writer leaves integer division by zero undefined, and
+        // llvmpipe traps on it (the process dies): on GL the module gets
+        // WGSL's guards first.
+        let guarded = match self.adapter_info().backend {
+            wgpu::Backend::Gl => crate::division::guarded(source),
+            _ => None,
+        };
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some("call"),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
+                source: wgpu::ShaderSource::Wgsl(guarded.as_deref().unwrap_or(source).into()),
             });
         let entry = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,

@@ -56,6 +56,8 @@
 pub mod adapter;
 #[cfg(feature = "call")]
 mod call;
+#[cfg(feature = "call")]
+mod division;
 mod error;
 mod key;
 pub mod reduction;

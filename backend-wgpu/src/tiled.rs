@@ -832,7 +832,8 @@ fn copy_slabs(
             if batched {
                 bound.push_str(" && live");
             }
-            let partial = !values.is_multiple_of(config.layer()) && (e + 1) * config.layer() > values;
+            let partial =
+                !values.is_multiple_of(config.layer()) && (e + 1) * config.layer() > values;
             if partial {
                 bound.push_str(&format!(" && r < {values}u"));
             }

@@ -35,10 +35,7 @@ fn integer_rules_are_wgsl_s() {
         ])
     );
     let s = "fn s(a: u32, b: u32) -> u32 { return (a << b) | (a >> b); }";
-    assert_eq!(
-        one(s, &mut [Value::U32(1), Value::U32(33)]),
-        Value::U32(2)
-    );
+    assert_eq!(one(s, &mut [Value::U32(1), Value::U32(33)]), Value::U32(2));
     let c = "fn c(x: f32) -> vec2<i32> { return vec2<i32>(i32(x), i32(-x)); }";
     assert_eq!(
         one(c, &mut [Value::F32(3e10)]),

@@ -381,3 +381,43 @@ fn generators_agree_on_their_edges() {
                 + v[4][0];
     });
 }
+
+/// WGSL's integer division by zero and `i32::MIN / -1`, and bit fields
+/// past 32 bits, on the device: naga's GLSL writer leaves them undefined
+/// and llvmpipe through GL trapped (`SIGFPE` killed the process); the
+/// backend guards them on GL. Held to the interpreter and to WGSL's rules
+/// written out here.
+#[test]
+fn integer_edge_cases_follow_wgsl_on_every_backend() {
+    let Some(mut gpu) = wgpu_or_skip("integer_edge_cases_follow_wgsl_on_every_backend") else {
+        return;
+    };
+    let f = Function::parse(
+        "fn d(a: i32, b: i32, o: u32) -> vec4<i32> { return vec4<i32>(a / b, a % b, extractBits(a, o, 8u), insertBits(a, 1, o, 30u)); }",
+    )
+    .unwrap();
+    let args = CallArgs::new()
+        .arg(Arg::parse("inttensor(5)", &f.scope()).unwrap())
+        .arg(Arg::parse("inttensor(5)", &f.scope()).unwrap())
+        .arg(Arg::parse("uinttensor(5)", &f.scope()).unwrap());
+    let k = kernel(&f, &args);
+    let min = i32::MIN as f32;
+    let data = vec![
+        vec![7.0, -7.0, min, min, 100.0],
+        vec![0.0, 0.0, -1.0, 0.0, 7.0],
+        vec![0.0, 30.0, 40.0, 28.0, 4.0],
+    ];
+    assert_call_agrees(&mut gpu, &k, data, &mut |v: &mut [Vec<f32>]| {
+        let (a, b, o) = (v[0][0] as i32, v[1][0] as i32, v[2][0] as u32);
+        let trapped = b == 0 || (a == i32::MIN && b == -1);
+        let (q, r) = if trapped { (a, 0) } else { (a / b, a % b) };
+        // WGSL clamps: offset to 32, count to what is left.
+        let o = o.min(32);
+        let c = 8u32.min(32 - o);
+        let extract = if c == 0 { 0 } else { ((a as u32) << (32 - o - c)) as i32 >> (32 - c) };
+        let c = 30u32.min(32 - o);
+        let mask = if c == 0 { 0 } else { (u32::MAX >> (32 - c)) << o };
+        let insert = (((a as u32) & !mask) | ((1u32 << o.min(31)) & mask)) as i32;
+        v[3].copy_from_slice(&[q as f32, r as f32, extract as f32, insert as f32]);
+    });
+}
