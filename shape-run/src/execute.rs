@@ -2,7 +2,7 @@
 //! step with buffers from the pool, ragged operations lowered row by row,
 //! results out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use shape_core::{Backend, RaggedAxis};
 use std::sync::Arc;
@@ -123,6 +123,52 @@ pub(crate) fn run_plan<B: Backend>(
     run.take_outputs(plan)
 }
 
+/// The kernels of a planned ragged operation and of the ragged
+/// operations of its group ([`PlannedOp::fused`]), each lowered for the
+/// rows its operands have ([`SolvedGraph::lower_ragged`], recording each
+/// result's rows in `rows`), then fused as a dense chain is fused (step by
+/// step, for operations lowered a launch per run of rows) unless the plan
+/// is unfused. What is left to run, in order: each operation with its
+/// kernels and its result's length.
+pub(crate) fn lower_group(
+    solved: &SolvedGraph,
+    plan: &RunPlan,
+    planned: &PlannedOp,
+    rows: &mut HashMap<TensorId, RaggedAxis>,
+) -> Result<Vec<(OpId, Lowered, u64)>, RunError> {
+    let graph = solved.graph();
+    let members: Vec<OpId> = planned
+        .fused
+        .iter()
+        .copied()
+        .chain(std::iter::once(planned.op))
+        .collect();
+    let mut lowered = Vec::with_capacity(members.len());
+    let mut lens = Vec::with_capacity(members.len());
+    for &op in &members {
+        let (_, operands, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+        let operand_rows: Vec<Option<&RaggedAxis>> = operands.iter().map(|t| rows.get(t)).collect();
+        let r = solved.lower_ragged(op, &operand_rows, &plan.options.lowering())?;
+        if let Some(axis) = r.result_rows {
+            rows.insert(result, axis);
+        }
+        lowered.push(Some(r.lowered));
+        lens.push(r.result_len);
+    }
+    if !plan.options.unfused && members.len() > 1 {
+        let outputs: HashSet<TensorId> = plan.outputs.iter().copied().collect();
+        let none = HashSet::new();
+        crate::fusion::fuse_pointwise(graph, &members, &mut lowered, &outputs, &none, true);
+        crate::fusion::fuse_epilogues(graph, &members, &mut lowered, &outputs, &none);
+    }
+    Ok(members
+        .into_iter()
+        .zip(lowered)
+        .zip(lens)
+        .filter_map(|((op, l), len)| l.map(|l| (op, l, len)))
+        .collect())
+}
+
 /// A run in progress: the buffers of the tensors computed or given so
 /// far, the rows of the ragged ones, and the free buffers.
 struct Execution<'a, B: Backend> {
@@ -178,21 +224,38 @@ impl<B: Backend> Execution<'_, B> {
     }
 
     /// Runs one planned operation: its kernels (lowered now, row by row,
-    /// for a ragged one) into a result buffer and scratch buffers from the
-    /// pool, then frees what it read last.
+    /// for a ragged one, with the ragged operations of its group, fused
+    /// where they can be), then frees what it read last.
     fn run_op(&mut self, plan: &RunPlan, planned: &PlannedOp) -> Result<(), RunError> {
-        let graph = self.solved.graph();
-        let op = graph.op_ref(planned.op)?;
-        let (_, operands, result) = graph
-            .op(planned.op)
-            .ok_or(GraphError::UnknownOp(planned.op.index()))?;
-        let rowed;
-        let (lowered, result_len) = if planned.ragged {
-            rowed = self.lower_rows(plan, planned.op, operands, result)?;
-            (&rowed.0, rowed.1)
+        if planned.ragged {
+            let group = lower_group(self.solved, plan, planned, &mut self.rows)?;
+            for (op, lowered, result_len) in &group {
+                self.run_lowered(*op, lowered, *result_len)?;
+            }
         } else {
-            (&planned.lowered, planned.result_len)
-        };
+            self.run_lowered(planned.op, &planned.lowered, planned.result_len)?;
+        }
+        for t in &planned.releases {
+            if let Some(b) = self.buffers.remove(t) {
+                let len = self.backend.len(&b);
+                self.pool.put(len, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the kernels `lowered` of operation `op` into a result buffer
+    /// of `result_len` values and scratch buffers from the pool.
+    fn run_lowered(
+        &mut self,
+        op: OpId,
+        lowered: &Lowered,
+        result_len: u64,
+    ) -> Result<(), RunError> {
+        let graph = self.solved.graph();
+        let op_ref = graph.op_ref(op)?;
+        let (_, operands, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+        let op = op_ref;
         let clear = !lowered.covers_result(result_len);
         let mut held = Held {
             out: Some(self.acquire(result_len, clear, &op)?),
@@ -219,31 +282,7 @@ impl<B: Backend> Execution<'_, B> {
         let out =
             (held.out).ok_or_else(|| invalid(&op, lowered.steps.len(), "loses the result"))?;
         self.buffers.insert(result, out);
-        for t in &planned.releases {
-            if let Some(b) = self.buffers.remove(t) {
-                let len = self.backend.len(&b);
-                self.pool.put(len, b);
-            }
-        }
         Ok(())
-    }
-
-    /// Lowers a ragged operation for the rows its operands have now, and
-    /// records its result's rows: its kernels and its result's length.
-    fn lower_rows(
-        &mut self,
-        plan: &RunPlan,
-        op: OpId,
-        operands: &[TensorId],
-        result: TensorId,
-    ) -> Result<(Lowered, u64), RunError> {
-        let operand_rows: Vec<Option<&RaggedAxis>> =
-            operands.iter().map(|t| self.rows.get(t)).collect();
-        let r = (self.solved).lower_ragged(op, &operand_rows, &plan.options.lowering())?;
-        if let Some(axis) = r.result_rows {
-            self.rows.insert(result, axis);
-        }
-        Ok((r.lowered, r.result_len))
     }
 
     /// A buffer of `len` values: a free one of that length (filled with

@@ -28,20 +28,45 @@ fn expr_nodes(e: &Expr) -> usize {
     }
 }
 
-/// Where each operation stands in `order`, and how many steps read each
-/// tensor: what both fusions look up.
+/// Where each operation stands in `order`, and how many reads of each
+/// tensor there are: what both fusions look up. An operation reads a
+/// tensor as many times as its step that reads it most does (one step, or
+/// one step per run of rows, for a ragged operation lowered row by row);
+/// a ragged operation not lowered yet (in `ragged`) reads each operand.
 fn fusion_index(
     graph: &Graph,
     order: &[OpId],
     lowered: &[Option<Lowered>],
+    ragged: &HashSet<OpId>,
 ) -> (HashMap<OpId, usize>, HashMap<TensorId, usize>) {
     let position = order.iter().enumerate().map(|(i, &op)| (op, i)).collect();
     let mut readers: HashMap<TensorId, usize> = HashMap::new();
     for (&op, l) in order.iter().zip(lowered) {
-        if let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) {
-            for t in read_tensors(l, operands) {
-                *readers.entry(t).or_default() += 1;
+        let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) else {
+            continue;
+        };
+        let mut counts: HashMap<TensorId, usize> = HashMap::new();
+        if ragged.contains(&op) && l.steps.is_empty() {
+            for &t in operands {
+                *counts.entry(t).or_default() += 1;
             }
+        }
+        for step in &l.steps {
+            let mut here: HashMap<TensorId, usize> = HashMap::new();
+            let one = Lowered {
+                scratch: Vec::new(),
+                steps: vec![step.clone()],
+            };
+            for t in read_tensors(&one, operands) {
+                *here.entry(t).or_default() += 1;
+            }
+            for (t, n) in here {
+                let c = counts.entry(t).or_default();
+                *c = (*c).max(n);
+            }
+        }
+        for (t, n) in counts {
+            *readers.entry(t).or_default() += n;
         }
     }
     (position, readers)
@@ -59,13 +84,21 @@ fn fusion_index(
 /// The values are the same: each element is computed by the same scalar
 /// operations in the same order, only without the round trip through
 /// memory.
+///
+/// With `per_row` (ragged operations lowered for their rows, a launch per
+/// run of rows), a producer of `k` steps fuses into a reader of `k` steps
+/// step by step: the reader's step `i` computes, where it loads the
+/// result, the producer's step `i`, which must write exactly the elements
+/// that step reads (the same rows), for every `i`, or nothing fuses.
 pub(crate) fn fuse_pointwise(
     graph: &Graph,
     order: &[OpId],
     lowered: &mut [Option<Lowered>],
     outputs: &HashSet<TensorId>,
+    ragged: &HashSet<OpId>,
+    per_row: bool,
 ) {
-    let (position, readers) = fusion_index(graph, order, lowered);
+    let (position, readers) = fusion_index(graph, order, lowered, ragged);
     for c in 0..order.len() {
         let Some((_, c_operands, _)) = graph.op(order[c]) else {
             continue;
@@ -74,10 +107,17 @@ pub(crate) fn fuse_pointwise(
         // candidates too (through `BufferRef::Tensor`).
         let mut j = 0;
         while let Some(consumer) = lowered[c].as_ref() {
-            let [step] = consumer.steps.as_slice() else {
-                break;
+            let steps = consumer.steps.as_slice();
+            let step = match steps {
+                [step] => step,
+                [step, ..] if per_row => step,
+                _ => break,
             };
-            if j >= step.operands.len() {
+            if j >= step.operands.len()
+                || steps
+                    .iter()
+                    .any(|s| s.operands.get(j) != step.operands.get(j))
+            {
                 break;
             }
             let t = match step.operands[j] {
@@ -93,16 +133,21 @@ pub(crate) fn fuse_pointwise(
             let fused = producer.and_then(|p| {
                 let (_, p_operands, _) = graph.op(order[p])?;
                 let made = lowered[p].as_ref()?;
-                let [inner] = made.steps.as_slice() else {
+                if made.steps.len() != steps.len() {
                     return None;
-                };
-                fuse_step(step, j, c_operands, inner, p_operands).map(|s| (p, s))
+                }
+                let fused: Option<Vec<Step>> = steps
+                    .iter()
+                    .zip(&made.steps)
+                    .map(|(outer, inner)| fuse_step(outer, j, c_operands, inner, p_operands))
+                    .collect();
+                fused.map(|s| (p, s))
             });
             match fused {
                 Some((p, s)) => {
                     lowered[p] = None;
                     if let Some(l) = lowered[c].as_mut() {
-                        l.steps = vec![s];
+                        l.steps = s;
                     }
                     // Operand `j` is now the producer's first operand.
                 }
@@ -263,8 +308,9 @@ pub(crate) fn fuse_epilogues(
     order: &[OpId],
     lowered: &mut [Option<Lowered>],
     outputs: &HashSet<TensorId>,
+    ragged: &HashSet<OpId>,
 ) {
-    let (position, readers) = fusion_index(graph, order, lowered);
+    let (position, readers) = fusion_index(graph, order, lowered, ragged);
     for c in 0..order.len() {
         let Some((_, c_operands, _)) = graph.op(order[c]) else {
             continue;

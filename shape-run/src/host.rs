@@ -128,6 +128,25 @@ impl HostTensor {
         )
     }
 
+    /// The rows of this data along `axis`: its own, or, for dense data,
+    /// rows of its length there.
+    pub(crate) fn rows_along(&self, axis: usize) -> Result<RaggedAxis, DataError> {
+        if let Some(r) = &self.ragged {
+            return Ok(r.clone());
+        }
+        let rows = elements(&self.dims[..axis.min(self.dims.len())]);
+        let count = usize::try_from(rows).unwrap_or(usize::MAX);
+        let mut lengths = Vec::new();
+        lengths
+            .try_reserve_exact(count)
+            .map_err(|_| DataError::OutOfMemory {
+                elements: rows,
+                bytes: rows.saturating_mul(8),
+            })?;
+        lengths.resize(count, self.dims.get(axis).copied().unwrap_or(0));
+        RaggedAxis::from_lengths(axis, &lengths)
+    }
+
     /// A tensor of these dims with every value `value`; fails rather than
     /// aborting when memory cannot be had.
     pub fn filled(dims: Vec<u64>, value: f32) -> Result<HostTensor, DataError> {

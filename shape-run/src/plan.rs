@@ -28,6 +28,12 @@ pub struct PlannedOp {
     /// empty and `result_len` 0 until the run knows the data's rows, and
     /// the run lowers it row by row.
     pub ragged: bool,
+    /// For a ragged operation, the ragged operations that run with it
+    /// (in order, before it): each one's result is read by the next of
+    /// the group alone, so the run lowers them all for the rows it knows
+    /// and fuses their steps as a dense chain's are fused (see
+    /// [`RunGraph::plan`](crate::RunGraph::plan)). Empty otherwise.
+    pub fused: Vec<OpId>,
 }
 
 /// How a run goes, decided before it starts: which operations run in which
@@ -61,10 +67,86 @@ impl RunPlan {
 
     /// The most bytes of tensor data held at once: the leaves' data until
     /// their last use, live results and scratch, freed buffers kept for
-    /// reuse, and the outputs. Ragged tensors count as empty: their
-    /// lengths come with the data.
+    /// reuse, and the outputs. Ragged tensors count as empty here: their
+    /// lengths come with the data ([`RunPlan::peak_bytes_for`] counts
+    /// them).
     pub fn peak_bytes(&self) -> u128 {
         self.peak_bytes
+    }
+
+    /// [`RunPlan::peak_bytes`] for this data: the run followed with the
+    /// rows `inputs` give, so that ragged tensors count their real bytes,
+    /// their values (4 bytes each) and their offsets (8 bytes for each
+    /// row and one more, held to the end of the run as the run holds
+    /// them). Each ragged operation is lowered for its rows and fused as
+    /// the run fuses it: a fused-away intermediate takes nothing. For a
+    /// plan without ragged tensors it is [`RunPlan::peak_bytes`] (data
+    /// not given counts as the shape says).
+    ///
+    /// ```
+    /// use shape_graph::Graph;
+    /// use shape_run::{HostTensor, Inputs, RunGraph, RunOptions};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "2, var")?;
+    /// let y = g.unary("exp", x)?;
+    /// let solved = g.solve()?;
+    /// let plan = solved.plan(&[y], &RunOptions::default())?;
+    /// assert_eq!(plan.peak_bytes(), 0);
+    /// // Rows of 1 and 2: x and y hold 3 values (12 bytes) and 3 offsets
+    /// // (24 bytes) each.
+    /// let data = HostTensor::ragged(vec![2], &[1, 2], vec![], vec![1.0, 2.0, 3.0])?;
+    /// let inputs = Inputs::new().with(x, data);
+    /// assert_eq!(plan.peak_bytes_for(&solved, &inputs)?, 2 * (12 + 24));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peak_bytes_for(
+        &self,
+        solved: &SolvedGraph,
+        inputs: &crate::Inputs,
+    ) -> Result<u128, crate::RunError> {
+        let mut memory = Memory::default();
+        let mut pool = Pool::new();
+        let mut rows: HashMap<TensorId, shape_core::RaggedAxis> = HashMap::new();
+        for &t in &self.leaves {
+            let len = match (solved.ragged_axis(t)?, inputs.get(t)) {
+                (Some(axis), Some(data)) => {
+                    let r = data
+                        .rows_along(axis)
+                        .map_err(|e| GraphError::RaggedLayout {
+                            tensor: solved.graph().tensor_ref(t).ok().map(Box::new),
+                            shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                            reason: e.to_string(),
+                        })?;
+                    memory.offsets(&r);
+                    rows.insert(t, r);
+                    data.values().len() as u64
+                }
+                (None, Some(data)) => data.values().len() as u64,
+                (_, None) => len_of(solved, t)?,
+            };
+            memory.leaf(t, len);
+        }
+        memory.note();
+        for planned in &self.ops {
+            if planned.ragged {
+                let group = crate::execute::lower_group(solved, self, planned, &mut rows)?;
+                for (op, lowered, len) in group {
+                    let result = result_of(solved.graph(), op)?;
+                    memory.result(&mut pool, result, len, &lowered.scratch);
+                    if let Some(r) = rows.get(&result) {
+                        memory.offsets(r);
+                    }
+                }
+            } else {
+                let result = result_of(solved.graph(), planned.op)?;
+                let scratch = &planned.lowered.scratch;
+                memory.result(&mut pool, result, planned.result_len, scratch);
+            }
+            for &t in &planned.releases {
+                memory.free(&mut pool, t);
+            }
+        }
+        Ok(memory.peak)
     }
 
     /// The bytes of all buffers the run allocates (without reuse, this is
@@ -81,9 +163,44 @@ struct Memory {
     pooled: u128,
     peak: u128,
     allocated: u128,
+    /// The elements of each tensor held.
+    held: HashMap<TensorId, u64>,
 }
 
 impl Memory {
+    /// A leaf's data, held from the start.
+    fn leaf(&mut self, t: TensorId, len: u64) {
+        self.live += len as u128 * 4;
+        self.allocated += len as u128 * 4;
+        self.held.insert(t, len);
+    }
+
+    /// A ragged tensor's offsets, held to the end of the run.
+    fn offsets(&mut self, rows: &shape_core::RaggedAxis) {
+        self.live += rows.offsets().len() as u128 * 8;
+        self.note();
+    }
+
+    /// An operation's result of `len` elements, and its scratch buffers
+    /// while it runs.
+    fn result(&mut self, pool: &mut Pool<()>, t: TensorId, len: u64, scratch: &[u64]) {
+        self.acquire(pool, len);
+        for &len in scratch {
+            self.acquire(pool, len);
+        }
+        for &len in scratch {
+            self.release(pool, len);
+        }
+        self.held.insert(t, len);
+    }
+
+    /// Frees a tensor's buffer, if it was ever written.
+    fn free(&mut self, pool: &mut Pool<()>, t: TensorId) {
+        if let Some(len) = self.held.remove(&t) {
+            self.release(pool, len);
+        }
+    }
+
     fn note(&mut self) {
         self.peak = self.peak.max(self.live + self.pooled);
     }
@@ -106,6 +223,14 @@ impl Memory {
         self.pooled += bytes;
         pool.put(len, ());
     }
+}
+
+/// The tensor operation `op` computes.
+fn result_of(graph: &Graph, op: OpId) -> Result<TensorId, GraphError> {
+    graph
+        .op(op)
+        .map(|(_, _, r)| r)
+        .ok_or(GraphError::UnknownOp(op.index()))
 }
 
 fn len_of(solved: &SolvedGraph, t: TensorId) -> Result<u64, GraphError> {
@@ -187,44 +312,106 @@ fn needed_in_order(graph: &Graph, wanted: &[TensorId]) -> Result<Vec<OpId>, Grap
 /// The operations a plan keeps after fusion, each with its kernels.
 type Kept = Vec<(OpId, Lowered)>;
 
+/// The ragged operations of a plan, and the groups of them the run
+/// lowers and fuses together.
+#[derive(Default)]
+pub(crate) struct RaggedGroups {
+    /// Every ragged operation.
+    pub(crate) ops: HashSet<OpId>,
+    /// For the last operation of each group, the others, in order.
+    pub(crate) fused: HashMap<OpId, Vec<OpId>>,
+}
+
 /// Every operation of `order` lowered (an operation on ragged tensors is
 /// left empty: the run lowers it when it knows the rows), then fused
-/// unless `options` or a ragged operation says not to; the operations
-/// fused away are left out. Also the ragged operations.
+/// unless `options` says not to; the operations fused away are left out.
+/// Ragged operations are grouped instead: one whose result only one
+/// ragged operation reads (and is not an output) runs with that reader,
+/// which the run lowers and fuses with it once the rows are known.
 fn lowered_and_fused(
     solved: &SolvedGraph,
     order: &[OpId],
     outputs: &HashSet<TensorId>,
     options: &RunOptions,
-) -> Result<(Kept, HashSet<OpId>), GraphError> {
+) -> Result<(Kept, RaggedGroups), GraphError> {
     let graph = solved.graph();
-    // Lower every operation, then fuse pointwise chains. Operations on
-    // ragged tensors are lowered when the run knows the rows; a plan
-    // with any does not fuse.
-    let mut ragged = HashSet::new();
+    let mut groups = RaggedGroups::default();
     for &op in order {
         if solved.op_is_ragged(op)? {
-            ragged.insert(op);
+            groups.ops.insert(op);
         }
     }
     let mut lowered: Vec<Option<Lowered>> = Vec::with_capacity(order.len());
     for &op in order {
-        lowered.push(Some(if ragged.contains(&op) {
+        lowered.push(Some(if groups.ops.contains(&op) {
             Lowered::default()
         } else {
             solved.lower(op, &options.lowering())?
         }));
     }
-    if !options.unfused && ragged.is_empty() {
-        fuse_pointwise(graph, order, &mut lowered, outputs);
-        fuse_epilogues(graph, order, &mut lowered, outputs);
+    if !options.unfused {
+        fuse_pointwise(graph, order, &mut lowered, outputs, &groups.ops, false);
+        fuse_epilogues(graph, order, &mut lowered, outputs, &groups.ops);
+        group_ragged(graph, order, &mut lowered, outputs, &mut groups);
     }
     let kept: Vec<(OpId, Lowered)> = order
         .iter()
         .zip(lowered)
         .filter_map(|(&op, l)| l.map(|l| (op, l)))
         .collect();
-    Ok((kept, ragged))
+    Ok((kept, groups))
+}
+
+/// Groups the ragged operations of `order` (see [`lowered_and_fused`]):
+/// each one whose result is read by one ragged operation alone, once, and
+/// is not an output leaves `lowered` and joins its reader's group.
+fn group_ragged(
+    graph: &Graph,
+    order: &[OpId],
+    lowered: &mut [Option<Lowered>],
+    outputs: &HashSet<TensorId>,
+    groups: &mut RaggedGroups,
+) {
+    let mut readers: HashMap<TensorId, (usize, OpId)> = HashMap::new();
+    for (&op, l) in order.iter().zip(lowered.iter()) {
+        let (Some((_, operands, _)), Some(l)) = (graph.op(op), l) else {
+            continue;
+        };
+        let reads: Vec<TensorId> = if groups.ops.contains(&op) {
+            operands.to_vec()
+        } else {
+            read_tensors(l, operands).collect()
+        };
+        for t in reads {
+            let e = readers.entry(t).or_insert((0, op));
+            e.0 += 1;
+            e.1 = op;
+        }
+    }
+    let mut joins: HashMap<OpId, OpId> = HashMap::new();
+    for (&op, l) in order.iter().zip(lowered.iter()) {
+        let Some((_, _, result)) = graph.op(op) else {
+            continue;
+        };
+        if l.is_none() || !groups.ops.contains(&op) || outputs.contains(&result) {
+            continue;
+        }
+        if let Some(&(1, reader)) = readers.get(&result) {
+            if groups.ops.contains(&reader) {
+                joins.insert(op, reader);
+            }
+        }
+    }
+    for (i, &op) in order.iter().enumerate() {
+        let Some(mut root) = joins.get(&op).copied() else {
+            continue;
+        };
+        while let Some(&next) = joins.get(&root) {
+            root = next;
+        }
+        groups.fused.entry(root).or_default().push(op);
+        lowered[i] = None;
+    }
 }
 
 /// Where each tensor is read for the last time.
@@ -243,13 +430,26 @@ impl LastUses {
     fn of(
         graph: &Graph,
         kept: &[(OpId, Lowered)],
-        ragged: &HashSet<OpId>,
+        ragged: &RaggedGroups,
         wanted: &[TensorId],
         seen: &HashSet<TensorId>,
     ) -> Result<LastUses, GraphError> {
+        // A group reads what each of its operations reads.
         let reads = |op: &OpId, l: &Lowered, operands: &[TensorId]| -> Vec<TensorId> {
-            if ragged.contains(op) {
-                operands.to_vec()
+            if ragged.ops.contains(op) {
+                let members = ragged.fused.get(op).map(Vec::as_slice).unwrap_or(&[]);
+                let mut all = Vec::new();
+                for &m in members {
+                    all.extend(
+                        graph
+                            .op(m)
+                            .map(|(_, o, _)| o.iter().copied())
+                            .into_iter()
+                            .flatten(),
+                    );
+                }
+                all.extend_from_slice(operands);
+                all
             } else {
                 read_tensors(l, operands).collect()
             }
@@ -302,7 +502,7 @@ impl LastUses {
 fn with_memory(
     solved: &SolvedGraph,
     kept: Kept,
-    ragged: &HashSet<OpId>,
+    ragged: &RaggedGroups,
     mut releases: Vec<Vec<TensorId>>,
     leaves: &[TensorId],
 ) -> Result<(Vec<PlannedOp>, Memory), GraphError> {
@@ -310,31 +510,31 @@ fn with_memory(
     let mut memory = Memory::default();
     let mut pool = Pool::new();
     for &t in leaves {
-        let len = len_of(solved, t)? as u128;
-        memory.live += len * 4;
-        memory.allocated += len * 4;
+        memory.leaf(t, len_of(solved, t)?);
     }
     memory.note();
     let mut ops = Vec::with_capacity(kept.len());
     for (step, (op, lowered)) in kept.into_iter().enumerate() {
-        let (_, _, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+        let fused = ragged.fused.get(&op).cloned().unwrap_or_default();
+        // The ragged operations of a group, before their rows are known:
+        // as if none fused.
+        for &member in &fused {
+            let result = result_of(graph, member)?;
+            memory.result(&mut pool, result, len_of(solved, result)?, &[]);
+        }
+        let result = result_of(graph, op)?;
         let result_len = len_of(solved, result)?;
-        memory.acquire(&mut pool, result_len);
-        for &len in &lowered.scratch {
-            memory.acquire(&mut pool, len);
-        }
-        for &len in &lowered.scratch {
-            memory.release(&mut pool, len);
-        }
+        memory.result(&mut pool, result, result_len, &lowered.scratch);
         for &t in &releases[step] {
-            memory.release(&mut pool, len_of(solved, t)?);
+            memory.free(&mut pool, t);
         }
         ops.push(PlannedOp {
             op,
             lowered,
             result_len,
             releases: std::mem::take(&mut releases[step]),
-            ragged: ragged.contains(&op),
+            ragged: ragged.ops.contains(&op),
+            fused,
         });
     }
     Ok((ops, memory))

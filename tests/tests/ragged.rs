@@ -664,7 +664,12 @@ fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
         launches: 0,
     };
     let out = solved
-        .run(&mut counting, inputs.clone(), &[q], &RunOptions::default())
+        .run(
+            &mut counting,
+            inputs.clone(),
+            &[q],
+            &RunOptions::default().unfused(),
+        )
         .unwrap();
     assert_eq!(counting.launches, 3);
     let q_out = out.get(q).unwrap();
@@ -702,7 +707,12 @@ fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
         launches: 0,
     };
     solved
-        .run(&mut counting, inputs, &[q], &RunOptions::default())
+        .run(
+            &mut counting,
+            inputs,
+            &[q],
+            &RunOptions::default().unfused(),
+        )
         .unwrap();
     assert!(counting.launches > 3, "{}", counting.launches);
 }
@@ -758,4 +768,172 @@ fn a_contraction_over_ragged_rows_needs_equal_lengths() {
     let ys = HostTensor::ragged(vec![2], &[3, 2], vec![], vec![5.0, 6.0, 7.0, 8.0, 9.0]).unwrap();
     let e = run_all(&g, &[(x, xs), (y, ys)], dot).unwrap_err();
     assert!(e.starts_with("ragged_row") && e.contains("row (0)"), "{e}");
+}
+
+/// Runs `outs` of `solved` on the counting reference, fused or not: the
+/// launches and the values.
+fn counted(
+    solved: &shape_graph::SolvedGraph,
+    inputs: &Inputs,
+    outs: &[TensorId],
+    options: &RunOptions,
+) -> (usize, Vec<Vec<f32>>) {
+    let mut counting = Counting {
+        cpu: CpuBackend::reference(),
+        launches: 0,
+    };
+    let out = solved.run(&mut counting, inputs, outs, options).unwrap();
+    let values = outs
+        .iter()
+        .map(|&t| out.get(t).unwrap().values().to_vec())
+        .collect();
+    (counting.launches, values)
+}
+
+/// The values of `outs` on the coalesced CPU path and on wgpu (within
+/// the GPU tolerance) equal `expected`, fused and unfused.
+fn same_everywhere(
+    solved: &shape_graph::SolvedGraph,
+    inputs: &Inputs,
+    outs: &[TensorId],
+    expected: &[Vec<f32>],
+) {
+    for options in [RunOptions::default(), RunOptions::default().unfused()] {
+        let out = solved
+            .run(&mut CpuBackend::new(), inputs, outs, &options)
+            .unwrap();
+        for (t, e) in outs.iter().zip(expected) {
+            assert_eq!(out.get(*t).unwrap().values(), e.as_slice(), "coalesced");
+        }
+        let on_gpu = shape_tests::gpu::with_shared_wgpu("ragged", |gpu| {
+            solved.run(gpu, inputs, outs, &options).unwrap()
+        });
+        if let Some(on_gpu) = on_gpu {
+            for (t, e) in outs.iter().zip(expected) {
+                let g = on_gpu.get(*t).unwrap().values();
+                assert_eq!(g.len(), e.len());
+                for (a, b) in g.iter().zip(e) {
+                    assert!(Tolerance::GPU.agrees(*a, *b), "wgpu: {a} against {b}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ragged_pointwise_chains_fuse_as_dense_ones_do() {
+    // y = relu(x * w + b), x and b of the same rows: one launch over the
+    // rows laid end to end, where each operation alone is one.
+    let mut g = Graph::new();
+    let x = g.input("x", "3, var").unwrap();
+    let w = g.input("w", "3, var").unwrap();
+    let b = g.input("b", "3, var").unwrap();
+    let m = g.mul(x, w).unwrap();
+    let a = g.add(m, b).unwrap();
+    let y = g.unary("relu", a).unwrap();
+    let solved = g.solve().unwrap();
+    let plan = solved.plan(&[y], &RunOptions::default()).unwrap();
+    assert_eq!(plan.ops().len(), 1);
+    assert_eq!(plan.ops()[0].fused.len(), 2);
+    let lengths = [2, 0, 3];
+    let ragged = |seed| HostTensor::ragged(vec![3], &lengths, vec![], values(seed, 5)).unwrap();
+    let inputs = Inputs::new()
+        .with(x, ragged(1))
+        .with(w, ragged(2))
+        .with(b, ragged(3));
+    let (fused, fused_values) = counted(&solved, &inputs, &[y], &RunOptions::default());
+    let (unfused, unfused_values) =
+        counted(&solved, &inputs, &[y], &RunOptions::default().unfused());
+    assert_eq!((fused, unfused), (1, 3));
+    assert_eq!(fused_values, unfused_values);
+    let (xs, ws, bs) = (values(1, 5), values(2, 5), values(3, 5));
+    let expected: Vec<f32> = (0..5).map(|i| (xs[i] * ws[i] + bs[i]).max(0.0)).collect();
+    assert_eq!(fused_values[0], expected);
+    same_everywhere(&solved, &inputs, &[y], &fused_values);
+}
+
+#[test]
+fn ragged_chains_launched_row_by_row_fuse_step_by_step() {
+    // A bias and a scale per row: each operation is a launch per run of
+    // rows; the two fuse run by run, and the relu (one launch over the
+    // rows laid end to end) stays its own.
+    let mut g = Graph::new();
+    let x = g.input("x", "4, var").unwrap();
+    let b = g.input("b", "4, 1").unwrap();
+    let c = g.input("c", "4, 1").unwrap();
+    let t = g.add(x, b).unwrap();
+    let u = g.mul(t, c).unwrap();
+    let y = g.unary("relu", u).unwrap();
+    let s = g.einsum("ij=>i", &[y]).unwrap();
+    let solved = g.solve().unwrap();
+    let lengths = [1, 3, 3, 2];
+    let inputs = Inputs::new()
+        .with(
+            x,
+            HostTensor::ragged(vec![4], &lengths, vec![], values(1, 9)).unwrap(),
+        )
+        .with(b, dense(&[4, 1], &values(2, 4)))
+        .with(c, dense(&[4, 1], &values(3, 4)));
+    let outs = [y, s];
+    let (fused, fused_values) = counted(&solved, &inputs, &outs, &RunOptions::default());
+    let (unfused, unfused_values) =
+        counted(&solved, &inputs, &outs, &RunOptions::default().unfused());
+    // Runs of rows [1], [3, 3], [2]: three launches for the add, three for
+    // the mul, one relu, three for the sum unfused; the mul fused.
+    assert_eq!(unfused, 10);
+    assert_eq!(fused, 7);
+    assert_eq!(fused_values, unfused_values);
+    same_everywhere(&solved, &inputs, &outs, &fused_values);
+}
+
+#[test]
+fn peak_bytes_count_ragged_values_and_offsets() {
+    // Rows of 1 and 2: 3 values (12 bytes) and 3 offsets (24 bytes) for
+    // each ragged tensor.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, var").unwrap();
+    let e = g.unary("exp", x).unwrap();
+    let n = g.unary("neg", e).unwrap();
+    let s = g.einsum("ij=>i", &[n]).unwrap();
+    let solved = g.solve().unwrap();
+    let inputs = Inputs::new().with(x, a());
+    let ragged = 12 + 24;
+    // Fused: exp and neg are one kernel; x, n and the sum's 2 values.
+    let plan = solved.plan(&[n, s], &RunOptions::default()).unwrap();
+    assert_eq!(plan.peak_bytes(), 8);
+    assert_eq!(
+        plan.peak_bytes_for(&solved, &inputs).unwrap(),
+        2 * ragged + 8
+    );
+    // Unfused: x and e, then n takes x's freed buffer while e is live
+    // (offsets stay to the end), then the sum.
+    let plan = solved
+        .plan(&[n, s], &RunOptions::default().unfused())
+        .unwrap();
+    assert_eq!(
+        plan.peak_bytes_for(&solved, &inputs).unwrap(),
+        (12 + 12 + 24 * 3) + 8
+    );
+    // Only the sum: n is freed after it.
+    let plan = solved.plan(&[s], &RunOptions::default()).unwrap();
+    assert_eq!(
+        plan.peak_bytes_for(&solved, &inputs).unwrap(),
+        ragged + 24 + 12 + 8
+    );
+    // Dense data for the ragged input: rows of its length (2 rows of 3).
+    let inputs = Inputs::new().with(x, dense(&[2, 3], &[0.0; 6]));
+    let plan = solved.plan(&[n], &RunOptions::default()).unwrap();
+    assert_eq!(
+        plan.peak_bytes_for(&solved, &inputs).unwrap(),
+        2 * (24 + 24)
+    );
+    // Without ragged tensors the figure is the plan's.
+    let mut g = Graph::new();
+    let x = g.input("x", "2, 3").unwrap();
+    let y = g.unary("exp", x).unwrap();
+    let solved = g.solve().unwrap();
+    let plan = solved.plan(&[y], &RunOptions::default()).unwrap();
+    let inputs = Inputs::new().with(x, dense(&[2, 3], &[0.0; 6]));
+    assert_eq!(plan.peak_bytes_for(&solved, &inputs).unwrap(), 48);
+    assert_eq!(plan.peak_bytes(), 48);
 }
