@@ -633,6 +633,7 @@ fn run_command(
     }
     enough_memory(&compiled, &solved, &plan, Runs::Once, run.memory_limit)?;
     let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+    enough_memory_for(&solved, &plan, Runs::Once, run.memory_limit, &data.values)?;
     // The run takes the data: its memory goes with the run's
     // buffers, before the results are written.
     let mut job = RunJob {
@@ -691,6 +692,13 @@ fn diff_command(
     )?;
     enough_memory(&compiled, &solved, &plan, Runs::Compared, run.memory_limit)?;
     let data = gather(&compiled, &solved, &run.inputs, run.seed)?;
+    enough_memory_for(
+        &solved,
+        &plan,
+        Runs::Compared,
+        run.memory_limit,
+        &data.values,
+    )?;
     let mut job = DiffJob {
         job: RunJob {
             compiled: &compiled,
@@ -723,6 +731,38 @@ fn enough_memory(
     limit: Option<u64>,
 ) -> Result<(), CliError> {
     let needed = memory::run_bytes(solved, plan, runs).map_err(|e| compiled.map.locate(e, None))?;
+    let budget = match limit {
+        Some(bytes) => Some(Budget {
+            bytes,
+            source: "--memory-limit".into(),
+        }),
+        None => memory::available(),
+    };
+    match budget {
+        Some(b) if needed > b.bytes as u128 => Err(CliError::OutOfMemory {
+            what: "this run".into(),
+            needed,
+            budget: Some(b),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// [`enough_memory`] again once the data is read, for a plan with ragged
+/// tensors, whose bytes come with the data ([`memory::run_bytes_for`]):
+/// before the run allocates anything.
+fn enough_memory_for(
+    solved: &SolvedGraph,
+    plan: &RunPlan,
+    runs: Runs,
+    limit: Option<u64>,
+    data: &shape_run::Inputs,
+) -> Result<(), CliError> {
+    let needed = match memory::run_bytes_for(solved, plan, runs, data) {
+        Ok(n) => n,
+        // The run reports what is wrong with the data.
+        Err(_) => return Ok(()),
+    };
     let budget = match limit {
         Some(bytes) => Some(Budget {
             bytes,

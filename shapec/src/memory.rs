@@ -102,6 +102,45 @@ pub fn run_bytes(solved: &SolvedGraph, plan: &RunPlan, runs: Runs) -> Result<u12
     Ok(plan.peak_bytes().saturating_add(extra))
 }
 
+/// [`run_bytes`] once the data is known: a plan with ragged tensors
+/// counts their real bytes (values and offsets, from the rows `data`
+/// gives: [`RunPlan::peak_bytes_for`]), and a comparison holds the
+/// larger of the data and the reference's results as given or computed.
+/// Without ragged tensors it is [`run_bytes`].
+pub fn run_bytes_for(
+    solved: &SolvedGraph,
+    plan: &RunPlan,
+    runs: Runs,
+    data: &shape_run::Inputs,
+) -> Result<u128, shape_run::RunError> {
+    let mut ragged = false;
+    for &t in plan.leaves().iter().chain(plan.outputs()) {
+        ragged |= solved.is_ragged(t)?;
+    }
+    for op in plan.ops() {
+        ragged |= op.ragged;
+    }
+    if !ragged {
+        return Ok(run_bytes(solved, plan, runs)?);
+    }
+    let peak = plan.peak_bytes_for(solved, data)?;
+    let extra = match runs {
+        Runs::Once => 0,
+        Runs::Compared => {
+            let mut given = 0u128;
+            for &t in plan.leaves() {
+                given = given.saturating_add(match data.get(t) {
+                    Some(d) => d.values().len() as u128 * 4,
+                    None => tensor_bytes(solved, t)?,
+                });
+            }
+            // The results are at most what the run holds at its peak.
+            given.max(peak)
+        }
+    };
+    Ok(peak.saturating_add(extra))
+}
+
 /// The least of every limit found; `None` when none can be read.
 pub fn available() -> Option<Budget> {
     let mut found: Vec<Budget> = Vec::new();

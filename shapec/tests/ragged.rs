@@ -314,3 +314,36 @@ fn the_ragged_example_runs_on_both_backends() {
         diff.stdout
     );
 }
+
+#[test]
+fn a_memory_limit_covers_ragged_data() {
+    // Rows of 1000 and 500 values: 6000 bytes of a, 6000 of y and 24 of
+    // offsets each, which the plan alone (ragged tensors empty) does not
+    // count.
+    let dir = setup("ragged_memory");
+    std::fs::write(dir.join("big.shape"), "input a: 2, var\ny = exp(a)\n").unwrap();
+    let rows = |n: usize| format!("[{}]", vec!["0"; n].join(", "));
+    std::fs::write(
+        dir.join("big.json"),
+        format!("[{}, {}]", rows(1000), rows(500)),
+    )
+    .unwrap();
+    let run = |limit: &str| {
+        shapec(
+            &dir,
+            &[
+                "run",
+                "big.shape",
+                "--input",
+                "a=big.json",
+                "--memory-limit",
+                limit,
+            ],
+        )
+    };
+    let out = run("12047");
+    assert_ne!(out.status, 0, "{}", out.stdout);
+    assert!(out.stderr.contains("12048"), "{}", out.stderr);
+    let out = run("12048");
+    assert_eq!(out.status, 0, "{}", out.stderr);
+}
