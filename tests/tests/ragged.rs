@@ -937,3 +937,48 @@ fn peak_bytes_count_ragged_values_and_offsets() {
     assert_eq!(plan.peak_bytes_for(&solved, &inputs).unwrap(), 48);
     assert_eq!(plan.peak_bytes(), 48);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "../proptest-regressions/ragged.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Fused ragged groups give exactly the unfused values, on both CPU
+    /// paths, with no more launches, whatever the rows and the operation.
+    #[test]
+    fn fused_ragged_groups_equal_unfused_runs(
+        lengths in prop::collection::vec(0u64..5, 1..5),
+        inner in any::<bool>(),
+        op in 0usize..3,
+        seed in 0u64..1000,
+    ) {
+        let rows = lengths.len() as u64;
+        let tail = if inner { ", 2" } else { "" };
+        let tail1 = if inner { ", 1" } else { "" };
+        let per = if inner { 2 } else { 1 };
+        let total = lengths.iter().sum::<u64>() * per;
+        let (g, [x, y, b], [_, s]) = ragged_program(
+            &format!("{rows}, var{tail}"),
+            &format!("{rows}, var{tail}"),
+            &format!("{rows}, 1{tail1}"),
+            inner,
+            op,
+        );
+        let inner_dims = if inner { vec![2] } else { vec![] };
+        let inputs = Inputs::new()
+            .with(x, HostTensor::ragged(vec![rows], &lengths, inner_dims.clone(), values(seed, total)).unwrap())
+            .with(y, HostTensor::ragged(vec![rows], &lengths, inner_dims, values(seed + 1, total)).unwrap())
+            .with(b, HostTensor::new(vec![rows, 1].into_iter().chain(inner.then_some(1)).collect(), values(seed + 2, rows)).unwrap());
+        let solved = g.solve().unwrap();
+        let (fused, fv) = counted(&solved, &inputs, &[s], &RunOptions::default());
+        let (unfused, uv) = counted(&solved, &inputs, &[s], &RunOptions::default().unfused());
+        prop_assert!(fused <= unfused, "{} > {}", fused, unfused);
+        prop_assert_eq!(&fv, &uv);
+        let out = solved.run(&mut CpuBackend::new(), &inputs, &[s], &RunOptions::default()).unwrap();
+        prop_assert_eq!(out.get(s).unwrap().values(), fv[0].as_slice());
+    }
+}
