@@ -82,7 +82,7 @@ impl SolvedGraph {
     /// whether or not the graph is bound: for showing and inspecting.
     /// Lowering reads [`SolvedGraph::shape`], which has numbers only.
     pub fn symbolic_shape(&self, t: TensorId) -> Result<SolvedShape, GraphError> {
-        let rows = &self.graph.tensor(t)?.shape;
+        let rows = self.graph.tensor(t)?.shape();
         Ok(SolvedShape {
             batch: self.solution.row(&rows.batch)?,
             input: self.solution.row(&rows.input)?,

@@ -1,5 +1,6 @@
 //! The graph API: tensors, operations, solving, reading shapes back.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::num::NonZeroU64;
@@ -7,7 +8,9 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 use shape_core::spec::{ShapeSpec, SpecError};
-use shape_core::{Dim, DimVar, KnownDim, Row, RowKind, Shape, SolvedShape};
+use shape_core::{
+    Dim, DimVar, KnownDim, Row, RowConstraint, RowKind, RowTail, RowVar, Shape, SolvedShape,
+};
 
 use crate::operation::{ConstraintCx, Operation};
 use crate::ops::{self, terminal};
@@ -53,17 +56,137 @@ pub enum TensorKind {
     Result(OpId),
 }
 
+/// A tensor's record: 56 bytes for a result or a parameter without a spec
+/// (its shape is three row variables, or none for a parameter's batch
+/// row, its kind the operation that made it), a box for the rest.
 #[derive(Clone, Debug)]
 pub(crate) struct Tensor {
     pub(crate) name: Arc<str>,
     /// For a result named by number: its operation and operands
     /// (`add(h, b1)`), for messages (see [`TensorRef::definition`]).
     definition: Option<Definition>,
-    pub(crate) kind: TensorKind,
-    pub(crate) shape: Shape,
+    body: TensorBody,
+}
+
+#[derive(Clone, Debug)]
+enum TensorBody {
+    /// A result of operation `op` (a parameter where `op` is
+    /// [`BARE_NONE`]) whose rows (batch, input, output) are open rows of
+    /// these variables with no dims, or empty closed rows where a variable
+    /// is [`BARE_NONE`]: what [`Graph::apply`] and [`Graph::parameter`]
+    /// make.
+    Bare { op: u32, rows: [u32; 3] },
+    /// Anything else.
+    Declared(Box<Declared>),
+}
+
+#[derive(Clone, Debug)]
+struct Declared {
+    kind: TensorKind,
+    shape: Shape,
     /// The spec it was declared with, for size statements that capture a
     /// name of it.
     spec: Option<Arc<ShapeSpec>>,
+}
+
+/// No operation (a parameter) or no row variable (an empty closed row) in
+/// [`TensorBody::Bare`].
+const BARE_NONE: u32 = u32::MAX;
+
+/// A row with no dims and no constraint: its row variable if open,
+/// [`BARE_NONE`] if closed.
+fn bare_row(row: &Row) -> Option<u32> {
+    if !row.dims.is_empty() || row.constraint != RowConstraint::Unconstrained {
+        return None;
+    }
+    match row.tail {
+        RowTail::Open(RowVar(v)) => (v != BARE_NONE).then_some(v),
+        RowTail::Closed => Some(BARE_NONE),
+    }
+}
+
+fn unbare_row(v: u32) -> Row {
+    if v == BARE_NONE {
+        Row::empty()
+    } else {
+        Row::open(RowVar(v), Vec::new())
+    }
+}
+
+impl Tensor {
+    fn new(
+        name: Arc<str>,
+        definition: Option<Definition>,
+        kind: TensorKind,
+        shape: Shape,
+        spec: Option<Arc<ShapeSpec>>,
+    ) -> Tensor {
+        let op = match kind {
+            _ if spec.is_some() => None,
+            TensorKind::Result(op) => u32::try_from(op.0).ok().filter(|&op| op != BARE_NONE),
+            TensorKind::Parameter => Some(BARE_NONE),
+            _ => None,
+        };
+        let compact = op.and_then(|op| {
+            Some(TensorBody::Bare {
+                op,
+                rows: [
+                    bare_row(&shape.batch)?,
+                    bare_row(&shape.input)?,
+                    bare_row(&shape.output)?,
+                ],
+            })
+        });
+        let body = compact
+            .unwrap_or_else(|| TensorBody::Declared(Box::new(Declared { kind, shape, spec })));
+        Tensor {
+            name,
+            definition,
+            body,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> TensorKind {
+        match &self.body {
+            TensorBody::Bare { op: BARE_NONE, .. } => TensorKind::Parameter,
+            TensorBody::Bare { op, .. } => TensorKind::Result(OpId(*op as usize)),
+            TensorBody::Declared(d) => d.kind,
+        }
+    }
+
+    /// Its rows, unresolved: the variables the solver knows it by.
+    pub(crate) fn shape(&self) -> Cow<'_, Shape> {
+        match &self.body {
+            TensorBody::Bare { rows, .. } => Cow::Owned(Shape {
+                batch: unbare_row(rows[0]),
+                input: unbare_row(rows[1]),
+                output: unbare_row(rows[2]),
+            }),
+            TensorBody::Declared(d) => Cow::Borrowed(&d.shape),
+        }
+    }
+
+    /// One of its rows, unresolved.
+    pub(crate) fn row(&self, kind: RowKind) -> Cow<'_, Row> {
+        match &self.body {
+            TensorBody::Bare { rows, .. } => {
+                let i = match kind {
+                    RowKind::Batch => 0,
+                    RowKind::Input => 1,
+                    RowKind::Output => 2,
+                };
+                Cow::Owned(unbare_row(rows[i]))
+            }
+            TensorBody::Declared(d) => Cow::Borrowed(d.shape.row(kind)),
+        }
+    }
+
+    fn spec(&self) -> Option<&Arc<ShapeSpec>> {
+        match &self.body {
+            TensorBody::Bare { .. } => None,
+            TensorBody::Declared(d) => d.spec.as_ref(),
+        }
+    }
 }
 
 /// An operation node.
@@ -634,6 +757,9 @@ impl NotGiven {
 pub struct Graph {
     solver: Solver,
     tensors: Vector<Tensor>,
+    /// The tensors' shapes spelled out for [`Graph::shape_vars`], made on
+    /// its first call after a tensor is added.
+    shape_vars: OnceLock<Arc<[Shape]>>,
     ops: Vector<OpNode>,
     registry: Arc<Registry>,
     /// Operations built by name so far, by name, spec text ("" for none)
@@ -726,6 +852,7 @@ impl Graph {
         Graph {
             solver: Solver::default(),
             tensors: Vector::new(),
+            shape_vars: OnceLock::new(),
             ops: Vector::new(),
             registry,
             built: HashMap::new(),
@@ -786,12 +913,12 @@ impl Graph {
 
     /// A tensor's kind.
     pub fn kind(&self, t: TensorId) -> Result<TensorKind, GraphError> {
-        Ok(self.tensor(t)?.kind)
+        Ok(self.tensor(t)?.kind())
     }
 
     /// The operation whose result `t` is, if any.
     pub fn producer(&self, t: TensorId) -> Option<OpId> {
-        match self.tensors.get(t.0)?.kind {
+        match self.tensors.get(t.0)?.kind() {
             TensorKind::Result(op) => Some(op),
             _ => None,
         }
@@ -838,7 +965,7 @@ impl Graph {
 
     /// The tensor's shape as far as it is known now, variables included.
     pub fn shape(&self, t: TensorId) -> Result<Shape, GraphError> {
-        let shape = &self.tensor(t)?.shape;
+        let shape = self.tensor(t)?.shape();
         Ok(Shape {
             batch: self.solver.resolve_row(&shape.batch)?,
             input: self.solver.resolve_row(&shape.input)?,
@@ -853,18 +980,22 @@ impl Graph {
         note = "no user: `SolvedGraph::shape` gives the solved shape"
     )]
     pub fn shape_vars(&self, t: TensorId) -> Result<&Shape, GraphError> {
-        Ok(&self.tensor(t)?.shape)
+        self.tensor(t)?;
+        // Results keep their row variables only: the shapes are spelled
+        // out for every tensor on the first call after a tensor is added.
+        let shapes = self.shape_vars.get_or_init(|| {
+            self.tensors
+                .iter()
+                .map(|t| t.shape().into_owned())
+                .collect()
+        });
+        Ok(&shapes[t.0])
     }
 
-    fn push_tensor(&mut self, name: Arc<str>, kind: TensorKind, shape: Shape) -> TensorId {
+    fn push_tensor(&mut self, tensor: Tensor) -> TensorId {
         let id = TensorId(self.tensors.len());
-        self.tensors.push_back(Tensor {
-            name,
-            definition: None,
-            kind,
-            shape,
-            spec: None,
-        });
+        self.tensors.push_back(tensor);
+        self.shape_vars.take();
         id
     }
 
@@ -920,7 +1051,13 @@ impl Graph {
             input: Row::open(self.solver.fresh_row(), vec![]),
             output: Row::open(self.solver.fresh_row(), vec![]),
         };
-        Ok(self.push_tensor(Arc::from(name), TensorKind::Parameter, shape))
+        Ok(self.push_tensor(Tensor::new(
+            Arc::from(name),
+            None,
+            TensorKind::Parameter,
+            shape,
+            None,
+        )))
     }
 
     /// Declares a parameter with a (partial) shape in the spec notation.
@@ -974,10 +1111,7 @@ impl Graph {
         let shape = self.solver.transaction(|solver| {
             terminal::declared_shape(solver, &tref, &spec_arc, &spec, num_elems, wanted, sizes)
         })?;
-        let id = self.push_tensor(tref.name, kind, shape);
-        if let Some(t) = self.tensors.get_mut(id.0) {
-            t.spec = Some(spec);
-        }
+        let id = self.push_tensor(Tensor::new(tref.name, None, kind, shape, Some(spec)));
         for (name, v) in labels {
             self.input_labels.push_back((id, name, v));
         }
@@ -991,7 +1125,7 @@ impl Graph {
         let spec = Self::parse_spec(spec_text, || SpecContext::Required {
             tensor: tref.name.clone(),
         })?;
-        let shape = self.tensor(t)?.shape.clone();
+        let shape = self.tensor(t)?.shape().into_owned();
         let sizes = &self.size_dims;
         self.solver.transaction(|solver| {
             terminal::required_shape(solver, &tref, spec_text, &spec, &shape, sizes)
@@ -1023,7 +1157,7 @@ impl Graph {
         tensor.name = name.clone();
         tensor.definition = None;
         // The messages of the operation that made it name it too.
-        if let TensorKind::Result(op) = tensor.kind {
+        if let TensorKind::Result(op) = tensor.kind() {
             if let Some(node) = self.ops.get(op.0) {
                 let origins = node.origins.clone();
                 self.solver.rename_in_origins(origins, t.0, &name);
@@ -1098,15 +1232,23 @@ impl Graph {
             // Result first, then the operands: on the stack for the usual
             // one or two operands.
             let mut inline = [&result_shape; 3];
+            let held: [Option<Cow<'_, Shape>>; 2] = std::array::from_fn(|i| {
+                operands
+                    .get(i)
+                    .filter(|_| operands.len() < inline.len())
+                    .map(|t| tensors[t.0].shape())
+            });
+            let spilled_held: Vec<Cow<'_, Shape>>;
             let spilled: Vec<&Shape>;
             let shapes: &[&Shape] = if operands.len() < inline.len() {
-                for (slot, t) in inline[1..].iter_mut().zip(operands) {
-                    *slot = &tensors[t.0].shape;
+                for (slot, shape) in inline[1..].iter_mut().zip(held.iter().flatten()) {
+                    *slot = shape;
                 }
                 &inline[..=operands.len()]
             } else {
+                spilled_held = operands.iter().map(|t| tensors[t.0].shape()).collect();
                 spilled = std::iter::once(&result_shape)
-                    .chain(operands.iter().map(|t| &tensors[t.0].shape))
+                    .chain(spilled_held.iter().map(|s| &**s))
                     .collect();
                 &spilled
             };
@@ -1117,13 +1259,13 @@ impl Graph {
             solver.run()?;
             Ok::<_, ShapeError>(result_shape)
         })?;
-        self.tensors.push_back(Tensor {
-            name: result_name,
+        self.push_tensor(Tensor::new(
+            result_name,
             definition,
-            kind: TensorKind::Result(op_id),
-            shape: result_shape,
-            spec: None,
-        });
+            TensorKind::Result(op_id),
+            result_shape,
+            None,
+        ));
         self.ops.push_back(OpNode {
             op: operation,
             operands: Operands::new(operands),
@@ -1551,7 +1693,7 @@ impl Graph {
                     }
                 }
             }
-            None => specs.extend(self.tensor(t)?.spec.clone().map(|s| (t, s))),
+            None => specs.extend(self.tensor(t)?.spec().cloned().map(|s| (t, s))),
         }
         let found = specs.iter().find_map(|(tensor, spec)| {
             let place = spec.find(name)?;
@@ -1574,7 +1716,7 @@ impl Graph {
         let Some(r) = spec.row(kind) else {
             return Err(not_found());
         };
-        let tensor_row = self.tensor(tensor)?.shape.row(kind).clone();
+        let tensor_row = self.tensor(tensor)?.row(kind).into_owned();
         self.solver.transaction(|solver| {
             let mut fresh = |at: Option<usize>, len: usize| -> Vec<Dim> {
                 (0..len)
@@ -1643,12 +1785,12 @@ impl Graph {
     fn check_given(&self, solution: &Solution) -> Result<(), GraphError> {
         let mut pointwise_only: Option<HashSet<TensorId>> = None;
         for (i, t) in self.tensors.iter().enumerate() {
-            if t.kind != TensorKind::Parameter {
+            if t.kind() != TensorKind::Parameter {
                 continue;
             }
             let id = TensorId(i);
             for kind in RowKind::ALL {
-                match solution.defaults_in(t.shape.row(kind))? {
+                match solution.defaults_in(&t.row(kind))? {
                     RowDefaults::None => {}
                     RowDefaults::EmptyRow => {
                         let only = pointwise_only.get_or_insert_with(|| self.used_only_pointwise());
@@ -1776,9 +1918,7 @@ impl SolvedGraph {
         kind: RowKind,
         axis: usize,
     ) -> Result<Provenance, GraphError> {
-        let dims = self
-            .solution
-            .row_dims(self.graph.tensor(t)?.shape.row(kind))?;
+        let dims = self.solution.row_dims(&self.graph.tensor(t)?.row(kind))?;
         let Some(dim) = dims.get(axis) else {
             return Err(GraphError::NoSuchAxis {
                 tensor: self.graph.tensor_ref(t)?,
