@@ -414,9 +414,17 @@ fn integer_edge_cases_follow_wgsl_on_every_backend() {
         // WGSL clamps: offset to 32, count to what is left.
         let o = o.min(32);
         let c = 8u32.min(32 - o);
-        let extract = if c == 0 { 0 } else { ((a as u32) << (32 - o - c)) as i32 >> (32 - c) };
+        let extract = if c == 0 {
+            0
+        } else {
+            ((a as u32) << (32 - o - c)) as i32 >> (32 - c)
+        };
         let c = 30u32.min(32 - o);
-        let mask = if c == 0 { 0 } else { (u32::MAX >> (32 - c)) << o };
+        let mask = if c == 0 {
+            0
+        } else {
+            (u32::MAX >> (32 - c)) << o
+        };
         let insert = (((a as u32) & !mask) | ((1u32 << o.min(31)) & mask)) as i32;
         v[3].copy_from_slice(&[q as f32, r as f32, extract as f32, insert as f32]);
     });
