@@ -821,21 +821,11 @@ fn enough_memory(kernel: &CallKernel, diff: bool, limit: Option<u64>) -> Result<
         .map(|l| u128::from(l.len) * 4)
         .sum::<u128>()
         * copies;
-    let budget = match limit {
-        Some(bytes) => Some(crate::memory::Budget {
-            bytes,
-            source: "--memory-limit".into(),
-        }),
-        None => crate::memory::available(),
-    };
-    match budget {
-        Some(b) if needed > u128::from(b.bytes) => Err(CliError::OutOfMemory {
-            what: format!("this call of `{}`", kernel.function),
-            needed,
-            budget: Some(b),
-        }),
-        _ => Ok(()),
-    }
+    crate::memory::check_budget(
+        || format!("this call of `{}`", kernel.function),
+        needed,
+        limit,
+    )
 }
 
 /// Adds to a file error which argument the file was for.

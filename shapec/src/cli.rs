@@ -13,7 +13,7 @@ use shape_run::{HostTensor, RunOptions, RunPlan};
 
 use crate::backends::{dispatch, BackendChoice, BackendJob};
 use crate::error::{CliError, ProgramError};
-use crate::memory::{self, Budget, Runs};
+use crate::memory::{self, Runs};
 use crate::output::{OutDir, ResultFile};
 use crate::run::{gather, tuple, Diff, DiffJob, RunJob, Source, Tolerance, Worst};
 use crate::text::escaped;
@@ -731,21 +731,7 @@ fn enough_memory(
     limit: Option<u64>,
 ) -> Result<(), CliError> {
     let needed = memory::run_bytes(solved, plan, runs).map_err(|e| compiled.map.locate(e, None))?;
-    let budget = match limit {
-        Some(bytes) => Some(Budget {
-            bytes,
-            source: "--memory-limit".into(),
-        }),
-        None => memory::available(),
-    };
-    match budget {
-        Some(b) if needed > b.bytes as u128 => Err(CliError::OutOfMemory {
-            what: "this run".into(),
-            needed,
-            budget: Some(b),
-        }),
-        _ => Ok(()),
-    }
+    memory::check_budget(|| "this run".into(), needed, limit)
 }
 
 /// [`enough_memory`] again once the data is read, for a plan with ragged
@@ -763,21 +749,7 @@ fn enough_memory_for(
         // The run reports what is wrong with the data.
         Err(_) => return Ok(()),
     };
-    let budget = match limit {
-        Some(bytes) => Some(Budget {
-            bytes,
-            source: "--memory-limit".into(),
-        }),
-        None => memory::available(),
-    };
-    match budget {
-        Some(b) if needed > b.bytes as u128 => Err(CliError::OutOfMemory {
-            what: "this run".into(),
-            needed,
-            budget: Some(b),
-        }),
-        _ => Ok(()),
-    }
+    memory::check_budget(|| "this run".into(), needed, limit)
 }
 
 /// What `run` prints and writes.

@@ -141,6 +141,31 @@ pub fn run_bytes_for(
     Ok(peak.saturating_add(extra))
 }
 
+/// Refuses `needed` bytes for `what` (`this run`, ``this call of `f` ``)
+/// past `limit` (`--memory-limit`), or past the memory available when no
+/// limit is given.
+pub fn check_budget(
+    what: impl FnOnce() -> String,
+    needed: u128,
+    limit: Option<u64>,
+) -> Result<(), crate::CliError> {
+    let budget = match limit {
+        Some(bytes) => Some(Budget {
+            bytes,
+            source: "--memory-limit".into(),
+        }),
+        None => available(),
+    };
+    match budget {
+        Some(b) if needed > u128::from(b.bytes) => Err(crate::CliError::OutOfMemory {
+            what: what(),
+            needed,
+            budget: Some(b),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The least of every limit found; `None` when none can be read.
 pub fn available() -> Option<Budget> {
     let mut found: Vec<Budget> = Vec::new();

@@ -578,23 +578,22 @@ pub(crate) fn math(fun: M, args: &[Value], d: &Domains) -> Res {
             let (a, b) = (arg(0)?.components(), arg(1)?.components());
             match a.first() {
                 Some(Value::F32(_)) => Value::F32(dot_f32(a, b)?),
-                Some(Value::I32(_)) => {
-                    let mut s = 0i32;
-                    for (x, y) in a.iter().zip(b) {
-                        if let (Value::I32(x), Value::I32(y)) = (x, y) {
-                            s = s.wrapping_add(x.wrapping_mul(*y));
-                        }
-                    }
-                    Value::I32(s)
-                }
-                Some(Value::U32(_)) => {
+                // Wrapping sums and products of 32-bit integers have the
+                // same bits signed or not: one loop over the bits.
+                Some(first @ (Value::I32(_) | Value::U32(_))) => {
+                    let bits = |v: &Value| match *v {
+                        Value::I32(x) => Ok(x as u32),
+                        Value::U32(x) => Ok(x),
+                        ref other => Err(kind("dot", other)),
+                    };
                     let mut s = 0u32;
                     for (x, y) in a.iter().zip(b) {
-                        if let (Value::U32(x), Value::U32(y)) = (x, y) {
-                            s = s.wrapping_add(x.wrapping_mul(*y));
-                        }
+                        s = s.wrapping_add(bits(x)?.wrapping_mul(bits(y)?));
                     }
-                    Value::U32(s)
+                    match first {
+                        Value::I32(_) => Value::I32(s as i32),
+                        _ => Value::U32(s),
+                    }
                 }
                 _ => return Err(kind("dot", arg(0)?)),
             }
