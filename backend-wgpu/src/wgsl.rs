@@ -334,9 +334,10 @@ pub fn supports(body: &Expr) -> bool {
 const PRELUDE: &str = "\
 // NaN tested on the bits: float comparisons with NaN are unreliable across drivers.
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-// max and min as Rust's f32::max and f32::min: a NaN operand yields the other.
-fn fmax(a: f32, b: f32) -> f32 { return select(select(max(a, b), a, is_nan(b)), b, is_nan(a)); }
-fn fmin(a: f32, b: f32) -> f32 { return select(select(min(a, b), a, is_nan(b)), b, is_nan(a)); }
+// max and min as shape_core::scalar::{max_number, min_number}: a NaN operand
+// yields the other, and of two equal values (+0 and -0) max gives +0 and min -0.
+fn fmax(a: f32, b: f32) -> f32 { return select(select(select(max(a, b), bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)), a == b), a, is_nan(b)), b, is_nan(a)); }
+fn fmin(a: f32, b: f32) -> f32 { return select(select(select(min(a, b), bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)), a == b), a, is_nan(b)), b, is_nan(a)); }
 ";
 
 /// What a shader may assume about one stride (or offset) of a launch:

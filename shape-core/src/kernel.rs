@@ -54,8 +54,8 @@ impl Accumulate {
             Accumulate::Assign => x,
             Accumulate::Add => acc + x,
             Accumulate::Mul => acc * x,
-            Accumulate::Max => acc.max(x),
-            Accumulate::Min => acc.min(x),
+            Accumulate::Max => crate::scalar::max_number(acc, x),
+            Accumulate::Min => crate::scalar::min_number(acc, x),
         }
     }
 }

@@ -130,13 +130,43 @@ pub trait WithUnary {
     fn call(self, f: impl Fn(f32) -> f32 + Copy) -> Self::Output;
 }
 
+/// The larger of `a` and `b`, defined for every input so that the result
+/// does not depend on the machine or the operands' order: a NaN operand
+/// yields the other (as `f32::max`, IEEE 754's `maximumNumber`), and of
+/// two zeros +0 is the larger (`f32::max` leaves that unspecified, and
+/// GPUs differ). Every backend computes `max` and maximum reductions as
+/// this (the WGSL prelude's `fmax`).
+pub fn max_number(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b > a {
+        b
+    } else if b.is_nan() || a > b {
+        a
+    } else if a.is_sign_negative() {
+        // Equal: the same value, or two zeros of which `b` is the larger.
+        b
+    } else {
+        a
+    }
+}
+
+/// The smaller of `a` and `b`, as [`max_number`] the other way: a NaN
+/// operand yields the other, and of two zeros -0 is the smaller.
+pub fn min_number(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b < a || (a == b && b.is_sign_negative()) {
+        // Equal: the same value, or two zeros of which `b` is the smaller.
+        b
+    } else {
+        a
+    }
+}
+
 /// `max(x, 0)`, with NaN kept (as numpy's and torch's `relu` keep it; a
 /// plain `f32::max` would give 0). Every backend computes `relu` as this.
 pub fn relu(x: f32) -> f32 {
     if x.is_nan() {
         x
     } else {
-        x.max(0.0)
+        max_number(x, 0.0)
     }
 }
 
@@ -366,22 +396,21 @@ macro_rules! binary_table {
                 sampled: false,
                 infix: Some(("/", $crate::scalar::Precedence::PRODUCT)),
             },
-            /// `max(a, b)`; a NaN operand yields the other (as `f32::max`)
+            /// `max(a, b)`; a NaN operand yields the other, +0 is above -0 ([`max_number`])
             Max => {
                 name: max,
                 summary: "the larger of a and b",
-                eval: f32::max,
-                // The prelude's `fmax`: Rust's `f32::max`, which the CPU
-                // reference uses, returns the other operand when one is NaN.
+                eval: $crate::scalar::max_number,
+                // The prelude's `fmax`, which is `max_number`.
                 wgsl: $crate::scalar::WgslBinary::Call("fmax"),
                 sampled: true,
                 infix: None,
             },
-            /// `min(a, b)`; a NaN operand yields the other (as `f32::min`)
+            /// `min(a, b)`; a NaN operand yields the other, -0 is below +0 ([`min_number`])
             Min => {
                 name: min,
                 summary: "the smaller of a and b",
-                eval: f32::min,
+                eval: $crate::scalar::min_number,
                 wgsl: $crate::scalar::WgslBinary::Call("fmin"),
                 sampled: false,
                 infix: None,
@@ -476,6 +505,18 @@ mod tests {
         assert_eq!(BinaryOp::Min.eval(1.0, f32::NAN), 1.0);
         assert_eq!(BinaryOp::Max.eval(-1.0, 2.0), 2.0);
         assert_eq!(BinaryOp::Min.eval(-1.0, 2.0), -1.0);
+        use crate::kernel::Accumulate;
+        // Of two zeros, max gives +0 and min -0, in either order (found by
+        // `backends_agree_on_every_program`: llvmpipe's `max(+0, -0)` gave
+        // -0 where the CPU gave +0, and a division turned that into -inf
+        // against +inf).
+        for (a, b) in [(0.0f32, -0.0f32), (-0.0, 0.0)] {
+            assert_eq!(BinaryOp::Max.eval(a, b).to_bits(), 0.0f32.to_bits());
+            assert_eq!(BinaryOp::Min.eval(a, b).to_bits(), (-0.0f32).to_bits());
+            assert_eq!(Accumulate::Max.combine(a, b).to_bits(), 0.0f32.to_bits());
+            assert_eq!(Accumulate::Min.combine(a, b).to_bits(), (-0.0f32).to_bits());
+        }
+        assert_eq!(relu(-0.0).to_bits(), 0.0f32.to_bits());
         assert!(Precedence::SUM < Precedence::PRODUCT);
         assert_eq!(BinaryOp::Add.infix_operator(), Some(("+", Precedence::SUM)));
         assert_eq!(BinaryOp::Max.infix_operator(), None);

@@ -394,15 +394,48 @@ pub struct Compiled {
     /// error, never an error.
     pub warnings: Vec<Warning>,
     names: HashMap<String, (TensorId, Span)>,
+    /// The versions of each name that `NAME[...] <- EXPR` wrote, the first
+    /// (its declaration or first assignment) first.
+    versions: HashMap<String, Vec<TensorId>>,
     /// The functions of `function` statements, by name, with the
     /// statement's name.
     functions: HashMap<String, (Arc<dyn shape_graph::Operation>, Span)>,
 }
 
 impl Compiled {
-    /// The tensor a name refers to.
+    /// The tensor a name refers to at the end of the program: its last
+    /// version, where `NAME[...] <- EXPR` wrote it ([`Compiled::versions`]).
     pub fn tensor(&self, name: &str) -> Option<TensorId> {
         self.names.get(name).map(|(t, _)| *t)
+    }
+
+    /// Every tensor a name has stood for, in order: its declaration or
+    /// first assignment, then each version `NAME[...] <- EXPR` made (the
+    /// last is [`Compiled::tensor`]). Empty for an unknown name.
+    ///
+    /// ```
+    /// let program = shape_lang::syntax::parse("input d: 2, 3\nd[...] <- 0\n")?;
+    /// let compiled = shape_lang::compile::compile(&program)?;
+    /// let versions = compiled.versions("d");
+    /// assert_eq!(versions.len(), 2);
+    /// assert_eq!(compiled.tensor("d"), versions.last().copied());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn versions(&self, name: &str) -> Vec<TensorId> {
+        match (self.versions.get(name), self.tensor(name)) {
+            (Some(all), _) => all.clone(),
+            (None, Some(t)) => vec![t],
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The tensor a name was first defined as: its declaration (an input
+    /// or parameter that takes data) or its first assignment.
+    pub fn first_version(&self, name: &str) -> Option<TensorId> {
+        self.versions
+            .get(name)
+            .and_then(|v| v.first().copied())
+            .or_else(|| self.tensor(name))
     }
 
     /// Solves every shape; an error is placed in the text.
@@ -434,6 +467,7 @@ pub fn compile_with(program: &Program, registry: Arc<Registry>) -> Result<Compil
         warnings: Vec::new(),
         size_values: HashMap::new(),
         names: HashMap::new(),
+        versions: HashMap::new(),
         functions: HashMap::new(),
     };
     for st in &program.statements {
@@ -565,6 +599,36 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
                 .require(t, &spec.text)
                 .map_err(|e| graph_error(c, e, &spec.span, Some(spec)))?;
             c.results.push(t);
+            define(c, name, t);
+            Ok(())
+        }
+        Statement::AssignExisting { name, expr, .. } => {
+            let dest = lookup(c, &name.text, &name.span)?;
+            let mut counter = 0;
+            let source = expression(c, expr, &name.text, &mut counter, false)?;
+            // A new version of the tensor: its own node, so a statement
+            // above reads the old values and one below the new.
+            let t = c
+                .graph
+                .apply_named(
+                    &name.text,
+                    Arc::new(shape_graph::ops::AssignExisting),
+                    &[dest, source],
+                )
+                .map_err(|e| graph_error(c, e, &expr.span, None))?;
+            c.map.ops.push(expr.span.clone());
+            c.map.tensors.push(TensorSite {
+                span: expr.span.clone(),
+                spec: None,
+                values: None,
+            });
+            // The name's results are its last version's values.
+            c.results.retain(|&r| r != dest);
+            c.results.push(t);
+            c.versions
+                .entry(name.text.clone())
+                .or_insert_with(|| vec![dest])
+                .push(t);
             define(c, name, t);
             Ok(())
         }
@@ -1130,6 +1194,38 @@ mod tests {
         // The op's span is the expression's.
         assert_eq!(&src[c.map.op_span(0).unwrap()], "w @ x");
         assert_eq!(&src[c.map.op_span(2).unwrap()], "relu(w @ x + b)");
+    }
+
+    #[test]
+    fn an_assignment_into_an_existing_tensor_makes_a_new_version() {
+        let src = "input d: 2, 3\ny = d + 1\nd[...] <- y * 2\nz = d + y\nd[...] <- z\n";
+        let c = compile(&crate::syntax::parse(src).unwrap()).unwrap();
+        let versions = c.versions("d");
+        assert_eq!(versions.len(), 3);
+        assert_eq!(c.first_version("d"), Some(versions[0]));
+        assert_eq!(c.tensor("d"), Some(versions[2]));
+        // `y` read the declaration, `z` the second version.
+        let operands = |t: TensorId| -> Vec<TensorId> {
+            let shape_graph::TensorKind::Result(op) = c.graph.kind(t).unwrap() else {
+                panic!("a result")
+            };
+            c.graph.op(op).unwrap().1.to_vec()
+        };
+        assert_eq!(operands(c.tensor("y").unwrap())[0], versions[0]);
+        assert_eq!(operands(c.tensor("z").unwrap())[0], versions[1]);
+        assert_eq!(operands(versions[2])[0], versions[1]);
+        // The results: `y`, `z` and the last version of `d` only.
+        assert_eq!(
+            c.results,
+            vec![c.tensor("y").unwrap(), c.tensor("z").unwrap(), versions[2]]
+        );
+        let s = c.solve().unwrap();
+        for t in versions {
+            assert_eq!(s.shape(t).unwrap().to_string(), "|->2, 3");
+        }
+        // Only a name that exists is assigned into.
+        let e = compile(&crate::syntax::parse("q[...] <- 1\n").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("unknown tensor `q`"), "{e}");
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn gather(
                 path.display()
             )));
         }
-        match compiled.tensor(name).map(|t| g.kind(t)) {
+        match compiled.first_version(name).map(|t| g.kind(t)) {
             Some(Ok(TensorKind::Input | TensorKind::Parameter)) => {}
             Some(Ok(TensorKind::Constant)) => {
                 return Err(CliError::Data(format!(
@@ -251,7 +251,7 @@ pub fn bind_sizes(
     // when its data is read.
     let mut dims: Vec<(TensorId, Vec<u64>)> = Vec::new();
     for (name, path) in files {
-        let Some(t) = compiled.tensor(name) else {
+        let Some(t) = compiled.first_version(name) else {
             continue;
         };
         if is_json(path) {

@@ -347,3 +347,65 @@ fn a_memory_limit_covers_ragged_data() {
     let out = run("12048");
     assert_eq!(out.status, 0, "{}", out.stderr);
 }
+
+/// `NAME[...] <- EXPR` into a ragged input given as data: `--input a=`
+/// gives the declaration its rows, the new version keeps them, and `run`
+/// prints and writes the name once, with its last version's values.
+#[test]
+fn an_assignment_into_an_input_keeps_its_rows_and_writes_the_last_version() {
+    let dir = setup("ragged_assign_existing");
+    std::fs::write(
+        dir.join("q.shape"),
+        "input a: 2, var\ninput b: 2, 1\nbefore = a * 2\na[...] <- b\nafter = a + before\n",
+    )
+    .unwrap();
+    let args = [
+        "run", "q.shape", "--input", "a=a.json", "--input", "b=b.json", "--json", "--out", "res",
+    ];
+    let out = shapec(&dir, &args);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["before", "a", "after"]);
+    let result = |i: usize| v["results"][i]["values"].clone();
+    assert_eq!(result(0), json!([[2.0, 4.0, 6.0], [8.0]]));
+    assert_eq!(result(1), json!([[4.0, 4.0, 4.0], [5.0]]));
+    assert_eq!(result(2), json!([[6.0, 8.0, 10.0], [13.0]]));
+    let values = std::fs::read(dir.join("res/a.npy")).unwrap();
+    let floats: Vec<f32> = values[values.len() - 16..]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(floats, [4.0, 4.0, 4.0, 5.0]);
+    assert!(dir.join("res/a.offsets.npy").is_file());
+    // A source row of 2 where the destination's has 3: placed at the
+    // assignment.
+    std::fs::write(dir.join("two.json"), "[[1, 2], [3, 4]]").unwrap();
+    std::fs::write(
+        dir.join("r.shape"),
+        "input a: 2, var\ninput t: 2, var\na[...] <- t\n",
+    )
+    .unwrap();
+    let out = shapec(
+        &dir,
+        &[
+            "run",
+            "r.shape",
+            "--input",
+            "a=a.json",
+            "--input",
+            "t=two.json",
+        ],
+    );
+    assert_ne!(out.status, 0);
+    assert!(
+        out.stderr.contains("ragged_row") && out.stderr.contains("a[...] <- t"),
+        "{}",
+        out.stderr
+    );
+}

@@ -185,6 +185,137 @@ pub fn assignments_into_declared_shapes<B: Backend>(backend: &mut B, tolerance: 
     assert_eq!(out[&rows], [1., 2., 3., 1., 2., 3.], "{}", backend.name());
 }
 
+/// Assignments into tensors that exist (`NAME[...] <- EXPR`, DyND's
+/// `a[...] = b`), with the seed document's two examples: the scalar `4`
+/// into `[1, 2, 3]` gives `[4, 4, 4]`, and the ragged `[[1, 2, 3], [4]]`
+/// into the strided `[[5, 6, 7], [8, 9, 10]]` gives `[[1, 2, 3], [4, 4,
+/// 4]]`. A ragged destination keeps its rows (DyND's initialized var
+/// destination): `[[7], [8], [9]]` into `[[1, 2], [3], [4, 5, 6]]` gives
+/// `[[7, 7], [8], [9, 9, 9]]`, a ragged source of the same lengths is
+/// copied row by row, and a later operation reads the new version. A
+/// source row that is neither 1 nor the destination's length is the same
+/// error on every backend.
+pub fn assignments_into_existing_tensors<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    use shape_graph::ops::AssignExisting;
+    use std::sync::Arc;
+    let ragged = |outer: Vec<u64>, lengths: &[u64], values: Vec<f32>| {
+        HostTensor::ragged(outer, lengths, vec![], values).expect("ragged data")
+    };
+    let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
+    let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
+        let mut inputs = shape_run::Inputs::new();
+        for (t, v) in data {
+            inputs.insert(t, v);
+        }
+        Program {
+            graph: g,
+            inputs,
+            results,
+            options: Default::default(),
+        }
+    };
+    let name = backend.name().to_string();
+
+    // The seed document's examples, with dense destinations.
+    let mut g = Graph::new();
+    let a = g.input("a", "3").expect("a spec");
+    let b = g.input("b", "1").expect("a spec");
+    let m = g.input("m", "2, 3").expect("a spec");
+    let r = g.input("r", "2, var").expect("a ragged spec");
+    let a2 = g
+        .apply_named("a", Arc::new(AssignExisting), &[a, b])
+        .expect("a scalar into an array");
+    let m2 = g
+        .apply_named("m", Arc::new(AssignExisting), &[m, r])
+        .expect("var into strided");
+    let after = g.add(m2, a2).expect("a later read of the new versions");
+    let p = program(
+        g,
+        vec![a2, m2, after],
+        vec![
+            (a, dense(vec![3], vec![1., 2., 3.])),
+            (b, dense(vec![1], vec![4.])),
+            (m, dense(vec![2, 3], vec![5., 6., 7., 8., 9., 10.])),
+            (r, ragged(vec![2], &[3, 1], vec![1., 2., 3., 4.])),
+        ],
+    );
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&a2], [4., 4., 4.], "{name}");
+    assert_eq!(out[&m2], [1., 2., 3., 4., 4., 4.], "{name}");
+    assert_eq!(out[&after], [5., 6., 7., 8., 8., 8.], "{name}");
+
+    // Ragged destinations keep their rows.
+    let mut g = Graph::new();
+    let v = g.input("v", "3, var").expect("a ragged spec");
+    let col = g.input("col", "3, 1").expect("a spec");
+    let same = g.input("same", "3, var").expect("a ragged spec");
+    let scalar = g.input("scalar", "1").expect("a spec");
+    let by_row = g
+        .apply_named("v", Arc::new(AssignExisting), &[v, col])
+        .expect("1 into var");
+    let copied = g
+        .apply_named("v", Arc::new(AssignExisting), &[by_row, same])
+        .expect("var into var");
+    let filled = g
+        .apply_named("v", Arc::new(AssignExisting), &[v, scalar])
+        .expect("a scalar into var");
+    let doubled = g.add(copied, copied).expect("a later read");
+    let solved = g.solve().expect("solves");
+    assert_eq!(
+        solved.shape(by_row).expect("a shape").to_string(),
+        "|->3, var"
+    );
+    let p = program(
+        g,
+        vec![by_row, copied, filled, doubled],
+        vec![
+            (v, ragged(vec![3], &[2, 1, 3], vec![1., 2., 3., 4., 5., 6.])),
+            (col, dense(vec![3, 1], vec![7., 8., 9.])),
+            (
+                same,
+                ragged(vec![3], &[2, 1, 3], vec![-1., -2., -3., -4., -5., -6.]),
+            ),
+            (scalar, dense(vec![1], vec![0.5])),
+        ],
+    );
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&by_row], [7., 7., 8., 9., 9., 9.], "{name}");
+    assert_eq!(out[&copied], [-1., -2., -3., -4., -5., -6.], "{name}");
+    assert_eq!(out[&filled], [0.5; 6], "{name}");
+    assert_eq!(out[&doubled], [-2., -4., -6., -8., -10., -12.], "{name}");
+    let mut nested = solved
+        .run(backend, p.inputs.clone(), &[by_row], &p.options)
+        .expect("runs");
+    let rows = nested.remove(by_row).expect("the new version");
+    assert_eq!(rows.to_string(), "[[7, 7], [8], [9, 9, 9]]", "{name}");
+
+    // A source row of 2 against a destination row of 3: refused alike.
+    let mut g = Graph::new();
+    let v = g.input("v", "2, var").expect("a ragged spec");
+    let s = g.input("s", "2, var").expect("a ragged spec");
+    let into = g
+        .apply_named("v", Arc::new(AssignExisting), &[v, s])
+        .expect("var into var");
+    let bad = program(
+        g,
+        vec![into],
+        vec![
+            (v, ragged(vec![2], &[1, 3], vec![1., 2., 3., 4.])),
+            (s, ragged(vec![2], &[1, 2], vec![1., 2., 3.])),
+        ],
+    );
+    let solved = bad.graph.solve().expect("solves");
+    let reference = CpuBackend::reference()
+        .run_solved(&solved, &bad)
+        .unwrap_err();
+    let here = backend.run_solved(&solved, &bad).unwrap_err();
+    assert_eq!(here, reference, "{name}");
+    assert!(
+        here.contains("row (1)") && here.contains("must be 1 or 3"),
+        "{here}"
+    );
+}
+
 /// Composition, einsum contractions, reductions, diagonals, outer
 /// products.
 pub fn contractions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
@@ -1066,6 +1197,7 @@ macro_rules! backend_conformance {
                 pointwise_functions,
                 broadcasting,
                 assignments_into_declared_shapes,
+                assignments_into_existing_tensors,
                 contractions,
                 rearrangements,
                 leading_flanks,

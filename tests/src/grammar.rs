@@ -102,6 +102,7 @@ productions_of!(statement_production, statement_productions, Statement, {
     Statement::Declare { .. } => "stmt:declare",
     Statement::Assign { .. } => "stmt:assign",
     Statement::AssignInto { .. } => "stmt:assign_into",
+    Statement::AssignExisting { .. } => "stmt:assign_existing",
     Statement::RunTimeSize { .. } => "stmt:run_time_size",
     Statement::SizeBound { .. } => "stmt:size_bound",
     Statement::Size { .. } => "stmt:size",
@@ -322,6 +323,7 @@ pub fn productions(program: &Program) -> BTreeSet<String> {
                 }
                 expression(expr, &sizes, &tensors, &mut out);
             }
+            Statement::AssignExisting { expr, .. } => expression(expr, &sizes, &tensors, &mut out),
             Statement::RunTimeSize { .. } => {}
             Statement::SizeBound { bound, .. } => {
                 out.insert(bound_production(bound).to_string());
@@ -914,7 +916,8 @@ impl Gen {
             12 => self.binary_einsum(),
             13 => self.convolution(),
             14 => self.concat(),
-            15 => self.assign_into(),
+            15 if self.c.chance(50) => self.assign_into(),
+            15 => self.assign_existing(),
             16 => self.size_statement(),
             17 => self.capture(),
             18 => self.bound(),
@@ -1469,6 +1472,49 @@ impl Gen {
             vec![t.name.clone()],
         );
         self.result(d, rows);
+    }
+
+    /// `d[...] <- EXPR` into a tensor that exists, making its next
+    /// version: a number, a tensor of a suffix of its output row, or an
+    /// expression of its shape (which may read `d` itself). Not into a
+    /// tensor a capture names: a label is looked for in the spec of the
+    /// operation that made the tensor's last version.
+    fn assign_existing(&mut self) {
+        let t = self.tensor();
+        if self.captures.iter().any(|(_, of, _)| *of == t.name) {
+            return self.assign_into();
+        }
+        let mut uses = vec![t.name.clone()];
+        let suffixes: Vec<String> = self
+            .pool
+            .iter()
+            .filter(|u| {
+                u.name != t.name
+                    && u.rows[B] == t.rows[B]
+                    && u.rows[I] == t.rows[I]
+                    && u.rows[O].len() < t.rows[O].len()
+                    && t.rows[O].ends_with(&u.rows[O])
+            })
+            .map(|u| u.name.clone())
+            .collect();
+        let src = match self.c.below(3) {
+            0 => self.c.pick(&["0.5", "-2", "3"]).to_string(),
+            1 if !suffixes.is_empty() => {
+                let u = self.c.pick(&suffixes).clone();
+                uses.push(u.clone());
+                u
+            }
+            _ => {
+                let depth = 1 + self.c.below(2);
+                self.expr(&t, depth, &mut uses)
+            }
+        };
+        let target = if self.c.chance(20) {
+            format!("{} [ ... ]", t.name)
+        } else {
+            format!("{}[...]", t.name)
+        };
+        self.push(format!("{target} <- {src}"), vec![t.name.clone()], uses);
     }
 
     fn size_statement(&mut self) {

@@ -43,6 +43,41 @@ use shape_run::RunOptions;
 use crate::differential::{ProgramRunner, Tolerance};
 use crate::programs::{Builder, Program, Rng};
 
+/// The documented `max`, written apart from the backends' own: a NaN
+/// yields the other operand, and of two equal values (+0 and -0 are
+/// equal) the bits both have (so +0 where either is +0).
+pub fn max_of(a: f32, b: f32) -> f32 {
+    match (a.is_nan(), b.is_nan()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ if a == b => f32::from_bits(a.to_bits() & b.to_bits()),
+        _ => {
+            if a > b {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+/// The documented `min`, as [`max_of`] the other way (-0 where either is
+/// -0).
+pub fn min_of(a: f32, b: f32) -> f32 {
+    match (a.is_nan(), b.is_nan()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ if a == b => f32::from_bits(a.to_bits() | b.to_bits()),
+        _ => {
+            if a < b {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
 /// The sizes of a tensor's three rows. Values are stored in memory order:
 /// batch axes, then output axes, then input axes, row-major.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -773,7 +808,7 @@ fn keys_of(spec: &ShapeSpec, rows: &Rows, shared_batch: bool, tensor: usize) -> 
 
 /// An einsum read from its spec: every label one index, the result's
 /// labels fixed at each element, the others iterated and their products
-/// combined by `reduction` (a sum, `f32::max`, `f32::min` or a product,
+/// combined by `reduction` (a sum, [`max_of`], [`min_of`] or a product,
 /// from its identity); with nothing to combine, the value itself.
 fn einsum(c: &RefCase<'_>, reduction: &str) -> Vec<f32> {
     let op = c.op;
@@ -812,8 +847,8 @@ fn einsum(c: &RefCase<'_>, reduction: &str) -> Vec<f32> {
     let reduced_dims: Vec<usize> = reduced.iter().map(|(_, n)| *n).collect();
     let (identity, combine): (f32, fn(f32, f32) -> f32) = match reduction {
         "einsum" | "permute" => (0.0, |a, x| a + x),
-        "einsum_max" => (f32::NEG_INFINITY, f32::max),
-        "einsum_min" => (f32::INFINITY, f32::min),
+        "einsum_max" => (f32::NEG_INFINITY, max_of),
+        "einsum_min" => (f32::INFINITY, min_of),
         "einsum_prod" => (1.0, |a, x| a * x),
         other => panic!("no einsum reduces as `{other}`"),
     };
@@ -920,8 +955,11 @@ pub fn builtin_references() -> References {
         .insert("exp", unary(f32::exp))
         .insert("log", unary(f32::ln))
         .insert("sqrt", unary(f32::sqrt))
-        // max(x, 0), NaN kept (as `f32::max` would not).
-        .insert("relu", unary(|x| if x.is_nan() { x } else { x.max(0.0) }))
+        // max(x, 0), NaN kept (as `max_of` would not).
+        .insert(
+            "relu",
+            unary(|x| if x.is_nan() { x } else { max_of(x, 0.0) }),
+        )
         // The logistic function, written out here rather than taken from
         // the scalar table it checks.
         .insert("sigmoid", unary(|x| 1.0 / (1.0 + (-x).exp())))
@@ -929,8 +967,8 @@ pub fn builtin_references() -> References {
         .insert("sub", binary(|a, b| a - b))
         .insert("mul", binary(|a, b| a * b))
         .insert("div", binary(|a, b| a / b))
-        .insert("max", binary(f32::max))
-        .insert("min", binary(f32::min))
+        .insert("max", binary(max_of))
+        .insert("min", binary(min_of))
         .insert("compose", compose)
         .insert("transpose", transpose)
         .insert("batch_slice", batch_slice)

@@ -343,3 +343,19 @@ fn the_random_programs_call_functions_match_their_closures() {
             .assert_matches(shape_tests::reference::per_call(f.rust));
     }
 }
+
+/// The assignment into an existing tensor (`d[...] <- s`) against a copy
+/// written with numpy's broadcasting: the destination is a random tensor
+/// of the program, the source a new input that broadcasts into it, and
+/// every element of the result is the source's (the destination's values
+/// are never read).
+#[test]
+fn assignments_copy_their_source_broadcast_into_the_destination() {
+    use shape_graph::ops::AssignExisting;
+    OpCheck::operation(Arc::new(AssignExisting))
+        .assert_matches(|c: &RefCase<'_>| c.result.fill(|b, o, i| c.operands[1].get(b, o, i)));
+    // A closure that reads the destination is not the operation.
+    let wrong = OpCheck::operation(Arc::new(AssignExisting))
+        .check(|c: &RefCase<'_>| c.result.fill(|b, o, i| c.operands[0].get(b, o, i)));
+    assert!(wrong.is_err(), "{wrong:?}");
+}

@@ -33,7 +33,7 @@ builtin_operations!(
 mod assign;
 pub(crate) mod terminal;
 
-pub use assign::Assign;
+pub use assign::{Assign, AssignExisting};
 pub use batch_slice::{BatchSlice, BatchSliceRange};
 pub use binary::Binary;
 #[allow(deprecated)]

@@ -108,6 +108,20 @@ pub enum Statement {
         /// The whole statement.
         span: Span,
     },
+    /// `NAME[...] <- EXPR`: every element of the tensor `NAME`, which
+    /// exists already (an input, a parameter, a constant or an earlier
+    /// result), overwritten by `EXPR` broadcast into it one way only, as
+    /// DyND's `a[...] = b`. The tensor keeps its shape (a ragged one its
+    /// rows); the statement makes a new version of it, which later
+    /// statements read under the same name.
+    AssignExisting {
+        /// The name of the tensor written.
+        name: Ident,
+        /// The source.
+        expr: Expr,
+        /// The whole statement.
+        span: Span,
+    },
     /// `size NAME` alone: a size known only at run time, kept as a symbol
     /// by inference and bound by `shapec run` (from the data, or
     /// `--size NAME=N`).

@@ -246,9 +246,32 @@ impl Parser<'_> {
                         span: start..self.end,
                     });
                 }
+                if self.eat('[') {
+                    // `NAME[...] <- EXPR`: the whole of an existing tensor.
+                    self.skip_ws();
+                    if !self.rest().starts_with("...") {
+                        return self.error(
+                            "`...]` (an assignment writes every element: `NAME[...] <- EXPR`)",
+                        );
+                    }
+                    self.pos += 3;
+                    self.expect(']', "`]` after `...`")?;
+                    self.skip_ws();
+                    if !self.rest().starts_with("<-") {
+                        return self.error("`<-` and the expression to assign into the tensor");
+                    }
+                    self.pos += 2;
+                    let expr = self.expr()?;
+                    self.expect_end(self.after_operand)?;
+                    return Ok(Statement::AssignExisting {
+                        name: first,
+                        expr,
+                        span: start..self.end,
+                    });
+                }
                 if !self.eat('=') {
                     return self.error(format!(
-                        "`=` after `{}` (statements are declarations, `require`, `NAME = EXPR`, or `NAME: SHAPE <- EXPR`)",
+                        "`=` after `{}` (statements are declarations, `require`, `NAME = EXPR`, `NAME: SHAPE <- EXPR`, or `NAME[...] <- EXPR`)",
                         first.text
                     ));
                 }
@@ -823,6 +846,27 @@ mod tests {
         assert_eq!(show(expr), "(b * 2)");
         let missing = parse("a: 3 b\n").unwrap_err();
         assert!(missing.to_string().contains("`<-`"), "{missing}");
+    }
+
+    #[test]
+    fn assignments_into_an_existing_tensor_keep_the_name_and_the_expression() {
+        let src = "d [ ... ] <- b * 2  # every element\n";
+        let p = parse(src).unwrap();
+        let Statement::AssignExisting { name, expr, span } = &p.statements[0] else {
+            panic!("{:?}", p.statements[0]);
+        };
+        assert_eq!(name.text, "d");
+        assert_eq!(show(expr), "(b * 2)");
+        assert_eq!(&src[span.clone()], "d [ ... ] <- b * 2");
+        for (bad, expected) in [
+            ("d[0] <- 1\n", "`...]`"),
+            ("d[... <- 1\n", "`]` after `...`"),
+            ("d[...] = 1\n", "`<-`"),
+            ("d[...] <-\n", "a tensor name"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.to_string().contains(expected), "{bad}: {e}");
+        }
     }
 
     #[test]
