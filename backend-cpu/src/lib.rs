@@ -331,6 +331,10 @@ impl Backend for CpuBackend {
         buffer.len() as u64
     }
 
+    fn runs_row_tables(&self) -> bool {
+        true
+    }
+
     fn upload_owned(&mut self, data: Vec<f32>) -> Result<Vec<f32>, CpuError> {
         // The data is kept, not copied: only the limit applies.
         self.check_limit(data.len())?;
@@ -353,6 +357,29 @@ impl Backend for CpuBackend {
             result.len() as u64,
             operands.iter().map(|b| b.len() as u64),
         )?;
+        if let Some(rows) = &launch.rows {
+            // A launch over ragged rows: each row as the launch it is (the
+            // table was checked with the launch).
+            for r in 0..rows.len() {
+                if let Some(row) = launch.row_launch(r) {
+                    self.run_checked(kernel, &row, result, operands)?;
+                }
+            }
+            return Ok(());
+        }
+        self.run_checked(kernel, launch, result, operands)
+    }
+}
+
+impl CpuBackend {
+    /// Runs a launch that [`Launch::check_buffers`] accepted.
+    fn run_checked(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        result: &mut Vec<f32>,
+        operands: &[&Vec<f32>],
+    ) -> Result<(), CpuError> {
         if launch.sizes.contains(&0) {
             // Nothing to write, or each element's reduction of no values.
             return match launch.empty_reduction(kernel)? {

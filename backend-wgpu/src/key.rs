@@ -22,6 +22,7 @@ impl KernelKey {
         match schedule.effective(kernel) {
             Schedule::PerElement => words.push(0),
             Schedule::WorkgroupReduction => words.push(1),
+            Schedule::Rows { along } => words.extend([4, along as u32]),
             Schedule::Tiled(config) | Schedule::SplitK(config) => {
                 let split = matches!(schedule.effective(kernel), Schedule::SplitK(_));
                 words.extend([

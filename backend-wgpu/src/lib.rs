@@ -201,6 +201,9 @@ pub struct CacheStats {
     pub call_compiles: u64,
     /// Vectorized calls that reused a compiled pipeline.
     pub call_hits: u64,
+    /// Launches over the rows of ragged data run as one pass over their
+    /// row table ([`shape_core::kernel::RowTable`]).
+    pub row_table_passes: u64,
 }
 
 /// A buffer bound to a dispatch: the wgpu handle and the id that bind
@@ -734,6 +737,84 @@ impl WgpuBackend {
         Ok(())
     }
 
+    /// Runs a launch over rows ([`shape_core::kernel::RowTable`]) as one
+    /// dispatch (more where the grid is too small): the table uploaded as
+    /// `u32` words and bound after the operands, each invocation reading
+    /// its row's length and offsets from it. What that shader does not
+    /// take (another empty iterator, a reduction too long for one
+    /// invocation's loop, a binding too many, a table entry past 32 bits)
+    /// runs row by row instead, each row the ordinary launch it is.
+    fn execute_rows(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        rows: &shape_core::kernel::RowTable,
+        result: &mut WgpuBuffer,
+        operands: &[&WgpuBuffer],
+    ) -> Result<(), WgpuError> {
+        let mut padded = launch.clone();
+        padded.rows = None;
+        let storage = self.limits.max_storage_buffers_per_shader_stage as u64;
+        let bindings = self.limits.max_bindings_per_bind_group as u64;
+        let binding_fits = (kernel.operands as u64 + 1) < storage.min(bindings.saturating_sub(1));
+        let per_element = matches!(
+            reduction::plan(
+                kernel,
+                &padded,
+                self.options.loop_budget,
+                self.options.workgroup_reduction_threshold
+            )?,
+            Plan::PerElement
+        );
+        let (per_row, _) = reduction::point_counts(kernel, &padded);
+        let words: Option<Vec<f32>> = rows
+            .entries
+            .iter()
+            .map(|&w| u32::try_from(w).ok().map(f32::from_bits))
+            .collect();
+        let one_dispatch = per_element
+            && binding_fits
+            && !padded.sizes.contains(&0)
+            && per_row.saturating_mul(rows.len() as u128) <= MAX_POINTS;
+        let (true, Some(words)) = (one_dispatch, words) else {
+            for r in 0..rows.len() {
+                if let Some(row) = launch.row_launch(r) {
+                    self.execute(kernel, &row, result, operands)?;
+                }
+            }
+            return Ok(());
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let table = self.upload(&words)?;
+        // The table as the kernel's last operand, read by no expression.
+        let mut with_table = kernel.clone();
+        with_table.operands += 1;
+        let iterators = padded.sizes.len();
+        padded.operands.push(shape_core::kernel::Layout::new(
+            0,
+            vec![0; iterators],
+            words.len() as u64,
+        ));
+        let inputs: Vec<Bound> = operands
+            .iter()
+            .map(|b| b.bound())
+            .chain(std::iter::once(table.bound()))
+            .collect();
+        self.stats.row_table_passes += 1;
+        self.dispatch(
+            &with_table,
+            &padded,
+            &result.bound(),
+            &inputs,
+            Schedule::Rows { along: rows.along },
+            (per_row * rows.len() as u128) as u64,
+            Some((per_row as u32, 0)),
+        )?;
+        self.check(|| format!("running the kernel `{kernel}` over {} rows", rows.len()))
+    }
+
     /// Refuses a parameter block larger than a uniform binding may be.
     fn check_params_size(&self, kernel: &Kernel, layout: &ParamLayout) -> Result<(), WgpuError> {
         let block = layout.bytes() as u64;
@@ -931,6 +1012,9 @@ impl WgpuBackend {
                     value,
                     limit: u32::MAX as u64,
                 })?;
+        if let (Some(word), Some((per_row, _))) = (params.rows_word(), split) {
+            words[word] = per_row;
+        }
         let units_per_group = match (params.reduction_words(), split) {
             (Some((groups_word, chunk_word)), Some((groups, chunk))) => {
                 words[groups_word] = groups;
@@ -1076,6 +1160,10 @@ impl Backend for WgpuBackend {
         })
     }
 
+    fn runs_row_tables(&self) -> bool {
+        true
+    }
+
     fn upload(&mut self, data: &[f32]) -> Result<WgpuBuffer, WgpuError> {
         let buffer = self.new_buffer(data.len(), true)?;
         if !data.is_empty() {
@@ -1154,6 +1242,9 @@ impl Backend for WgpuBackend {
         operands: &[&WgpuBuffer],
     ) -> Result<(), WgpuError> {
         self.validate(kernel, launch, result, operands)?;
+        if let Some(rows) = &launch.rows {
+            return self.execute_rows(kernel, launch, rows, result, operands);
+        }
         if launch.sizes.contains(&0) {
             // Nothing to write, or each element's reduction of no values.
             return match launch.empty_reduction(kernel)? {

@@ -446,6 +446,7 @@ pub fn generate(
         kernel,
         classes,
         layout,
+        rows: None,
     };
     let param = |w: usize| wgsl::param(w);
     let (tile_m, tile_n) = (config.tile_m(), config.tile_n());

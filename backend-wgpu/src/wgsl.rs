@@ -72,6 +72,16 @@ pub enum Schedule {
     /// split, where a workgroup reduction's has its workgroups per output
     /// and points per invocation.
     SplitK(TileConfig),
+    /// A launch over the rows of ragged data ([`shape_core::kernel::RowTable`]),
+    /// per element: the kernel's last operand is the row table (`u32`
+    /// words: each row's length along iterator `along`, then its
+    /// offsets), and invocation `row * per_row + point` computes parallel
+    /// point `point` of row `row`, returning where the point lies past the
+    /// row's length. Its parameter block ends with the points per row.
+    Rows {
+        /// The iterator whose extent is each row's length.
+        along: usize,
+    },
 }
 
 impl Schedule {
@@ -80,6 +90,7 @@ impl Schedule {
         let reduces = kernel.iterators.contains(&IterKind::Reduction)
             && kernel.accumulate != Accumulate::Assign;
         match self {
+            Schedule::Rows { .. } => self,
             _ if !reduces => Schedule::PerElement,
             other => other,
         }
@@ -161,13 +172,19 @@ impl ParamLayout {
         .then_some((end, end + 1))
     }
 
+    /// The word of a row launch's points per row; `None` for other
+    /// schedules.
+    pub fn rows_word(&self) -> Option<usize> {
+        matches!(self.schedule, Schedule::Rows { .. }).then(|| self.offset(1 + self.operands))
+    }
+
     /// The number of meaningful words.
     pub fn words(&self) -> usize {
         self.offset(1 + self.operands)
             + if self.reduction_words().is_some() {
                 2
             } else {
-                0
+                usize::from(self.rows_word().is_some())
             }
     }
 
@@ -477,6 +494,9 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
         return generate_scheduled(kernel, classes, Schedule::PerElement);
     }
     let layout = ParamLayout::scheduled(kernel, schedule);
+    if let Schedule::Rows { along } = schedule {
+        return generate_rows(kernel, classes, layout, along);
+    }
     let mut s = header(kernel, &layout);
     let point_of_workgroup = match (schedule, layout.reduction_words()) {
         (Schedule::WorkgroupReduction, Some((groups_word, _))) => Some(groups_word),
@@ -512,6 +532,7 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
         kernel,
         classes,
         layout,
+        rows: None,
     };
     let parallel = gen.iterators(IterKind::Parallel);
     let reduction = gen.iterators(IterKind::Reduction);
@@ -526,7 +547,7 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
     if kernel.accumulate == Accumulate::Assign {
         // The last point's value is the result: no loop.
         for &k in &reduction {
-            let _ = writeln!(s, "    let i{k} = {} - 1u;", param(layout.size(k)));
+            let _ = writeln!(s, "    let i{k} = {} - 1u;", gen.size(k));
         }
         gen.loads(&mut s, "    ", &reduction);
         let value = finish_call(kernel, &body, &|o| format!("base_in{o}"));
@@ -605,12 +626,21 @@ pub(crate) fn header(kernel: &Kernel, layout: &ParamLayout) -> String {
          @group(0) @binding(1) var<storage, read_write> result: array<f32>;",
         layout.vec4s()
     );
+    let table = matches!(layout.schedule, Schedule::Rows { .. }).then(|| kernel.operands - 1);
     for o in 0..kernel.operands {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({}) var<storage, read> in{o}: array<f32>;",
-            o + 2
-        );
+        let _ = if Some(o) == table {
+            writeln!(
+                s,
+                "@group(0) @binding({}) var<storage, read> rows: array<u32>;",
+                o + 2
+            )
+        } else {
+            writeln!(
+                s,
+                "@group(0) @binding({}) var<storage, read> in{o}: array<f32>;",
+                o + 2
+            )
+        };
     }
     s.push_str(PRELUDE);
     // The scalar table's functions that are not WGSL builtins (`relu`
@@ -665,14 +695,106 @@ pub(crate) fn combine(accumulate: Accumulate, acc: &str, x: &str) -> String {
     }
 }
 
+/// The shader of a launch over rows (see [`Schedule::Rows`]) for
+/// `kernel`, whose last operand is the row table.
+fn generate_rows(
+    kernel: &Kernel,
+    classes: &StrideClasses,
+    layout: ParamLayout,
+    along: usize,
+) -> String {
+    let mut s = header(kernel, &layout);
+    let per_row = layout.rows_word().expect("a row launch's layout");
+    // A row's entry: its length, then the result's and each operand's
+    // offset (the table itself has none).
+    let width = kernel.operands + 1;
+    let _ = writeln!(
+        s,
+        "\n@compute @workgroup_size({WORKGROUP_SIZE})\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
+         \x20   let flat = {} + gid.x + gid.y * groups.x * {WORKGROUP_SIZE}u;\n\
+         \x20   if (flat >= {}) {{ return; }}\n\
+         \x20   let per_row = {};\n\
+         \x20   let row = flat / per_row;\n\
+         \x20   let point = flat - row * per_row;\n\
+         \x20   let entry = row * {width}u;\n\
+         \x20   let len = rows[entry];",
+        param(layout.base()),
+        param(layout.total()),
+        param(per_row)
+    );
+    let along_parallel = kernel.iterators.get(along) == Some(&IterKind::Parallel);
+    let gen = Generator {
+        kernel,
+        classes,
+        layout,
+        rows: Some(RowsGen {
+            along_len: (!along_parallel).then_some(along),
+        }),
+    };
+    let parallel = gen.iterators(IterKind::Parallel);
+    let reduction = gen.iterators(IterKind::Reduction);
+    gen.decode(&mut s, "point", &parallel, "", "i", "let");
+    if along_parallel {
+        // Padded to the longest row: points past this row's end are not.
+        let _ = writeln!(s, "    if (i{along} >= len) {{ return; }}");
+    }
+    gen.bases(&mut s, &parallel);
+    let mut body = String::new();
+    let mut consts = Vec::new();
+    expr(&kernel.body, &mut consts, &mut body);
+    for (n, c) in consts.iter().enumerate() {
+        let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
+    }
+    if kernel.accumulate == Accumulate::Assign {
+        // The lowering never gives an empty row to an assignment.
+        for &k in &reduction {
+            let _ = writeln!(s, "    let i{k} = {} - 1u;", gen.size(k));
+        }
+        gen.loads(&mut s, "    ", &reduction);
+    } else {
+        let _ = writeln!(
+            s,
+            "    var acc = {};",
+            f32_literal(kernel.accumulate.identity())
+        );
+        gen.walk(&mut s, &reduction, &body, None);
+    }
+    let value = if kernel.accumulate == Accumulate::Assign {
+        finish_call(kernel, &body, &|o| format!("base_in{o}"))
+    } else {
+        finish_call(kernel, "acc", &|o| format!("base_in{o}"))
+    };
+    let _ = writeln!(s, "    result[base_out] = {value};\n}}");
+    s
+}
+
+/// What a row launch's shader reads from the row table.
+pub(crate) struct RowsGen {
+    /// The reduction iterator whose extent is the row's length (`len`),
+    /// if the row's iterator is a reduction.
+    along_len: Option<usize>,
+}
+
 /// What the pieces of a shader need to know.
 pub(crate) struct Generator<'a> {
     pub(crate) kernel: &'a Kernel,
     pub(crate) classes: &'a StrideClasses,
     pub(crate) layout: ParamLayout,
+    /// For a launch over rows: offsets come from the row table.
+    pub(crate) rows: Option<RowsGen>,
 }
 
 impl Generator<'_> {
+    /// The extent of iterator `k`, as WGSL: its size in the parameter
+    /// block, or a row's length.
+    pub(crate) fn size(&self, k: usize) -> String {
+        match &self.rows {
+            Some(r) if r.along_len == Some(k) => "len".to_string(),
+            _ => param(self.layout.size(k)),
+        }
+    }
+
     pub(crate) fn iterators(&self, kind: IterKind) -> Vec<usize> {
         (0..self.kernel.iterators.len())
             .filter(|&k| self.kernel.iterators[k] == kind)
@@ -704,7 +826,7 @@ impl Generator<'_> {
             } else {
                 // One division per iterator: the remainder from the quotient
                 // (software adapters have no vector integer division).
-                let size = param(self.layout.size(k));
+                let size = self.size(k);
                 let _ = writeln!(
                     s,
                     "    let {q}{k} = {rest} / {size};\n    {decl} {name}{k} = {rest} - {q}{k} * {size};\n    {rest} = {q}{k};"
@@ -732,7 +854,9 @@ impl Generator<'_> {
     /// Declares `base_out` and `base_in{n}`: each tensor's element at this
     /// parallel point with every reduction iterator at 0.
     fn bases(&self, s: &mut String, parallel: &[usize]) {
-        for t in 0..1 + self.kernel.operands {
+        // A row launch's table (its last operand) has no base.
+        let tensors = 1 + self.kernel.operands - usize::from(self.rows.is_some());
+        for t in 0..tensors {
             let name = if t == 0 {
                 "out".to_string()
             } else {
@@ -742,6 +866,7 @@ impl Generator<'_> {
                 s,
                 "    let base_{name} = {}{};",
                 match self.classes.offset(t) {
+                    _ if self.rows.is_some() => format!("rows[entry + {}u]", 1 + t),
                     StrideClass::Zero => "0u".to_string(),
                     _ => param(self.layout.offset(t)),
                 },
@@ -775,7 +900,7 @@ impl Generator<'_> {
         }
         reduction
             .iter()
-            .map(|&k| param(self.layout.size(k)))
+            .map(|&k| self.size(k))
             .collect::<Vec<_>>()
             .join(" * ")
     }
@@ -822,7 +947,7 @@ impl Generator<'_> {
             if pos == 0 {
                 let _ = writeln!(s, "        i{k} = i{k}{digit}{carry};");
             } else {
-                let size = param(self.layout.size(k));
+                let size = self.size(k);
                 let _ = writeln!(
                     s,
                     "        let t{k} = i{k}{digit}{carry};\n        let c{k} = t{k} >= {size};\n        i{k} = select(t{k}, t{k} - {size}, c{k});"

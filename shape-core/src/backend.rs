@@ -30,6 +30,16 @@ pub trait Backend {
     /// The number of elements of a buffer.
     fn len(&self, buffer: &Self::Buffer) -> u64;
 
+    /// Whether the backend runs launches over the rows of ragged data
+    /// ([`crate::kernel::Launch::rows`]: a row table read at run time).
+    /// The default is `false`, and then ragged operations are lowered to
+    /// ordinary launches, one per run of rows of the same lengths; a
+    /// backend that says `true` must run each row of such a launch as
+    /// [`crate::kernel::Launch::row_launch`] gives it.
+    fn runs_row_tables(&self) -> bool {
+        false
+    }
+
     /// A buffer holding `data`, which the backend may keep instead of
     /// copying (the CPU backend does, so a run holds one copy of its
     /// inputs, not two).

@@ -448,6 +448,78 @@ pub struct Launch {
     pub operands: Vec<Layout>,
     /// Whether racing writes to the result are accepted.
     pub races: Races,
+    /// For a launch over the rows of ragged data: the table read at run
+    /// time with each row's length and offsets ([`RowTable`]); `None`
+    /// for an ordinary launch.
+    pub rows: Option<std::sync::Arc<RowTable>>,
+}
+
+/// The rows of a launch over ragged data, read by the kernel at run time
+/// (an indexed load): the launch runs once per row, with iterator `along`
+/// of the row's length instead of its size in [`Launch::sizes`] (which is
+/// at least the longest row), and every layout's offset replaced by the
+/// row's. So rows of any lengths are one launch, where a launch per row
+/// would cost a dispatch each on a GPU.
+///
+/// `#[non_exhaustive]`: build one with [`RowTable::new`].
+///
+/// ```
+/// use shape_core::kernel::RowTable;
+/// // Two rows of a launch with two operands: a length, then the result's
+/// // offset and the operands'.
+/// let t = RowTable::new(0, 2, vec![3, 0, 0, 0, 1, 3, 3, 3]).unwrap();
+/// assert_eq!(t.len(), 2);
+/// assert_eq!(t.row(1), (1, &[3, 3, 3][..]));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct RowTable {
+    /// The iterator whose extent is each row's length.
+    pub along: usize,
+    /// Layouts per row: the result and the operands.
+    pub tensors: usize,
+    /// One entry per row: its length, then the result's offset and each
+    /// operand's (`1 + tensors` words a row).
+    pub entries: Vec<u64>,
+}
+
+impl RowTable {
+    /// A table for a launch with `operands` operands whose iterator
+    /// `along` varies by row; `entries` holds `2 + operands` words a row.
+    /// `None` when `entries` is not a whole number of rows.
+    pub fn new(along: usize, operands: usize, entries: Vec<u64>) -> Option<RowTable> {
+        let tensors = operands + 1;
+        entries
+            .len()
+            .is_multiple_of(tensors + 1)
+            .then_some(RowTable {
+                along,
+                tensors,
+                entries,
+            })
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.entries.len() / (self.tensors + 1)
+    }
+
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `r`'s length and offsets (the result's, then each operand's).
+    pub fn row(&self, r: usize) -> (u64, &[u64]) {
+        let w = self.tensors + 1;
+        let e = &self.entries[r * w..(r + 1) * w];
+        (e[0], &e[1..])
+    }
+
+    /// The longest row (0 for none).
+    pub fn longest(&self) -> u64 {
+        (0..self.len()).map(|r| self.row(r).0).max().unwrap_or(0)
+    }
 }
 
 /// A kernel and launch that do not fit together.
@@ -464,6 +536,12 @@ pub enum LaunchError {
         expected: usize,
         /// The launch's count.
         found: usize,
+    },
+    /// A launch's row table does not fit it ([`RowTable`]).
+    #[error("the launch's row table does not fit it: {reason}")]
+    Rows {
+        /// What does not fit.
+        reason: String,
     },
     /// A layout addresses an element past the end of its buffer.
     #[error("{tensor} addresses element {last} but its buffer has {len} elements")]
@@ -673,7 +751,40 @@ impl Launch {
             result,
             operands,
             races: Races::Refused,
+            rows: None,
         }
+    }
+
+    /// This launch run once per row of `rows` ([`RowTable`]).
+    pub fn with_rows(mut self, rows: RowTable) -> Launch {
+        self.rows = Some(std::sync::Arc::new(rows));
+        self
+    }
+
+    /// The ordinary launch of row `r` of a launch over rows: the row's
+    /// length along the table's iterator and its offsets, without the
+    /// table. `None` for an ordinary launch or a row past the table.
+    pub fn row_launch(&self, r: usize) -> Option<Launch> {
+        let rows = self.rows.as_ref()?;
+        if r >= rows.len() {
+            return None;
+        }
+        let (len, offsets) = rows.row(r);
+        let mut launch = Launch {
+            sizes: self.sizes.clone(),
+            result: self.result.clone(),
+            operands: self.operands.clone(),
+            races: self.races,
+            rows: None,
+        };
+        if let Some(size) = launch.sizes.get_mut(rows.along) {
+            *size = len;
+        }
+        let layouts = std::iter::once(&mut launch.result).chain(&mut launch.operands);
+        for (layout, &offset) in layouts.zip(offsets) {
+            layout.offset = offset;
+        }
+        Some(launch)
     }
 
     /// This launch with racing writes to its result allowed.
@@ -810,18 +921,41 @@ impl Launch {
                 }
             }
         }
+        let tensors = std::iter::once(&self.result).chain(&self.operands);
+        for l in tensors {
+            arity("strides", n, l.strides.len())?;
+        }
+        let Some(rows) = &self.rows else {
+            self.check_extents(&self.sizes, |_| None)?;
+            if self.races == Races::Refused {
+                if let Some((iterator, size)) = self.overlapping_writes(kernel) {
+                    return Err(LaunchError::WriteConflict { iterator, size });
+                }
+            }
+            return Ok(());
+        };
+        self.check_rows(kernel, rows)
+    }
+
+    /// That every access of the launch with iterator sizes `sizes` stays
+    /// inside its buffer, each layout's offset given by `offset(tensor)`
+    /// (0: the result) or its own.
+    fn check_extents(
+        &self,
+        sizes: &[u64],
+        offset: impl Fn(usize) -> Option<u64>,
+    ) -> Result<(), LaunchError> {
+        if sizes.contains(&0) {
+            return Ok(());
+        }
         // Names are only formatted for an error: this runs on every launch.
         let tensors = std::iter::once((None, &self.result))
             .chain(self.operands.iter().enumerate().map(|(i, l)| (Some(i), l)));
-        for (operand, l) in tensors {
-            arity("strides", n, l.strides.len())?;
-            if self.sizes.contains(&0) {
-                continue;
-            }
-            let last = l.offset as u128
+        for (t, (operand, l)) in tensors.enumerate() {
+            let last = offset(t).unwrap_or(l.offset) as u128
                 + l.strides
                     .iter()
-                    .zip(&self.sizes)
+                    .zip(sizes)
                     .map(|(&s, &n)| s as u128 * (n as u128 - 1))
                     .sum::<u128>();
             if last >= l.len as u128 {
@@ -832,9 +966,69 @@ impl Launch {
                 });
             }
         }
-        if self.races == Races::Refused {
-            if let Some((iterator, size)) = self.overlapping_writes(kernel) {
-                return Err(LaunchError::WriteConflict { iterator, size });
+        Ok(())
+    }
+
+    /// [`Launch::check`] for a launch over rows: the table fits the
+    /// launch, every row stays inside every buffer, and (unless racing
+    /// writes are allowed) each row writes its own elements, the rows'
+    /// results one after another.
+    fn check_rows(&self, kernel: &Kernel, rows: &RowTable) -> Result<(), LaunchError> {
+        let bad = |reason: String| Err(LaunchError::Rows { reason });
+        if rows.along >= self.sizes.len() {
+            return bad(format!(
+                "its varying iterator {} is not one of the launch's {}",
+                rows.along,
+                self.sizes.len()
+            ));
+        }
+        if rows.tensors != 1 + self.operands.len() {
+            return bad(format!(
+                "it has offsets for {} tensors where the launch has {}",
+                rows.tensors,
+                1 + self.operands.len()
+            ));
+        }
+        let along_parallel = kernel.iterators.get(rows.along) == Some(&IterKind::Parallel);
+        let mut sizes = self.sizes.clone();
+        let mut written_to: Option<u128> = None;
+        for r in 0..rows.len() {
+            let (len, offsets) = rows.row(r);
+            if len > self.sizes[rows.along] {
+                return bad(format!(
+                    "row {r} has length {len}, longer than the launch's {}",
+                    self.sizes[rows.along]
+                ));
+            }
+            sizes[rows.along] = len;
+            self.check_extents(&sizes, |t| Some(offsets[t]))?;
+            // The elements a row writes: along a reduction, even an empty
+            // row writes each of its results (the reduction's identity).
+            let mut written = sizes.clone();
+            if !along_parallel {
+                written[rows.along] = 1;
+            }
+            if self.races == Races::Refused && !written.contains(&0) {
+                let mut row = self.clone();
+                row.rows = None;
+                row.sizes.clone_from(&written);
+                if let Some((iterator, size)) = row.overlapping_writes(kernel) {
+                    return Err(LaunchError::WriteConflict { iterator, size });
+                }
+                // The rows' results in order and apart.
+                let first = offsets[0] as u128;
+                if written_to.is_some_and(|end| first <= end) {
+                    return bad(format!(
+                        "row {r} writes the result from element {first}, which an earlier row wrote"
+                    ));
+                }
+                let last = first
+                    + (self.result.strides.iter().zip(&written))
+                        .zip(&kernel.iterators)
+                        .filter(|(_, k)| **k == IterKind::Parallel)
+                        .map(|((&s, &n), _)| s as u128 * (n as u128 - 1))
+                        .sum::<u128>();
+                written_to = Some(last);
             }
         }
         Ok(())

@@ -141,9 +141,20 @@ impl Lowered {
 pub struct LowerOptions {
     /// The batch index that batch slices take.
     pub slice: u64,
+    /// Whether a ragged operation whose rows change length may be one
+    /// launch over a row table ([`shape_core::kernel::RowTable`], for a
+    /// backend that runs them: [`shape_core::Backend::runs_row_tables`])
+    /// rather than a launch per run of rows.
+    pub row_tables: bool,
 }
 
 impl LowerOptions {
+    /// These options with row tables allowed or not.
+    pub fn with_row_tables(mut self, row_tables: bool) -> LowerOptions {
+        self.row_tables = row_tables;
+        self
+    }
+
     /// These options with batch slices taking index `slice`.
     pub fn with_slice(mut self, slice: u64) -> LowerOptions {
         self.slice = slice;

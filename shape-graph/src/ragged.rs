@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use shape_core::kernel::{IterKind, Layout};
+use shape_core::kernel::{Accumulate, IterKind, Layout, RowTable};
 use shape_core::{buffer_len, element_count, KnownDim, RaggedAxis, RowKind, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
@@ -325,7 +325,10 @@ impl SolvedGraph {
         let result_rows = r.result_rows(&loops, &lengths)?;
         let steps = match self.flat_step(&r, &loops, &result_rows, options)? {
             Some(step) => vec![step],
-            None => self.row_steps(&r, &loops, &lengths, &result_rows, options)?,
+            None => match self.row_table_step(&r, &loops, &lengths, &result_rows, options)? {
+                Some(step) => vec![step],
+                None => self.row_steps(&r, &loops, &lengths, &result_rows, options)?,
+            },
         };
         Ok(RaggedLowered {
             lowered: Lowered {
@@ -524,6 +527,136 @@ impl SolvedGraph {
             advance(&mut point, &loops.row_sizes);
         }
         Ok(runs.iter().map(|run| plans[run.plan].step(run)).collect())
+    }
+
+    /// The whole operation as one launch over a row table
+    /// ([`shape_core::kernel::RowTable`]), where the options allow it and
+    /// the rows change length: the operation's step lowered once with its
+    /// ragged axis at the longest row (at least 2, so that the axis keeps
+    /// its iterator), its row iterators pinned as a [`RowPlan`] pins them,
+    /// and per row the row's length along that iterator and every
+    /// layout's offset, which the backend reads when it runs (an indexed
+    /// load). `None` (a launch per run of rows instead) when the rows are
+    /// all of one length (one launch already), when the operation's ragged
+    /// tensors differ in length at some row (a row of 1 broadcast against
+    /// another length), or when an empty row would be an empty maximum,
+    /// minimum or assignment (whose error the per-row path gives).
+    fn row_table_step(
+        &self,
+        r: &RaggedOp<'_>,
+        loops: &RowLoops,
+        lengths: &[u64],
+        result_rows: &Option<RaggedAxis>,
+        options: &LowerOptions,
+    ) -> Result<Option<Step>, GraphError> {
+        let tensors = &r.tensors;
+        let (structure, row_iters) = (&loops.structure, &loops.row_iters);
+        if !options.row_tables || loops.var_iters.len() != 1 || row_iters.is_empty() {
+            return Ok(None);
+        }
+        let width = tensors.len();
+        let ragged: Vec<usize> = (0..width)
+            .filter(|&t| tensors[t].ragged.is_some())
+            .collect();
+        let Some(&first) = ragged.first() else {
+            return Ok(None);
+        };
+        // The rows' lengths are the ragged tensors' own: every other axis
+        // they meet has one element (a dense size would fix the length,
+        // and ragged rows of 1 would broadcast to it).
+        let dense_member = loops
+            .classes
+            .iter()
+            .flat_map(|c| &c.members)
+            .any(|&(t, j, _)| {
+                let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
+                !is_var && tensors[t].dims[j] != 1
+            });
+        if dense_member {
+            return Ok(None);
+        }
+        let mut longest = 0;
+        let mut varies = false;
+        for ls in lengths.chunks(width) {
+            let len = ls[first];
+            if ragged.iter().any(|&t| ls[t] != len) {
+                return Ok(None);
+            }
+            varies |= len != lengths[first];
+            longest = longest.max(len);
+        }
+        if !varies {
+            return Ok(None);
+        }
+        // One plan for every row, lowered at the longest length.
+        let padded = longest.max(2);
+        let ls: Vec<u64> = (0..width)
+            .map(|t| {
+                if tensors[t].ragged.is_some() {
+                    padded
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let shapes: Vec<SolvedShape> = tensors
+            .iter()
+            .map(|tensor| with_ragged_as(tensor.shape, padded))
+            .collect();
+        let projections = project(r.operation.as_ref(), shapes.iter().collect());
+        let cx = LoweringCx {
+            op: r.op_ref.clone(),
+            shapes: shapes.iter().collect(),
+            projections,
+            options,
+        };
+        let Some(step) = single_step(r.operation.lower(&cx)?) else {
+            return Ok(None);
+        };
+        let along = match tensors[first].ragged {
+            Some((var, _)) => match axes_of(&cx.projections, first)[var] {
+                AxisIndex::Iterator(k) => k,
+                _ => return Ok(None),
+            },
+            None => return Ok(None),
+        };
+        let Ok(plan) = RowPlan::new(step, &cx.projections, structure, tensors, row_iters, &ls)
+        else {
+            return Ok(None);
+        };
+        let kernel = &plan.step.kernel;
+        let empty_is_error = kernel.iterators.get(along) == Some(&IterKind::Reduction)
+            && !matches!(kernel.accumulate, Accumulate::Add | Accumulate::Mul);
+        if empty_is_error && lengths.chunks(width).any(|ls| ls[first] == 0) {
+            return Ok(None);
+        }
+        let mut entries: Vec<u64> = Vec::new();
+        let rows = lengths.len() / width;
+        entries
+            .try_reserve_exact(rows.saturating_mul(1 + width))
+            .map_err(|_| r.unsupported("its row table does not fit in memory".into()))?;
+        let mut point = vec![0u64; row_iters.len()];
+        for ls in lengths.chunks(width) {
+            entries.push(ls[first]);
+            entries.extend(plan.offsets(&point, |t, var| {
+                let rows = match t {
+                    0 => result_rows.as_ref(),
+                    _ => tensors[t].ragged.and_then(|(_, data)| data),
+                };
+                let row = row_number(structure, t, &tensors[t].dims, row_iters, &point, var);
+                rows.map_or(0, |rows| {
+                    rows.row_start(row).saturating_mul(tensors[t].inner(var))
+                })
+            }));
+            advance(&mut point, &loops.row_sizes);
+        }
+        let mut step = plan.step;
+        let operands = step.operands.len();
+        let Some(table) = RowTable::new(along, operands, entries) else {
+            return Ok(None);
+        };
+        step.launch = step.launch.with_rows(table);
+        Ok(Some(step))
     }
 
     /// The whole operation as one launch over the rows laid end to end,

@@ -135,7 +135,9 @@ pub(crate) fn lower_group(
     plan: &RunPlan,
     planned: &PlannedOp,
     rows: &mut HashMap<TensorId, RaggedAxis>,
+    row_tables: bool,
 ) -> Result<Vec<(OpId, Lowered, u64)>, RunError> {
+    let options = plan.options.lowering().with_row_tables(row_tables);
     let graph = solved.graph();
     let members: Vec<OpId> = planned
         .fused
@@ -148,7 +150,7 @@ pub(crate) fn lower_group(
     for &op in &members {
         let (_, operands, result) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
         let operand_rows: Vec<Option<&RaggedAxis>> = operands.iter().map(|t| rows.get(t)).collect();
-        let r = solved.lower_ragged(op, &operand_rows, &plan.options.lowering())?;
+        let r = solved.lower_ragged(op, &operand_rows, &options)?;
         if let Some(axis) = r.result_rows {
             rows.insert(result, axis);
         }
@@ -228,7 +230,8 @@ impl<B: Backend> Execution<'_, B> {
     /// where they can be), then frees what it read last.
     fn run_op(&mut self, plan: &RunPlan, planned: &PlannedOp) -> Result<(), RunError> {
         if planned.ragged {
-            let group = lower_group(self.solved, plan, planned, &mut self.rows)?;
+            let row_tables = self.backend.runs_row_tables();
+            let group = lower_group(self.solved, plan, planned, &mut self.rows, row_tables)?;
             for (op, lowered, result_len) in &group {
                 self.run_lowered(*op, lowered, *result_len)?;
             }

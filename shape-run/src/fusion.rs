@@ -172,6 +172,7 @@ fn fuse_step(
         s.result == BufferRef::Result
             && s.call.is_none()
             && s.launch.races == shape_core::Races::Refused
+            && s.launch.rows.is_none()
             && s.kernel.epilogue.is_none()
             && s.operands
                 .iter()
@@ -357,7 +358,10 @@ fn epilogue_step(
     outer_operands: &[TensorId],
 ) -> Option<Step> {
     use shape_core::kernel::{Accumulate, IterKind};
-    let refused = |s: &Step| s.launch.races == shape_core::Races::Refused;
+    // A launch over a row table is not fused (its rows' offsets would
+    // need the other step's too).
+    let refused =
+        |s: &Step| s.launch.races == shape_core::Races::Refused && s.launch.rows.is_none();
     let buffers_ok = |s: &Step| {
         s.result == BufferRef::Result
             && s.call.is_none()

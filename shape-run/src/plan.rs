@@ -129,7 +129,8 @@ impl RunPlan {
         memory.note();
         for planned in &self.ops {
             if planned.ragged {
-                let group = crate::execute::lower_group(solved, self, planned, &mut rows)?;
+                // The buffers are the same with or without row tables.
+                let group = crate::execute::lower_group(solved, self, planned, &mut rows, false)?;
                 for (op, lowered, len) in group {
                     let result = result_of(solved.graph(), op)?;
                     memory.result(&mut pool, result, len, &lowered.scratch);

@@ -542,10 +542,22 @@ fn the_differential_harness_takes_ragged_programs() {
     assert_backends_agree(&program, &mut runners, Tolerance::GPU);
 }
 
-/// The CPU reference, counting the launches that read operands.
+/// The CPU reference, counting the launches that read operands; it runs
+/// launches over row tables only when `row_tables` says so.
 struct Counting {
     cpu: CpuBackend,
     launches: usize,
+    row_tables: bool,
+}
+
+impl Counting {
+    fn reference(row_tables: bool) -> Counting {
+        Counting {
+            cpu: CpuBackend::reference(),
+            launches: 0,
+            row_tables,
+        }
+    }
 }
 
 impl Backend for Counting {
@@ -553,6 +565,9 @@ impl Backend for Counting {
     type Error = backend_cpu::CpuError;
     fn name(&self) -> String {
         "counting".into()
+    }
+    fn runs_row_tables(&self) -> bool {
+        self.row_tables
     }
     fn alloc(&mut self, len: usize) -> Result<Vec<f32>, Self::Error> {
         self.cpu.alloc(len)
@@ -597,10 +612,7 @@ fn consecutive_rows_of_one_length_share_a_launch() {
                 HostTensor::ragged(vec![6], lengths, vec![], values(3, total)).unwrap(),
             )
             .with(b, dense(&[6, 1], &values(5, 6)));
-        let mut counting = Counting {
-            cpu: CpuBackend::reference(),
-            launches: 0,
-        };
+        let mut counting = Counting::reference(false);
         let out = solved
             .run(
                 &mut counting,
@@ -659,10 +671,7 @@ fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
             HostTensor::ragged(vec![4], &lengths, vec![2], ys.clone()).unwrap(),
         )
         .with(w, dense(&[2], &[2.0, -1.0]));
-    let mut counting = Counting {
-        cpu: CpuBackend::reference(),
-        launches: 0,
-    };
+    let mut counting = Counting::reference(false);
     let out = solved
         .run(
             &mut counting,
@@ -702,10 +711,7 @@ fn operations_that_do_not_vary_along_the_rows_are_one_launch() {
             HostTensor::ragged(vec![4], &[1, 0, 1, 1], vec![2], values(2, 6)).unwrap(),
         )
         .with(w, dense(&[2], &[2.0, -1.0]));
-    let mut counting = Counting {
-        cpu: CpuBackend::reference(),
-        launches: 0,
-    };
+    let mut counting = Counting::reference(false);
     solved
         .run(
             &mut counting,
@@ -778,10 +784,7 @@ fn counted(
     outs: &[TensorId],
     options: &RunOptions,
 ) -> (usize, Vec<Vec<f32>>) {
-    let mut counting = Counting {
-        cpu: CpuBackend::reference(),
-        launches: 0,
-    };
+    let mut counting = Counting::reference(false);
     let out = solved.run(&mut counting, inputs, outs, options).unwrap();
     let values = outs
         .iter()
@@ -981,4 +984,152 @@ proptest! {
         let out = solved.run(&mut CpuBackend::new(), &inputs, &[s], &RunOptions::default()).unwrap();
         prop_assert_eq!(out.get(s).unwrap().values(), fv[0].as_slice());
     }
+}
+
+/// Issue 31, item 5: an operation that reads per row (a bias per row, a
+/// sum along the ragged axis) over rows whose lengths change at every
+/// row is one launch over a row table on a backend that runs them (each
+/// row's length and offsets read when it runs), where it was a launch per
+/// row; the values are bit for bit those of the launches per row on both
+/// CPU paths, and within the GPU tolerance on wgpu, whose passes over a
+/// row table are counted. With a batch axis before the ragged one and an
+/// inner axis after it too.
+#[test]
+fn rows_of_changing_lengths_are_one_launch_over_a_row_table() {
+    // The spec of `x`, of the bias and of the sum; the rows' axes, the
+    // axes after the ragged one, and the bias's dims.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Vec<u64>,
+        Vec<u64>,
+        Vec<u64>,
+    );
+    let cases: [Case; 2] = [
+        ("6, var", "6, 1", "ij=>i", vec![6], vec![], vec![6, 1]),
+        (
+            "2|3, var, 2",
+            "2|3, 1, 1",
+            "b|i,j,k=>b|i,k",
+            vec![2, 3],
+            vec![2],
+            vec![2, 3, 1, 1],
+        ),
+    ];
+    for (spec, bias, sum, outer, inner, bias_dims) in cases {
+        let mut g = Graph::new();
+        let x = g.input("x", spec).unwrap();
+        let b = g.input("b", bias).unwrap();
+        let y = g.add(x, b).unwrap();
+        let s = g.einsum(sum, &[y]).unwrap();
+        let solved = g.solve().unwrap();
+        let rows: u64 = outer.iter().product();
+        let lengths: Vec<u64> = (0..rows).map(|r| (r * 5 + 2) % 7).collect();
+        let per: u64 = inner.iter().product();
+        let total: u64 = lengths.iter().sum::<u64>() * per;
+        let inputs = Inputs::new()
+            .with(
+                x,
+                HostTensor::ragged(outer.clone(), &lengths, inner.clone(), values(3, total))
+                    .unwrap(),
+            )
+            .with(b, dense(&bias_dims, &values(5, rows)));
+        let run = |row_tables: bool| {
+            let mut counting = Counting::reference(row_tables);
+            let out = solved
+                .run(
+                    &mut counting,
+                    inputs.clone(),
+                    &[y, s],
+                    &RunOptions::default(),
+                )
+                .unwrap();
+            let bits = |t: TensorId| -> Vec<u32> {
+                out.get(t)
+                    .unwrap()
+                    .values()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            (counting.launches, bits(y), bits(s))
+        };
+        let (tabled, y_tabled, s_tabled) = run(true);
+        let (per_row, y_rows, s_rows) = run(false);
+        assert_eq!(tabled, 2, "{spec}: one launch per operation");
+        assert!(per_row > 2 * 4, "{spec}: {per_row} launches row by row");
+        assert_eq!((&y_tabled, &s_tabled), (&y_rows, &s_rows), "{spec}");
+        let coalesced = solved
+            .run(
+                &mut CpuBackend::coalesced(),
+                inputs.clone(),
+                &[y, s],
+                &RunOptions::default(),
+            )
+            .unwrap();
+        let bits: Vec<u32> = coalesced
+            .get(s)
+            .unwrap()
+            .values()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(bits, s_rows, "{spec}: the coalesced path");
+        let on_gpu = shape_tests::gpu::with_shared_wgpu("row_tables", |gpu| {
+            let before = gpu.cache_stats().row_table_passes;
+            let out = solved
+                .run(gpu, inputs.clone(), &[y, s], &RunOptions::default())
+                .unwrap();
+            (out, gpu.cache_stats().row_table_passes - before)
+        });
+        if let Some((out, passes)) = on_gpu {
+            assert_eq!(passes, 2, "{spec}: one pass per operation on wgpu");
+            for (t, expected) in [(y, &y_rows), (s, &s_rows)] {
+                for (a, e) in out.get(t).unwrap().values().iter().zip(expected) {
+                    let e = f32::from_bits(*e);
+                    assert!(Tolerance::GPU.agrees(*a, e), "{spec}: {a} against {e}");
+                }
+            }
+        }
+    }
+}
+
+/// A maximum along rows that include an empty one is the same error with
+/// or without row tables (an empty maximum has no value): such a launch
+/// stays row by row.
+#[test]
+fn an_empty_row_of_a_maximum_is_refused_with_or_without_row_tables() {
+    let mut g = Graph::new();
+    let x = g.input("x", "4, var").unwrap();
+    let m = g
+        .einsum_reduced("ij=>i", &[x], shape_graph::ops::Reduction::Max)
+        .unwrap();
+    let solved = g.solve().unwrap();
+    let inputs = Inputs::new().with(
+        x,
+        HostTensor::ragged(vec![4], &[2, 0, 3, 1], vec![], values(1, 6)).unwrap(),
+    );
+    let error = |row_tables: bool| {
+        solved
+            .run(
+                &mut Counting::reference(row_tables),
+                inputs.clone(),
+                &[m],
+                &RunOptions::default(),
+            )
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(error(true), error(false));
+    // Without the empty row, one launch over the table.
+    let inputs = Inputs::new().with(
+        x,
+        HostTensor::ragged(vec![4], &[2, 1, 3, 1], vec![], values(1, 7)).unwrap(),
+    );
+    let mut counting = Counting::reference(true);
+    solved
+        .run(&mut counting, inputs, &[m], &RunOptions::default())
+        .unwrap();
+    assert_eq!(counting.launches, 1);
 }
