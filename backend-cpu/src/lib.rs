@@ -358,16 +358,114 @@ impl Backend for CpuBackend {
             operands.iter().map(|b| b.len() as u64),
         )?;
         if let Some(rows) = &launch.rows {
-            // A launch over ragged rows: each row as the launch it is (the
-            // table was checked with the launch).
-            for r in 0..rows.len() {
-                if let Some(row) = launch.row_launch(r) {
-                    self.run_checked(kernel, &row, result, operands)?;
-                }
-            }
-            return Ok(());
+            return self.run_rows(kernel, launch, rows, result, operands);
         }
         self.run_checked(kernel, launch, result, operands)
+    }
+}
+
+/// The reference loop's iterators by kind, index and loads, kept between
+/// the rows of a launch over rows.
+struct Scratch {
+    parallel: Vec<usize>,
+    reduction: Vec<usize>,
+    index: Vec<u64>,
+    loads: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(kernel: &Kernel) -> Scratch {
+        let of = |kind| {
+            kernel
+                .iterators
+                .iter()
+                .enumerate()
+                .filter(move |(_, &k)| k == kind)
+                .map(|(i, _)| i)
+        };
+        Scratch {
+            parallel: of(IterKind::Parallel).collect(),
+            reduction: of(IterKind::Reduction).collect(),
+            index: vec![0; kernel.iterators.len()],
+            loads: vec![0.0; kernel.operands],
+        }
+    }
+}
+
+/// The reference loop: every parallel point in row-major order, its
+/// reduction points in row-major order, combined in that order. The
+/// launch has no empty iterator.
+fn reference_loop(
+    kernel: &Kernel,
+    launch: &Launch,
+    result: &mut [f32],
+    operands: &[&Vec<f32>],
+    scratch: &mut Scratch,
+) {
+    let Scratch {
+        parallel,
+        reduction,
+        index,
+        loads,
+    } = scratch;
+    index.fill(0);
+    loop {
+        let mut acc = kernel.accumulate.identity();
+        loop {
+            for (o, (layout, buf)) in launch.operands.iter().zip(operands).enumerate() {
+                loads[o] = buf[offset(layout.offset, &layout.strides, index)];
+            }
+            acc = kernel.accumulate.combine(acc, kernel.body.eval(loads));
+            if !advance(index, reduction, &launch.sizes) {
+                break;
+            }
+        }
+        result[offset(launch.result.offset, &launch.result.strides, index)] =
+            kernel.finish(loads, acc);
+        if !advance(index, parallel, &launch.sizes) {
+            break;
+        }
+    }
+}
+
+impl CpuBackend {
+    /// Runs a launch over rows that [`Launch::check_buffers`] accepted:
+    /// each row as the launch [`Launch::row_launch`] gives, through the
+    /// reference loop on either path (a row is a few elements; its
+    /// results are the reference's in any case), with one launch and
+    /// one scratch reused from row to row.
+    fn run_rows(
+        &mut self,
+        kernel: &Kernel,
+        launch: &Launch,
+        rows: &shape_core::kernel::RowTable,
+        result: &mut [f32],
+        operands: &[&Vec<f32>],
+    ) -> Result<(), CpuError> {
+        let mut row = launch.clone();
+        row.rows = None;
+        let mut scratch = Scratch::new(kernel);
+        for r in 0..rows.len() {
+            let (len, offsets) = rows.row(r);
+            row.sizes[rows.along] = len;
+            let layouts = std::iter::once(&mut row.result).chain(&mut row.operands);
+            for (layout, &o) in layouts.zip(offsets) {
+                layout.offset = o;
+            }
+            if row.sizes.contains(&0) {
+                // An empty row: nothing, or each result's reduction of no
+                // values, as any launch.
+                if let Some(fill) = row.empty_reduction(kernel)? {
+                    let inputs: Vec<&Vec<f32>> =
+                        fill.operands.iter().map(|&o| operands[o]).collect();
+                    let mut s = Scratch::new(&fill.kernel);
+                    reference_loop(&fill.kernel, &fill.launch, result, &inputs, &mut s);
+                }
+                continue;
+            }
+            reference_loop(kernel, &row, result, operands, &mut scratch);
+        }
+        Ok(())
     }
 }
 
@@ -406,31 +504,7 @@ impl CpuBackend {
             }
             return Ok(());
         }
-        let parallel: Vec<usize> = (0..kernel.iterators.len())
-            .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
-            .collect();
-        let reduction: Vec<usize> = (0..kernel.iterators.len())
-            .filter(|&k| kernel.iterators[k] == IterKind::Reduction)
-            .collect();
-        let mut index = vec![0u64; kernel.iterators.len()];
-        let mut loads = vec![0.0f32; kernel.operands];
-        loop {
-            let mut acc = kernel.accumulate.identity();
-            loop {
-                for (o, (layout, buf)) in launch.operands.iter().zip(operands).enumerate() {
-                    loads[o] = buf[offset(layout.offset, &layout.strides, &index)];
-                }
-                acc = kernel.accumulate.combine(acc, kernel.body.eval(&loads));
-                if !advance(&mut index, &reduction, &launch.sizes) {
-                    break;
-                }
-            }
-            result[offset(launch.result.offset, &launch.result.strides, &index)] =
-                kernel.finish(&loads, acc);
-            if !advance(&mut index, &parallel, &launch.sizes) {
-                break;
-            }
-        }
+        reference_loop(kernel, launch, result, operands, &mut Scratch::new(kernel));
         Ok(())
     }
 }

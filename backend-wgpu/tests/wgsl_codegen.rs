@@ -291,6 +291,20 @@ proptest! {
         if let Err(e) = validate(&source) {
             prop_assert!(false, "{}\n{}", e, source);
         }
+        // Over a row table (the kernel's last operand), along any iterator:
+        // one loop at most, and the table read as `u32` words.
+        if !kernel.iterators.is_empty() {
+            let mut with_table = kernel.clone();
+            with_table.operands += 1;
+            let along = (seed % kernel.iterators.len() as u64) as usize;
+            let general = StrideClasses::general(&with_table);
+            let source = generate_scheduled(&with_table, &general, Schedule::Rows { along });
+            if let Err(e) = validate(&source) {
+                prop_assert!(false, "{}\n{}", e, source);
+            }
+            prop_assert!(loops(&source) <= 1, "{}", source);
+            prop_assert!(source.contains("var<storage, read> rows: array<u32>"), "{}", source);
+        }
         // Tiled, where the classes make the kernel a contraction (else the
         // per-element shader): the slab loop and the two step loops (see
         // `backend_wgpu::tiled` for how they stay within the budget).

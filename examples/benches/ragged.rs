@@ -4,17 +4,20 @@
 //!
 //! The program is `s = sum_j (x[i, j] + b[i])` over `x: R, var`, run on
 //! the CPU's coalesced path and, where an adapter exists, on wgpu, for
-//! R = 10,000 and 20,000 rows with
-//! - **mixed** rows: lengths cycling through 0..8, so that every row is a
-//!   launch of its own;
+//! R = 10,000, 20,000 and 100,000 rows with
+//! - **mixed** rows: lengths cycling through 0..8, a different length at
+//!   every row: one launch over a row table per operation (a launch per
+//!   row on a backend without row tables);
 //! - **uniform** rows: every row of length 4, so that the rows share one
 //!   launch (`RowRun`), against
 //! - **dense**: the same values as `x: R, 4`, the strided program.
 //!
 //! Times are medians of the rounds (default 5), the three alternating; a
 //! run uploads the data, runs both operations and reads the sums back.
-//! The ratios to read: 20k/10k for each (linear in the rows is 2), and
-//! uniform/dense (what the ragged path costs when rows share a launch).
+//! The ratios to read: 20k/10k and 100k/10k for each (linear in the rows
+//! is 2 and 10), mixed/dense (rows of changing lengths, one launch over a
+//! row table per operation, against the strided tensor) and uniform/dense
+//! (what the ragged path costs when rows share a launch).
 
 use std::time::Instant;
 
@@ -75,7 +78,7 @@ fn run<B: Backend>(backend: &mut B, rows: u64, case: Case) -> f64 {
 fn report<B: Backend>(name: &str, backend: &mut B, rounds: usize) {
     println!("{name}:");
     let mut medians = Vec::new();
-    for rows in [10_000u64, 20_000] {
+    for rows in [10_000u64, 20_000, 100_000] {
         let mut times = [Vec::new(), Vec::new(), Vec::new()];
         for _ in 0..rounds {
             for (i, case) in [Case::Mixed, Case::Uniform, Case::Dense]
@@ -87,21 +90,24 @@ fn report<B: Backend>(name: &str, backend: &mut B, rounds: usize) {
         }
         let [m, u, d] = times.map(median);
         println!(
-            "  {rows:>6} rows: mixed {:.2} ms, uniform {:.2} ms, dense {:.2} ms, uniform/dense {:.2}",
+            "  {rows:>6} rows: mixed {:.2} ms, uniform {:.2} ms, dense {:.2} ms, mixed/dense {:.2}, uniform/dense {:.2}",
             m * 1e3,
             u * 1e3,
             d * 1e3,
+            m / d,
             u / d
         );
         medians.push((m, u, d));
     }
-    let ((m1, u1, d1), (m2, u2, d2)) = (medians[0], medians[1]);
-    println!(
-        "  20k/10k: mixed {:.2}, uniform {:.2}, dense {:.2}",
-        m2 / m1,
-        u2 / u1,
-        d2 / d1
-    );
+    let (m1, u1, d1) = medians[0];
+    for ((m, u, d), label) in medians[1..].iter().zip(["20k/10k", "100k/10k"]) {
+        println!(
+            "  {label}: mixed {:.2}, uniform {:.2}, dense {:.2}",
+            m / m1,
+            u / u1,
+            d / d1
+        );
+    }
 }
 
 fn main() {

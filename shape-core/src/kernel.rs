@@ -810,14 +810,19 @@ impl Launch {
     /// stride, each stride must exceed the largest offset the smaller ones
     /// reach.
     pub fn overlapping_writes(&self, kernel: &Kernel) -> Option<(usize, u64)> {
-        if self.sizes.contains(&0) {
+        self.overlapping_writes_at(kernel, &self.sizes)
+    }
+
+    /// [`Launch::overlapping_writes`] with the iterators of sizes `sizes`.
+    fn overlapping_writes_at(&self, kernel: &Kernel, sizes: &[u64]) -> Option<(usize, u64)> {
+        if sizes.contains(&0) {
             // No point at all: nothing is written twice.
             return None;
         }
         let mut parallel: Vec<(u64, u64, usize)> = (0..kernel.iterators.len())
             .filter(|&k| kernel.iterators[k] == IterKind::Parallel)
             .filter_map(|k| {
-                let size = *self.sizes.get(k)?;
+                let size = *sizes.get(k)?;
                 let stride = *self.result.strides.get(k)?;
                 (size > 1).then_some((stride, size, k))
             })
@@ -990,7 +995,17 @@ impl Launch {
             ));
         }
         let along_parallel = kernel.iterators.get(rows.along) == Some(&IterKind::Parallel);
+        if self.races == Races::Refused {
+            // Within a row: a shorter row writes a subset of what the
+            // longest writes, so the longest decides.
+            let mut longest = self.sizes.clone();
+            longest[rows.along] = if along_parallel { rows.longest() } else { 1 };
+            if let Some((iterator, size)) = self.overlapping_writes_at(kernel, &longest) {
+                return Err(LaunchError::WriteConflict { iterator, size });
+            }
+        }
         let mut sizes = self.sizes.clone();
+        let mut written = self.sizes.clone();
         let mut written_to: Option<u128> = None;
         for r in 0..rows.len() {
             let (len, offsets) = rows.row(r);
@@ -1004,17 +1019,11 @@ impl Launch {
             self.check_extents(&sizes, |t| Some(offsets[t]))?;
             // The elements a row writes: along a reduction, even an empty
             // row writes each of its results (the reduction's identity).
-            let mut written = sizes.clone();
+            written.clone_from(&sizes);
             if !along_parallel {
                 written[rows.along] = 1;
             }
             if self.races == Races::Refused && !written.contains(&0) {
-                let mut row = self.clone();
-                row.rows = None;
-                row.sizes.clone_from(&written);
-                if let Some((iterator, size)) = row.overlapping_writes(kernel) {
-                    return Err(LaunchError::WriteConflict { iterator, size });
-                }
                 // The rows' results in order and apart.
                 let first = offsets[0] as u128;
                 if written_to.is_some_and(|end| first <= end) {

@@ -134,7 +134,7 @@ impl RaggedOp<'_> {
                 row_len.resize(rows as usize, 0);
                 let mut point = vec![0u64; loops.row_iters.len()];
                 for ls in lengths.chunks(self.tensors.len()) {
-                    row_len[loops.row_of(&self.tensors, 0, &point)] = ls[0];
+                    row_len[loops.row_of(0, &point)] = ls[0];
                     advance(&mut point, &loops.row_sizes);
                 }
                 let axis = RaggedAxis::from_lengths(var, &row_len)
@@ -160,6 +160,11 @@ struct RowLoops {
     var_iters: Vec<usize>,
     /// The sizes of `row_iters`.
     row_sizes: Vec<u64>,
+    /// Per tensor (0: the result), its row number (flat, over the axes
+    /// before its ragged axis) at a point of the row iterators, as a sum:
+    /// a constant (fixed indices), and each row iterator's position in
+    /// the point with its multiplier (the row-major weight of its axis).
+    row_index: Vec<(u64, Vec<(usize, u64)>)>,
 }
 
 impl RowLoops {
@@ -232,27 +237,45 @@ impl RowLoops {
             }
         }
         let row_sizes = row_iters.iter().map(|&k| structure.sizes[k]).collect();
+        let row_index = tensors
+            .iter()
+            .enumerate()
+            .map(|(t, tensor)| {
+                let var = tensor.ragged.map_or(0, |(v, _)| v);
+                let (mut base, mut terms) = (0u64, Vec::new());
+                let mut mult = 1u64;
+                for (j, a) in axes_of(&structure, t)[..var].iter().enumerate().rev() {
+                    match a {
+                        AxisIndex::Iterator(k) => {
+                            if let Some(p) = row_iters.iter().position(|x| x == k) {
+                                terms.push((p, mult));
+                            }
+                        }
+                        AxisIndex::Fixed(c) => base = base.wrapping_add(c.wrapping_mul(mult)),
+                        _ => {}
+                    }
+                    mult = mult.wrapping_mul(tensor.dims[j]);
+                }
+                (base, terms)
+            })
+            .collect();
         Ok(RowLoops {
             structure,
             classes,
             row_iters,
             var_iters,
             row_sizes,
+            row_index,
         })
     }
 
     /// The row of tensor `t` (0: the result) at `point` of the row
     /// iterators.
-    fn row_of(&self, tensors: &[Tensor<'_>], t: usize, point: &[u64]) -> usize {
-        let var = tensors[t].ragged.map_or(0, |(v, _)| v);
-        row_number(
-            &self.structure,
-            t,
-            &tensors[t].dims,
-            &self.row_iters,
-            point,
-            var,
-        )
+    fn row_of(&self, t: usize, point: &[u64]) -> usize {
+        let (base, terms) = &self.row_index[t];
+        terms
+            .iter()
+            .fold(*base, |r, &(p, m)| r.wrapping_add(point[p].wrapping_mul(m))) as usize
     }
 }
 
@@ -411,7 +434,7 @@ impl SolvedGraph {
             ls.fill(0);
             for (t, tensor) in tensors.iter().enumerate().skip(1) {
                 if let Some((_, Some(data))) = tensor.ragged {
-                    let row = loops.row_of(tensors, t, &point);
+                    let row = loops.row_of(t, &point);
                     if row >= data.rows() {
                         return Err(r.unsupported(format!(
                             "operand {} has {} rows where its shape has more",
@@ -507,7 +530,7 @@ impl SolvedGraph {
                     0 => result_rows.as_ref(),
                     _ => tensors[t].ragged.and_then(|(_, data)| data),
                 };
-                let row = row_number(structure, t, &tensors[t].dims, row_iters, &point, var);
+                let row = loops.row_of(t, &point);
                 rows.map_or(0, |rows| {
                     rows.row_start(row).saturating_mul(tensors[t].inner(var))
                 })
@@ -638,16 +661,17 @@ impl SolvedGraph {
         let mut point = vec![0u64; row_iters.len()];
         for ls in lengths.chunks(width) {
             entries.push(ls[first]);
-            entries.extend(plan.offsets(&point, |t, var| {
+            let start = |t: usize, var: usize| {
                 let rows = match t {
                     0 => result_rows.as_ref(),
                     _ => tensors[t].ragged.and_then(|(_, data)| data),
                 };
-                let row = row_number(structure, t, &tensors[t].dims, row_iters, &point, var);
+                let row = loops.row_of(t, &point);
                 rows.map_or(0, |rows| {
                     rows.row_start(row).saturating_mul(tensors[t].inner(var))
                 })
-            }));
+            };
+            plan.offsets_into(&point, start, &mut entries);
             advance(&mut point, &loops.row_sizes);
         }
         let mut step = plan.step;
@@ -976,17 +1000,21 @@ impl RowPlan {
     /// may be a row iterator too: a transposition within the row), plus a
     /// ragged tensor's row start, `start(tensor, ragged axis)`.
     fn offsets(&self, point: &[u64], start: impl Fn(usize, usize) -> u64) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.slots.len());
+        self.offsets_into(point, start, &mut out);
+        out
+    }
+
+    /// [`RowPlan::offsets`], appended to `out`.
+    fn offsets_into(&self, point: &[u64], start: impl Fn(usize, usize) -> u64, out: &mut Vec<u64>) {
         let launch = &self.step.launch;
         let layouts = std::iter::once(&launch.result).chain(&launch.operands);
-        layouts
-            .zip(&self.slots)
-            .map(|(layout, &(t, var))| {
-                let moved = self.pins.iter().fold(layout.offset, |acc, &(k, p)| {
-                    acc.saturating_add(layout.strides[k].saturating_mul(point[p]))
-                });
-                moved.saturating_add(var.map_or(0, |var| start(t, var)))
-            })
-            .collect()
+        out.extend(layouts.zip(&self.slots).map(|(layout, &(t, var))| {
+            let moved = self.pins.iter().fold(layout.offset, |acc, &(k, p)| {
+                acc.saturating_add(layout.strides[k].saturating_mul(point[p]))
+            });
+            moved.saturating_add(var.map_or(0, |var| start(t, var)))
+        }));
     }
 
     /// The step of a run of rows: its first row's offsets, and for several
@@ -1053,31 +1081,6 @@ impl RowRun {
             }
         }
     }
-}
-
-/// The row (flat, over the axes before its ragged axis `var`) of tensor
-/// `t` at a point of the row iterators.
-fn row_number(
-    structure: &Projections,
-    t: usize,
-    dims: &[u64],
-    row_iters: &[usize],
-    point: &[u64],
-    var: usize,
-) -> usize {
-    let mut r = 0u64;
-    for (j, a) in axes_of(structure, t)[..var].iter().enumerate() {
-        let i = match a {
-            AxisIndex::Iterator(k) => row_iters
-                .iter()
-                .position(|x| x == k)
-                .map_or(0, |p| point[p]),
-            AxisIndex::Fixed(c) => *c,
-            _ => 0,
-        };
-        r = r * dims[j] + i;
-    }
-    r as usize
 }
 
 /// The one step of a lowering that writes the result from the operands
