@@ -1043,3 +1043,77 @@ impl Launch {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod row_table_tests {
+    use super::*;
+
+    /// `out[r, j] = in0[r, j] * 2` over rows laid end to end: a launch of
+    /// one iterator along the row, rows of lengths 2, 0 and 3.
+    fn doubling() -> (Kernel, Launch) {
+        let kernel = Kernel::new(
+            vec![IterKind::Parallel],
+            1,
+            Expr::Binary(
+                BinaryOp::Mul,
+                Box::new(Expr::Load(0)),
+                Box::new(Expr::Const(2.0)),
+            ),
+            Accumulate::Assign,
+        );
+        let launch = Launch::new(
+            vec![3],
+            Layout::new(0, vec![1], 5),
+            vec![Layout::new(0, vec![1], 5)],
+        );
+        (kernel, launch)
+    }
+
+    fn table(entries: Vec<u64>) -> RowTable {
+        RowTable::new(0, 1, entries).expect("whole rows")
+    }
+
+    #[test]
+    fn rows_that_fit_are_accepted_and_spelled_out_as_launches() {
+        let (kernel, launch) = doubling();
+        let launch = launch.with_rows(table(vec![2, 0, 0, 0, 2, 2, 3, 2, 2]));
+        assert_eq!(launch.check(&kernel), Ok(()));
+        let row = launch.row_launch(2).expect("row 2");
+        assert_eq!(row.sizes, [3]);
+        assert_eq!((row.result.offset, row.operands[0].offset), (2, 2));
+        assert!(row.rows.is_none());
+        assert!(launch.row_launch(3).is_none());
+        assert_eq!(launch.rows.as_ref().map(|r| r.longest()), Some(3));
+    }
+
+    #[test]
+    fn rows_that_do_not_fit_are_typed_errors() {
+        let (kernel, launch) = doubling();
+        // Not whole rows.
+        assert!(RowTable::new(0, 1, vec![1, 0]).is_none());
+        // A row past the end of the buffers.
+        let past = launch.clone().with_rows(table(vec![3, 3, 3]));
+        assert!(matches!(
+            past.check(&kernel),
+            Err(LaunchError::OutOfBounds { last: 5, .. })
+        ));
+        // Longer than the launch's size.
+        let long = launch.clone().with_rows(table(vec![4, 0, 0]));
+        assert_eq!(long.check(&kernel).map_err(|e| e.kind()), Err("rows"));
+        // An iterator the launch does not have.
+        let mut along = table(vec![1, 0, 0]);
+        along.along = 3;
+        let along = launch.clone().with_rows(along);
+        assert_eq!(along.check(&kernel).map_err(|e| e.kind()), Err("rows"));
+        // Two rows writing the same element.
+        let overlap = launch.clone().with_rows(table(vec![2, 0, 0, 2, 1, 1]));
+        let e = overlap.check(&kernel).unwrap_err();
+        assert_eq!(e.kind(), "rows");
+        assert!(e.to_string().contains("row 1 writes the result from element 1"), "{e}");
+        // Unless racing writes are allowed.
+        let racing = launch
+            .allowing_races()
+            .with_rows(table(vec![2, 0, 0, 2, 1, 1]));
+        assert_eq!(racing.check(&kernel), Ok(()));
+    }
+}
