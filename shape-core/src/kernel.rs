@@ -1109,7 +1109,11 @@ mod row_table_tests {
         let overlap = launch.clone().with_rows(table(vec![2, 0, 0, 2, 1, 1]));
         let e = overlap.check(&kernel).unwrap_err();
         assert_eq!(e.kind(), "rows");
-        assert!(e.to_string().contains("row 1 writes the result from element 1"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("row 1 writes the result from element 1"),
+            "{e}"
+        );
         // Unless racing writes are allowed.
         let racing = launch
             .allowing_races()

@@ -49,11 +49,6 @@ pub(crate) fn ragged_position(
                         "it has more than one ragged axis; one per tensor is supported",
                     ));
                 }
-                if j == 0 {
-                    return Err(refuse(
-                        "its ragged axis comes first in memory order (batch, output, input), so there is no axis whose positions its rows would be",
-                    ));
-                }
                 found = Some(j);
             }
             j += 1;

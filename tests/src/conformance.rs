@@ -1303,8 +1303,8 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// a ragged axis with an inner axis and a batch axis before it, a chain
 /// of operations on ragged results, and a ragged source assigned one way
 /// into a declared strided shape (`[[1, 2, 3], [4]]` into `2, 3` gives
-/// `[[1, 2, 3], [4, 4, 4]]`). A row that does not broadcast is the same
-/// error on every backend.
+/// `[[1, 2, 3], [4, 4, 4]]`), and a ragged axis first (one row). A row
+/// that does not broadcast is the same error on every backend.
 pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     use shape_graph::ops::Reduction;
     let ragged = |outer: Vec<u64>, lengths: &[u64], inner: Vec<u64>, values: Vec<f32>| {
@@ -1395,6 +1395,29 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let out = agree(backend, &p, tolerance);
     assert_eq!(out[&y], [11., 22., 13., 24.], "{name}");
     assert_eq!(out[&total], [24., 46., 0., 0.], "{name}");
+
+    // A ragged axis first (DyND's top-level `var * 3`): one row of its
+    // own length, broadcast against a strided row and summed across.
+    let mut g = Graph::new();
+    let top = g.input("top", "var, 3").expect("a ragged spec");
+    let row = g.input("row", "3").expect("a spec");
+    let shifted = g.add(top, row).expect("var, 3 with 3");
+    let across = g.einsum("ij=>i", &[shifted]).expect("a sum across");
+    let p = program(
+        g,
+        vec![shifted, across],
+        vec![
+            (
+                top,
+                HostTensor::ragged(vec![], &[2], vec![3], (1..=6).map(|v| v as f32).collect())
+                    .expect("ragged data"),
+            ),
+            (row, dense(vec![3], vec![10., 20., 30.])),
+        ],
+    );
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&shifted], [11., 22., 33., 14., 25., 36.], "{name}");
+    assert_eq!(out[&across], [66., 75.], "{name}");
 
     // Row 1 has 2 values where 3 are needed: refused alike everywhere.
     let mut g = Graph::new();

@@ -933,11 +933,17 @@ impl Gen {
                 self.push(format!("{y} = exp({x}) * 2"), vec![y], vec![x]);
             }
             20 => {
-                // A ragged input: multi-character mode, never first in memory.
+                // A ragged input (multi-character mode): after an axis, or
+                // first in memory (one row, as DyND's top-level var).
                 self.ragged = true;
                 let x = self.fresh("xv");
                 let n = self.c.size();
-                self.push(format!("input {x}: {n}, var"), vec![x.clone()], vec![]);
+                let spec = if self.c.chance(50) {
+                    format!("{n}, var")
+                } else {
+                    format!("var, {n}")
+                };
+                self.push(format!("input {x}: {spec}"), vec![x.clone()], vec![]);
                 let y = self.fresh("yv");
                 self.push(format!("{y} = relu({x})"), vec![y], vec![x]);
             }
