@@ -45,9 +45,7 @@ use rustc_hash::FxHashMap;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size, SymSize};
 
 use crate::constraint::Constraint;
-use crate::env::{
-    resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowEntry,
-};
+use crate::env::{resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim};
 use crate::error::{DimFact, ShapeError, SumReason};
 use crate::guard::{RawGuard, Requirement, SizeGuard};
 use crate::origin::{Origin, Why};
@@ -1259,16 +1257,10 @@ pub(crate) fn closing_var(env: &Env, tail: RowTail) -> Result<Option<RowVar>, Sh
         return Ok(None);
     };
     loop {
-        match env.row_entry(v)? {
-            RowEntry::Solved {
-                tail: RowTail::Open(w),
-                ..
-            } => v = *w,
-            RowEntry::Solved {
-                tail: RowTail::Closed,
-                ..
-            } => return Ok(Some(v)),
-            RowEntry::Open { .. } => return Ok(None),
+        match env.row_entry(v)?.solved() {
+            Some((_, RowTail::Open(w))) => v = w,
+            Some((_, RowTail::Closed)) => return Ok(Some(v)),
+            None => return Ok(None),
         }
     }
 }
@@ -1528,13 +1520,13 @@ impl Solution {
 
     /// The value of a solved row variable.
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
-        match self.env.row_entry(v)? {
-            RowEntry::Solved { dims, tail } => Ok(Row {
+        match self.env.row_entry(v)?.solved() {
+            Some((dims, tail)) => Ok(Row {
                 dims: dims.to_vec(),
-                tail: *tail,
+                tail,
                 constraint: shape_core::RowConstraint::Unconstrained,
             }),
-            RowEntry::Open { .. } => Err(ShapeError::Unsolved {
+            None => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             }),
