@@ -43,6 +43,11 @@ impl Definition {
     pub fn operands(&self) -> impl Iterator<Item = &str> {
         self.0.iter().skip(1).map(|s| &**s)
     }
+
+    /// The address of its names (the same for its clones).
+    pub(crate) fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
 }
 
 impl fmt::Display for Definition {

@@ -9,6 +9,14 @@
 //! [`OpRef`] once for all its origins, a declaration's tensor and spec
 //! once for its three rows. An [`Origin`] is rebuilt when a message or a
 //! provenance asks for one.
+//!
+//! An operation is not kept as its [`OpRef`] either (104 bytes and an
+//! operand list of 40 bytes a tensor, two allocations for every operation
+//! a graph applies): its tensors are kept once each, in a list of
+//! [`TensorRef`]s that the operations after it share (a result is the
+//! operand of the next operation), and the operation as its id, name and
+//! the indices of its tensors there. The [`OpRef`] is rebuilt with the
+//! origin, equal to the one recorded.
 
 use std::sync::Arc;
 
@@ -56,11 +64,52 @@ const _: () = assert!(std::mem::size_of::<Packed>() <= 12);
 /// times in a row), so that each is stored once.
 const TEXT_WINDOW: usize = 16;
 
+/// An operation as stored (see the module documentation).
+#[derive(Clone, Debug)]
+enum OpRecord {
+    /// An operation of one or two operands: its tensors by index into
+    /// [`OriginTable::refs`] (the second operand's unused for one).
+    Compact {
+        id: u32,
+        name: Arc<str>,
+        result: u32,
+        operands: [u32; 2],
+        len: u8,
+    },
+    /// Any other operation, whole.
+    Whole(Arc<OpRef>),
+}
+
+/// How many of the last tensors recorded a new one is looked up among
+/// (an operation's operands are mostly the results just made).
+const REF_WINDOW: usize = 32;
+
+/// A tensor recorded lately, by identity: its id and the addresses of its
+/// name and definition, which [`OriginTable::refs`] keeps alive (so no
+/// other name can take the address while the entry is here).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RefKey {
+    id: usize,
+    name: usize,
+    definition: usize,
+}
+
+impl RefKey {
+    fn of(t: &TensorRef) -> RefKey {
+        RefKey {
+            id: t.id,
+            name: Arc::as_ptr(&t.name).cast::<u8>() as usize,
+            definition: t.definition.as_ref().map_or(0, |d| d.addr()),
+        }
+    }
+}
+
 /// The lengths of a [`OriginTable`]'s parts, to take it back to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OriginMark {
     entries: usize,
     ops: usize,
+    refs: usize,
     texts: usize,
     tensors: usize,
     others: usize,
@@ -72,7 +121,17 @@ pub(crate) struct OriginMark {
 pub(crate) struct OriginTable {
     entries: Vector<Packed>,
     /// Operations, each once for the run of origins that name it.
-    ops: Vector<Arc<OpRef>>,
+    ops: Vector<OpRecord>,
+    /// The last operation recorded, as given: origins of it that follow
+    /// are recognised by pointer, and handed back without a rebuild.
+    last_op: Option<Arc<OpRef>>,
+    /// The tensors operations name, each once for a run of operations
+    /// that name it alike.
+    refs: Vector<TensorRef>,
+    /// The last [`REF_WINDOW`] entries of `refs` (a ring, `next` the
+    /// oldest), to find a tensor recorded lately without reading `refs`.
+    recent: [(RefKey, u32); REF_WINDOW],
+    next: usize,
     /// The texts of [`Origin::OpRow`]s.
     texts: Vector<Arc<str>>,
     /// The tensors and spec texts of declarations and requirements.
@@ -99,6 +158,7 @@ impl OriginTable {
         OriginMark {
             entries: self.entries.len(),
             ops: self.ops.len(),
+            refs: self.refs.len(),
             texts: self.texts.len(),
             tensors: self.tensors.len(),
             others: self.others.len(),
@@ -109,7 +169,20 @@ impl OriginTable {
     /// stay, as they did when each origin was stored whole).
     pub fn truncate(&mut self, m: OriginMark) {
         self.entries.truncate(m.entries);
+        if m.ops < self.ops.len() {
+            self.last_op = None;
+        }
         self.ops.truncate(m.ops);
+        if m.refs < self.refs.len() {
+            // Forget what points past the end: those names may be freed,
+            // and their addresses taken by others.
+            for slot in &mut self.recent {
+                if slot.1 as usize >= m.refs {
+                    *slot = Default::default();
+                }
+            }
+        }
+        self.refs.truncate(m.refs);
         self.texts.truncate(m.texts);
         self.tensors.truncate(m.tensors);
         self.others.truncate(m.others);
@@ -124,13 +197,73 @@ impl OriginTable {
     }
 
     fn op_index(&mut self, op: &Arc<OpRef>) -> u32 {
-        if let Some(last) = self.ops.last() {
+        if let Some(last) = &self.last_op {
             if Arc::ptr_eq(last, op) {
                 return index(self.ops.len() - 1);
             }
         }
-        self.ops.push_back(op.clone());
+        let record = match (u32::try_from(op.id), &op.operands[..]) {
+            (Ok(id), operands) if operands.len() <= 2 => {
+                let mut ids = [0; 2];
+                for (slot, t) in ids.iter_mut().zip(operands) {
+                    *slot = self.ref_index(t);
+                }
+                OpRecord::Compact {
+                    id,
+                    name: op.name.clone(),
+                    result: self.ref_index(&op.result),
+                    operands: ids,
+                    len: operands.len() as u8,
+                }
+            }
+            _ => OpRecord::Whole(op.clone()),
+        };
+        self.ops.push_back(record);
+        self.last_op = Some(op.clone());
         index(self.ops.len() - 1)
+    }
+
+    /// The index of `t` in `refs`, recorded now unless it was lately.
+    fn ref_index(&mut self, t: &TensorRef) -> u32 {
+        let key = RefKey::of(t);
+        if let Some(&(_, i)) = self.recent.iter().find(|(k, _)| *k == key) {
+            return i;
+        }
+        self.refs.push_back(t.clone());
+        let i = index(self.refs.len() - 1);
+        self.recent[self.next] = (key, i);
+        self.next = (self.next + 1) % REF_WINDOW;
+        i
+    }
+
+    /// Operation `i` as recorded.
+    fn op(&self, i: u32) -> Option<Arc<OpRef>> {
+        if i as usize + 1 == self.ops.len() {
+            if let Some(last) = &self.last_op {
+                return Some(last.clone());
+            }
+        }
+        match self.ops.get(i as usize)? {
+            OpRecord::Whole(op) => Some(op.clone()),
+            OpRecord::Compact {
+                id,
+                name,
+                result,
+                operands,
+                len,
+            } => {
+                let tensor = |r: u32| self.refs.get(r as usize).cloned();
+                Some(Arc::new(OpRef {
+                    id: *id as usize,
+                    name: name.clone(),
+                    operands: operands[..usize::from(*len)]
+                        .iter()
+                        .map(|&r| tensor(r))
+                        .collect::<Option<_>>()?,
+                    result: tensor(*result)?,
+                }))
+            }
+        }
     }
 
     fn text_index(&mut self, what: &Arc<str>) -> u32 {
@@ -211,7 +344,7 @@ impl OriginTable {
                 return Some(o.clone());
             }
         }
-        let op = |i: u32| self.ops.get(i as usize).cloned();
+        let op = |i: u32| self.op(i);
         Some(match *self.entries.get(id as usize)? {
             Packed::Op {
                 op: i,
@@ -340,5 +473,52 @@ mod tests {
         assert_eq!(t.get(0), Some(Origin::Finalization));
         assert_eq!(t.get(7), None);
         assert_eq!((t.ops.len(), t.texts.len()), (1, 1));
+    }
+
+    #[test]
+    fn operations_share_the_tensors_they_name_and_come_back_equal() {
+        let mut t = OriginTable::default();
+        let (a, b) = (TensorRef::new(1, "a".into()), TensorRef::new(2, "b".into()));
+        let c = TensorRef::new(3, "c".into()).with_definition(Some(crate::Definition::new(
+            "add".into(),
+            ["a".into(), "b".into()],
+        )));
+        let first = Arc::new(OpRef {
+            id: 0,
+            name: "add".into(),
+            operands: vec![a.clone(), b],
+            result: c.clone(),
+        });
+        let second = Arc::new(OpRef {
+            id: 1,
+            name: "mul".into(),
+            operands: vec![c, a],
+            result: TensorRef::new(4, "d".into()),
+        });
+        let origin = |op: &Arc<OpRef>| Origin::OpRow {
+            op: op.clone(),
+            site: RowSite::result(RowKind::Batch),
+            what: "w".into(),
+        };
+        t.push(origin(&first));
+        let m = t.mark();
+        t.push(origin(&second));
+        // `c` and `a` are recorded once for both operations.
+        assert_eq!((t.ops.len(), t.refs.len()), (2, 4));
+        assert_eq!(t.get(0), Some(origin(&first)));
+        assert_eq!(t.get(1), Some(origin(&second)));
+        t.truncate(m);
+        assert_eq!((t.ops.len(), t.refs.len()), (1, 3));
+        assert_eq!(t.get(0), Some(origin(&first)));
+        // A tensor recorded after a rollback is recorded again.
+        let third = Arc::new(OpRef {
+            id: 1,
+            name: "exp".into(),
+            operands: vec![TensorRef::new(4, "d".into())],
+            result: TensorRef::new(5, "e".into()),
+        });
+        t.push(origin(&third));
+        assert_eq!((t.ops.len(), t.refs.len()), (2, 5));
+        assert_eq!(t.get(1), Some(origin(&third)));
     }
 }
