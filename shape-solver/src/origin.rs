@@ -425,6 +425,27 @@ impl Why {
         (self.axis != Self::NO_AXIS).then_some(crate::AxisFromEnd::before_last(self.axis))
     }
 
+    /// The axis in 16 bits ([`u16::MAX`] for none), for records that keep
+    /// it so; `None` where it does not fit.
+    pub(crate) fn packed_axis(self) -> Option<u16> {
+        if self.axis == Self::NO_AXIS {
+            return Some(u16::MAX);
+        }
+        u16::try_from(self.axis).ok().filter(|&a| a != u16::MAX)
+    }
+
+    /// The reason of `origin` with an axis from [`Why::packed_axis`].
+    pub(crate) fn unpacked(origin: OriginId, axis: u16) -> Why {
+        Why {
+            origin,
+            axis: if axis == u16::MAX {
+                Self::NO_AXIS
+            } else {
+                axis.into()
+            },
+        }
+    }
+
     /// This reason narrowed to one axis, counted from the end of the rows.
     /// A reason that already carries an offset (a row inequality stored
     /// after its last axes were matched) counts from there.

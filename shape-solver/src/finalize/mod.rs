@@ -1406,7 +1406,7 @@ impl Solution {
                     })
                 }
                 Dim::Var(v) => match self.env.dim_entry(v)? {
-                    entry @ (DimEntry::Sized { .. } | DimEntry::Known(_)) => {
+                    entry @ (DimEntry::Sized(_) | DimEntry::Known(_)) => {
                         let Some(k) = entry.as_known() else {
                             return Err(ShapeError::Unsolved {
                                 what: "dim",
