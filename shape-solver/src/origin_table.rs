@@ -32,19 +32,14 @@ enum Packed {
     /// [`Origin::Op`].
     Op {
         op: u32,
-        left: u16,
-        right: u16,
-        left_kind: RowKind,
-        right_kind: RowKind,
+        left: Site,
+        right: Site,
         relation: Relation,
     },
-    /// [`Origin::OpRow`], its text in `texts`.
-    OpRow {
-        op: u32,
-        what: u32,
-        position: u16,
-        kind: RowKind,
-    },
+    /// [`Origin::OpRow`], its text in `texts` at the operation's first
+    /// text index plus `what` (an operation's texts are recorded next to
+    /// each other, or found among the last few).
+    OpRow { op: u32, what: i8, site: Site },
     /// [`Origin::Declared`], its tensor and spec in `tensors`.
     Declared { tensor: u32, kind: RowKind },
     /// [`Origin::Required`], its tensor and spec in `tensors`.
@@ -56,8 +51,35 @@ enum Packed {
     Other(u32),
 }
 
-// Twelve bytes: 685,000 of them for the 100,000-operation benchmark.
-const _: () = assert!(std::mem::size_of::<Packed>() <= 12);
+// Eight bytes: 713,000 of them for the 100,000-operation benchmark.
+const _: () = assert!(std::mem::size_of::<Packed>() <= 8);
+
+/// A [`RowSite`] in one byte: its position (below 64) and kind.
+#[derive(Clone, Copy, Debug)]
+struct Site(u8);
+
+impl Site {
+    fn new(s: RowSite) -> Option<Site> {
+        let kind = match s.kind {
+            RowKind::Batch => 0,
+            RowKind::Input => 1,
+            RowKind::Output => 2,
+        };
+        // Below 64: the shift keeps it in the byte.
+        (s.position < 64).then(|| Site(((s.position as u8) << 2) | kind))
+    }
+
+    fn get(self) -> RowSite {
+        RowSite {
+            position: u32::from(self.0 >> 2),
+            kind: match self.0 & 3 {
+                0 => RowKind::Batch,
+                1 => RowKind::Input,
+                _ => RowKind::Output,
+            },
+        }
+    }
+}
 
 /// How many of the last texts a new one is compared with: an operation's
 /// row rules are shared by its applications (an einsum spec used several
@@ -75,9 +97,20 @@ enum OpRecord {
         result: u32,
         operands: [u32; 2],
         len: u8,
+        texts: u32,
     },
     /// Any other operation, whole.
-    Whole(Arc<OpRef>),
+    Whole { op: Arc<OpRef>, texts: u32 },
+}
+
+impl OpRecord {
+    /// The length of `texts` when the operation was recorded: where
+    /// [`Packed::OpRow`] counts its text from.
+    fn texts(&self) -> u32 {
+        match self {
+            OpRecord::Compact { texts, .. } | OpRecord::Whole { texts, .. } => *texts,
+        }
+    }
 }
 
 /// How many of the last tensors recorded a new one is looked up among
@@ -122,9 +155,10 @@ pub(crate) struct OriginTable {
     entries: Vector<Packed>,
     /// Operations, each once for the run of origins that name it.
     ops: Vector<OpRecord>,
-    /// The last operation recorded, as given: origins of it that follow
-    /// are recognised by pointer, and handed back without a rebuild.
-    last_op: Option<Arc<OpRef>>,
+    /// The last operation recorded, as given, and its first text index:
+    /// origins of it that follow are recognised by pointer, and handed
+    /// back without a rebuild.
+    last_op: Option<(Arc<OpRef>, u32)>,
     /// The tensors operations name, each once for a run of operations
     /// that name it alike.
     refs: Vector<TensorRef>,
@@ -196,12 +230,14 @@ impl OriginTable {
         }
     }
 
-    fn op_index(&mut self, op: &Arc<OpRef>) -> u32 {
-        if let Some(last) = &self.last_op {
+    /// The index of `op` in `ops`, and its first text index.
+    fn op_index(&mut self, op: &Arc<OpRef>) -> (u32, u32) {
+        if let Some((last, texts)) = &self.last_op {
             if Arc::ptr_eq(last, op) {
-                return index(self.ops.len() - 1);
+                return (index(self.ops.len() - 1), *texts);
             }
         }
+        let texts = index(self.texts.len());
         let record = match (u32::try_from(op.id), &op.operands[..]) {
             (Ok(id), operands) if operands.len() <= 2 => {
                 let mut ids = [0; 2];
@@ -214,13 +250,17 @@ impl OriginTable {
                     result: self.ref_index(&op.result),
                     operands: ids,
                     len: operands.len() as u8,
+                    texts,
                 }
             }
-            _ => OpRecord::Whole(op.clone()),
+            _ => OpRecord::Whole {
+                op: op.clone(),
+                texts,
+            },
         };
         self.ops.push_back(record);
-        self.last_op = Some(op.clone());
-        index(self.ops.len() - 1)
+        self.last_op = Some((op.clone(), texts));
+        (index(self.ops.len() - 1), texts)
     }
 
     /// The index of `t` in `refs`, recorded now unless it was lately.
@@ -239,18 +279,19 @@ impl OriginTable {
     /// Operation `i` as recorded.
     fn op(&self, i: u32) -> Option<Arc<OpRef>> {
         if i as usize + 1 == self.ops.len() {
-            if let Some(last) = &self.last_op {
+            if let Some((last, _)) = &self.last_op {
                 return Some(last.clone());
             }
         }
         match self.ops.get(i as usize)? {
-            OpRecord::Whole(op) => Some(op.clone()),
+            OpRecord::Whole { op, .. } => Some(op.clone()),
             OpRecord::Compact {
                 id,
                 name,
                 result,
                 operands,
                 len,
+                ..
             } => {
                 let tensor = |r: u32| self.refs.get(r as usize).cloned();
                 Some(Arc::new(OpRef {
@@ -302,26 +343,31 @@ impl OriginTable {
                 left,
                 right,
                 relation,
-            } => match (u16::try_from(left.position), u16::try_from(right.position)) {
-                (Ok(l), Ok(r)) => Packed::Op {
-                    op: self.op_index(op),
-                    left: l,
-                    right: r,
-                    left_kind: left.kind,
-                    right_kind: right.kind,
+            } => match (Site::new(*left), Site::new(*right)) {
+                (Some(left), Some(right)) => Packed::Op {
+                    op: self.op_index(op).0,
+                    left,
+                    right,
                     relation: *relation,
                 },
                 _ => self.other(origin),
             },
-            Origin::OpRow { op, site, what } => match u16::try_from(site.position) {
-                Ok(position) => Packed::OpRow {
-                    op: self.op_index(op),
-                    what: self.text_index(what),
-                    position,
-                    kind: site.kind,
-                },
-                Err(_) => self.other(origin),
-            },
+            Origin::OpRow { op, site, what } => {
+                let packed = match Site::new(*site) {
+                    Some(site) => {
+                        let (op, base) = self.op_index(op);
+                        let at = i64::from(self.text_index(what)) - i64::from(base);
+                        i8::try_from(at)
+                            .ok()
+                            .map(|what| Packed::OpRow { op, what, site })
+                    }
+                    None => None,
+                };
+                match packed {
+                    Some(p) => p,
+                    None => self.other(origin),
+                }
+            }
             Origin::Declared { tensor, kind, spec } => Packed::Declared {
                 tensor: self.tensor_index(tensor, spec),
                 kind: *kind,
@@ -350,34 +396,21 @@ impl OriginTable {
                 op: i,
                 left,
                 right,
-                left_kind,
-                right_kind,
                 relation,
             } => Origin::Op {
                 op: op(i)?,
-                left: RowSite {
-                    position: left.into(),
-                    kind: left_kind,
-                },
-                right: RowSite {
-                    position: right.into(),
-                    kind: right_kind,
-                },
+                left: left.get(),
+                right: right.get(),
                 relation,
             },
-            Packed::OpRow {
-                op: i,
-                what,
-                position,
-                kind,
-            } => Origin::OpRow {
-                op: op(i)?,
-                site: RowSite {
-                    position: position.into(),
-                    kind,
-                },
-                what: self.texts.get(what as usize)?.clone(),
-            },
+            Packed::OpRow { op: i, what, site } => {
+                let at = i64::from(self.ops.get(i as usize)?.texts()) + i64::from(what);
+                Origin::OpRow {
+                    op: op(i)?,
+                    site: site.get(),
+                    what: self.texts.get(usize::try_from(at).ok()?)?.clone(),
+                }
+            }
             Packed::Declared { tensor, kind } => {
                 let (tensor, spec) = self.tensors.get(tensor as usize)?.clone();
                 Origin::Declared { tensor, kind, spec }
