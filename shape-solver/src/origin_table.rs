@@ -93,15 +93,23 @@ enum OpRecord {
     /// [`OriginTable::refs`] (the second operand's unused for one).
     Compact {
         id: u32,
-        name: Arc<str>,
+        /// Index into [`OriginTable::names`].
+        name: u32,
         result: u32,
         operands: [u32; 2],
         len: u8,
         texts: u32,
     },
-    /// Any other operation, whole.
-    Whole { op: Arc<OpRef>, texts: u32 },
+    /// Any other operation, whole, in [`OriginTable::whole`].
+    Whole { op: u32, texts: u32 },
 }
+
+// 28 bytes: one for each operation a graph applies.
+const _: () = assert!(std::mem::size_of::<OpRecord>() <= 28);
+
+/// How many of the last operation names a new one is looked up among (a
+/// network applies a few operations over and over).
+const NAME_WINDOW: usize = 16;
 
 impl OpRecord {
     /// The length of `texts` when the operation was recorded: where
@@ -143,6 +151,8 @@ pub(crate) struct OriginMark {
     entries: usize,
     ops: usize,
     refs: usize,
+    names: usize,
+    whole: usize,
     texts: usize,
     tensors: usize,
     others: usize,
@@ -166,6 +176,14 @@ pub(crate) struct OriginTable {
     /// oldest), to find a tensor recorded lately without reading `refs`.
     recent: [(RefKey, u32); REF_WINDOW],
     next: usize,
+    /// The names of operations, each once for a run of operations.
+    names: Vector<Arc<str>>,
+    /// The last [`NAME_WINDOW`] names recorded, by address (kept alive by
+    /// `names`), and their index there; `next_name` the oldest.
+    recent_names: [(usize, u32); NAME_WINDOW],
+    next_name: usize,
+    /// Operations kept whole ([`OpRecord::Whole`]).
+    whole: Vector<Arc<OpRef>>,
     /// The texts of [`Origin::OpRow`]s.
     texts: Vector<Arc<str>>,
     /// The tensors and spec texts of declarations and requirements.
@@ -193,6 +211,8 @@ impl OriginTable {
             entries: self.entries.len(),
             ops: self.ops.len(),
             refs: self.refs.len(),
+            names: self.names.len(),
+            whole: self.whole.len(),
             texts: self.texts.len(),
             tensors: self.tensors.len(),
             others: self.others.len(),
@@ -217,6 +237,15 @@ impl OriginTable {
             }
         }
         self.refs.truncate(m.refs);
+        if m.names < self.names.len() {
+            for slot in &mut self.recent_names {
+                if slot.1 as usize >= m.names {
+                    *slot = Default::default();
+                }
+            }
+        }
+        self.names.truncate(m.names);
+        self.whole.truncate(m.whole);
         self.texts.truncate(m.texts);
         self.tensors.truncate(m.tensors);
         self.others.truncate(m.others);
@@ -246,21 +275,37 @@ impl OriginTable {
                 }
                 OpRecord::Compact {
                     id,
-                    name: op.name.clone(),
+                    name: self.name_index(&op.name),
                     result: self.ref_index(&op.result),
                     operands: ids,
                     len: operands.len() as u8,
                     texts,
                 }
             }
-            _ => OpRecord::Whole {
-                op: op.clone(),
-                texts,
-            },
+            _ => {
+                self.whole.push_back(op.clone());
+                OpRecord::Whole {
+                    op: index(self.whole.len() - 1),
+                    texts,
+                }
+            }
         };
         self.ops.push_back(record);
         self.last_op = Some((op.clone(), texts));
         (index(self.ops.len() - 1), texts)
+    }
+
+    /// The index of `name` in `names`, recorded now unless it was lately.
+    fn name_index(&mut self, name: &Arc<str>) -> u32 {
+        let addr = Arc::as_ptr(name).cast::<u8>() as usize;
+        if let Some(&(_, i)) = self.recent_names.iter().find(|(a, _)| *a == addr) {
+            return i;
+        }
+        self.names.push_back(name.clone());
+        let i = index(self.names.len() - 1);
+        self.recent_names[self.next_name] = (addr, i);
+        self.next_name = (self.next_name + 1) % NAME_WINDOW;
+        i
     }
 
     /// The index of `t` in `refs`, recorded now unless it was lately.
@@ -284,7 +329,7 @@ impl OriginTable {
             }
         }
         match self.ops.get(i as usize)? {
-            OpRecord::Whole { op, .. } => Some(op.clone()),
+            OpRecord::Whole { op, .. } => self.whole.get(*op as usize).cloned(),
             OpRecord::Compact {
                 id,
                 name,
@@ -296,7 +341,7 @@ impl OriginTable {
                 let tensor = |r: u32| self.refs.get(r as usize).cloned();
                 Some(Arc::new(OpRef {
                     id: *id as usize,
-                    name: name.clone(),
+                    name: self.names.get(*name as usize)?.clone(),
                     operands: operands[..usize::from(*len)]
                         .iter()
                         .map(|&r| tensor(r))
