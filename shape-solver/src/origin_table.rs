@@ -66,7 +66,7 @@ impl Site {
             RowKind::Output => 2,
         };
         // Below 64: the shift keeps it in the byte.
-        (s.position < 64).then(|| Site(((s.position as u8) << 2) | kind))
+        (s.position < 64).then_some(Site(((s.position as u8) << 2) | kind))
     }
 
     fn get(self) -> RowSite {

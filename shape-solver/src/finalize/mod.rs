@@ -1209,7 +1209,11 @@ const MEMO_BLOCK: usize = 64;
 impl RowMemo {
     fn get(&self, v: RowVar) -> Option<u8> {
         let b = *self.nibbles.get(v.0 as usize / 2)?;
-        let n = if v.0 % 2 == 0 { b & 15 } else { b >> 4 };
+        let n = if v.0.is_multiple_of(2) {
+            b & 15
+        } else {
+            b >> 4
+        };
         n.checked_sub(1)
     }
 
@@ -1230,7 +1234,7 @@ impl RowMemo {
         self.dirty[block / 64] |= 1 << (block % 64);
         let n = value + 1;
         let b = &mut self.nibbles[i];
-        *b = if v.0 % 2 == 0 {
+        *b = if v.0.is_multiple_of(2) {
             (*b & 0xF0) | n
         } else {
             (*b & 0x0F) | (n << 4)
