@@ -43,6 +43,11 @@ impl Definition {
     pub fn operands(&self) -> impl Iterator<Item = &str> {
         self.0.iter().skip(1).map(|s| &**s)
     }
+
+    /// The address of its names (the same for its clones).
+    pub(crate) fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<u8>() as usize
+    }
 }
 
 impl fmt::Display for Definition {
@@ -418,6 +423,27 @@ impl Why {
     /// one axis.
     pub fn axis_from_end(self) -> Option<crate::AxisFromEnd> {
         (self.axis != Self::NO_AXIS).then_some(crate::AxisFromEnd::before_last(self.axis))
+    }
+
+    /// The axis in 16 bits ([`u16::MAX`] for none), for records that keep
+    /// it so; `None` where it does not fit.
+    pub(crate) fn packed_axis(self) -> Option<u16> {
+        if self.axis == Self::NO_AXIS {
+            return Some(u16::MAX);
+        }
+        u16::try_from(self.axis).ok().filter(|&a| a != u16::MAX)
+    }
+
+    /// The reason of `origin` with an axis from [`Why::packed_axis`].
+    pub(crate) fn unpacked(origin: OriginId, axis: u16) -> Why {
+        Why {
+            origin,
+            axis: if axis == u16::MAX {
+                Self::NO_AXIS
+            } else {
+                axis.into()
+            },
+        }
     }
 
     /// This reason narrowed to one axis, counted from the end of the rows.

@@ -41,13 +41,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use imbl::Vector;
-use rustc_hash::FxHashMap;
 use shape_core::{Dim, DimVar, KnownDim, Row, RowTail, RowVar, Size, SymSize};
 
 use crate::constraint::Constraint;
-use crate::env::{
-    resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim, RowEntry,
-};
+use crate::env::{resolve_dim, resolve_row, Cached, DimEntry, Env, FirstUpper, ResolvedDim};
 use crate::error::{DimFact, ShapeError, SumReason};
 use crate::guard::{RawGuard, Requirement, SizeGuard};
 use crate::origin::{Origin, Why};
@@ -440,7 +437,7 @@ impl Solver {
     fn is_free_result(&mut self, v: RowVar, blocked: &BlockedRows) -> Result<bool, ShapeError> {
         self.refresh_free(blocked);
         let mut memo = blocked.free.borrow_mut();
-        if let Some(&free) = memo.free.get(&v) {
+        if let Some(free) = memo.free.get_bool(v) {
             return Ok(free);
         }
         // Depth first, without recursion (chains of uses are as long as
@@ -449,7 +446,7 @@ impl Solver {
         let mut stack = vec![(v, false)];
         let mut on_path = BTreeSet::new();
         while let Some((w, uppers_known)) = stack.pop() {
-            if memo.free.contains_key(&w) {
+            if memo.free.get(w).is_some() {
                 continue;
             }
             let may_be_free = self.env.is_open_row(w)
@@ -459,18 +456,18 @@ impl Solver {
                     .row_bounds(w)
                     .is_some_and(|b| b.watchers.is_empty());
             if !may_be_free {
-                memo.free.insert(w, false);
+                memo.free.insert_bool(w, false);
                 continue;
             }
             if self.env.first_upper(w) == FirstUpper::None {
-                memo.free.insert(w, true);
+                memo.free.insert_bool(w, true);
                 continue;
             }
             let mut free = true;
             let mut unknown = Vec::new();
             for (_, carry, ct) in self.resolved_uppers(w)?.iter() {
                 match ct {
-                    RowTail::Open(u) if carry == 0 => match memo.free.get(&u) {
+                    RowTail::Open(u) if carry == 0 => match memo.free.get_bool(u) {
                         Some(true) => {}
                         Some(false) => free = false,
                         None if uppers_known || on_path.contains(&u) => free = false,
@@ -484,14 +481,14 @@ impl Solver {
             }
             if !free || unknown.is_empty() {
                 on_path.remove(&w);
-                memo.free.insert(w, free);
+                memo.free.insert_bool(w, free);
                 continue;
             }
             on_path.insert(w);
             stack.push((w, true));
             stack.extend(unknown.into_iter().map(|u| (u, false)));
         }
-        Ok(memo.free.get(&v).copied().unwrap_or(false))
+        Ok(memo.free.get_bool(v).unwrap_or(false))
     }
 
     /// Forgets what `blocked` remembers about free results once a row
@@ -500,10 +497,12 @@ impl Solver {
         let writes = self.env.row_writes();
         let mut memo = blocked.free.borrow_mut();
         if memo.row_writes != writes {
-            *memo = FreeResults {
-                row_writes: writes,
-                ..FreeResults::default()
-            };
+            memo.row_writes = writes;
+            let rows = self.env.num_rows();
+            let memo = &mut *memo;
+            for m in [&mut memo.free, &mut memo.waits, &mut memo.uppers] {
+                m.clear(rows);
+            }
         }
     }
 
@@ -763,7 +762,7 @@ impl Solver {
             return Ok(false);
         }
         self.refresh_free(blocked);
-        if let Some(&waits) = blocked.free.borrow().waits.get(&r) {
+        if let Some(waits) = blocked.free.borrow().waits.get_bool(r) {
             return Ok(waits);
         }
         // Down through the free results that `r` passes through, without
@@ -788,9 +787,11 @@ impl Solver {
         // reaches an operand that holds it back.
         let mut memo = blocked.free.borrow_mut();
         if waits {
-            memo.waits.insert(r, true);
+            memo.waits.insert_bool(r, true);
         } else {
-            memo.waits.extend(seen.into_iter().map(|w| (w, false)));
+            for w in seen {
+                memo.waits.insert_bool(w, false);
+            }
         }
         Ok(waits)
     }
@@ -849,8 +850,8 @@ impl Solver {
         blocked: &BlockedRows,
     ) -> Result<(bool, bool), ShapeError> {
         self.refresh_free(blocked);
-        if let Some(&kinds) = blocked.free.borrow().uppers.get(&v) {
-            return Ok(kinds);
+        if let Some(kinds) = blocked.free.borrow().uppers.get(v) {
+            return Ok((kinds & 1 != 0, kinds & 2 != 0));
         }
         let (mut not_free, mut not_passing) = (false, false);
         for (_, carry, ct) in self.resolved_uppers(v)?.iter() {
@@ -865,7 +866,7 @@ impl Solver {
             .free
             .borrow_mut()
             .uppers
-            .insert(v, (not_free, not_passing));
+            .insert(v, u8::from(not_free) | (u8::from(not_passing) << 1));
         Ok((not_free, not_passing))
     }
 
@@ -1178,16 +1179,88 @@ impl BlockedRows {
 /// valid while the environment's rows are as they were after `row_writes`
 /// writes.
 ///
-/// Hash maps: they are only looked up, never walked in order, and at a
-/// million operations a search tree's lookups were a cache miss a level.
+/// Dense in the row variables, four bits each: they are only looked up,
+/// never walked in order (at a million operations a search tree's lookups
+/// were a cache miss a level), and hash maps of the same entries took 9
+/// bytes a bucket, 3.5 MB for the three at 100,000 operations and 57 MB
+/// at a million (where they doubled past a power of two).
 #[derive(Debug, Default)]
 struct FreeResults {
     row_writes: u64,
-    free: FxHashMap<RowVar, bool>,
+    free: RowMemo,
     /// See [`Solver::waits_for_operands`].
-    waits: FxHashMap<RowVar, bool>,
-    /// See [`Solver::upper_kinds`].
-    uppers: FxHashMap<RowVar, (bool, bool)>,
+    waits: RowMemo,
+    /// See [`Solver::upper_kinds`] (`not_free | not_passing << 1`).
+    uppers: RowMemo,
+}
+
+/// Values below 15 by row variable, four bits each (0 for none).
+#[derive(Debug, Default)]
+struct RowMemo {
+    nibbles: Vec<u8>,
+    /// Which blocks of [`MEMO_BLOCK`] bytes of `nibbles` were written
+    /// since the last [`RowMemo::clear`]: what it zeroes, so that a clear
+    /// costs what was written, as a hash map's did.
+    dirty: Vec<u64>,
+}
+
+const MEMO_BLOCK: usize = 64;
+
+impl RowMemo {
+    fn get(&self, v: RowVar) -> Option<u8> {
+        let b = *self.nibbles.get(v.0 as usize / 2)?;
+        let n = if v.0.is_multiple_of(2) {
+            b & 15
+        } else {
+            b >> 4
+        };
+        n.checked_sub(1)
+    }
+
+    fn get_bool(&self, v: RowVar) -> Option<bool> {
+        self.get(v).map(|n| n != 0)
+    }
+
+    fn insert(&mut self, v: RowVar, value: u8) {
+        debug_assert!(value < 15);
+        let i = v.0 as usize / 2;
+        if i >= self.nibbles.len() {
+            self.nibbles.resize(i + 1, 0);
+        }
+        let block = i / MEMO_BLOCK;
+        if block / 64 >= self.dirty.len() {
+            self.dirty.resize(block / 64 + 1, 0);
+        }
+        self.dirty[block / 64] |= 1 << (block % 64);
+        let n = value + 1;
+        let b = &mut self.nibbles[i];
+        *b = if v.0.is_multiple_of(2) {
+            (*b & 0xF0) | n
+        } else {
+            (*b & 0x0F) | (n << 4)
+        };
+    }
+
+    fn insert_bool(&mut self, v: RowVar, value: bool) {
+        self.insert(v, value.into());
+    }
+
+    /// Forgets every value, keeping room for `rows` variables.
+    fn clear(&mut self, rows: usize) {
+        for (w, bits) in self.dirty.iter_mut().enumerate() {
+            while *bits != 0 {
+                let block = w * 64 + bits.trailing_zeros() as usize;
+                *bits &= *bits - 1;
+                let start = block * MEMO_BLOCK;
+                let end = (start + MEMO_BLOCK).min(self.nibbles.len());
+                self.nibbles[start..end].fill(0);
+            }
+        }
+        let len = rows.div_ceil(2);
+        if self.nibbles.len() < len {
+            self.nibbles.resize(len, 0);
+        }
+    }
 }
 
 /// Upper bounds copied out of a row's bounds: `(operand, result dims,
@@ -1259,16 +1332,10 @@ pub(crate) fn closing_var(env: &Env, tail: RowTail) -> Result<Option<RowVar>, Sh
         return Ok(None);
     };
     loop {
-        match env.row_entry(v)? {
-            RowEntry::Solved {
-                tail: RowTail::Open(w),
-                ..
-            } => v = *w,
-            RowEntry::Solved {
-                tail: RowTail::Closed,
-                ..
-            } => return Ok(Some(v)),
-            RowEntry::Open { .. } => return Ok(None),
+        match env.row_entry(v)?.solved() {
+            Some((_, RowTail::Open(w))) => v = w,
+            Some((_, RowTail::Closed)) => return Ok(Some(v)),
+            None => return Ok(None),
         }
     }
 }
@@ -1414,7 +1481,7 @@ impl Solution {
                     })
                 }
                 Dim::Var(v) => match self.env.dim_entry(v)? {
-                    entry @ (DimEntry::Sized { .. } | DimEntry::Known(_)) => {
+                    entry @ (DimEntry::Sized(_) | DimEntry::Known(_)) => {
                         let Some(k) = entry.as_known() else {
                             return Err(ShapeError::Unsolved {
                                 what: "dim",
@@ -1528,13 +1595,13 @@ impl Solution {
 
     /// The value of a solved row variable.
     pub fn row_var(&self, v: RowVar) -> Result<Row, ShapeError> {
-        match self.env.row_entry(v)? {
-            RowEntry::Solved { dims, tail } => Ok(Row {
+        match self.env.row_entry(v)?.solved() {
+            Some((dims, tail)) => Ok(Row {
                 dims: dims.to_vec(),
-                tail: *tail,
+                tail,
                 constraint: shape_core::RowConstraint::Unconstrained,
             }),
-            RowEntry::Open { .. } => Err(ShapeError::Unsolved {
+            None => Err(ShapeError::Unsolved {
                 what: "row",
                 id: v.0,
             }),

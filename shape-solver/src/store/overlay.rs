@@ -36,12 +36,12 @@ pub(crate) struct Overlay<E> {
 
 impl<E: Clone> Overlay<E> {
     /// An overlay over the first `covered` entries of a map.
-    pub fn new(covered: usize) -> Overlay<E> {
+    pub fn new(covered: usize, expected: usize) -> Overlay<E> {
         Overlay {
             covered,
             written: vec![0; covered.div_ceil(64)],
-            at: FxHashMap::default(),
-            entries: Vec::new(),
+            at: FxHashMap::with_capacity_and_hasher(expected, Default::default()),
+            entries: Vec::with_capacity(expected),
         }
     }
 
