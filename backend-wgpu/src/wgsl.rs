@@ -538,19 +538,9 @@ pub fn generate_scheduled(kernel: &Kernel, classes: &StrideClasses, schedule: Sc
     let reduction = gen.iterators(IterKind::Reduction);
     gen.decode(&mut s, "point", &parallel, "", "i", "let");
     gen.bases(&mut s, &parallel);
-    let mut body = String::new();
-    let mut consts = Vec::new();
-    expr(&kernel.body, &mut consts, &mut body);
-    for (n, c) in consts.iter().enumerate() {
-        let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
-    }
+    let body = gen.constants_and_body(&mut s);
     if kernel.accumulate == Accumulate::Assign {
-        // The last point's value is the result: no loop.
-        for &k in &reduction {
-            let _ = writeln!(s, "    let i{k} = {} - 1u;", gen.size(k));
-        }
-        gen.loads(&mut s, "    ", &reduction);
-        let value = finish_call(kernel, &body, &|o| format!("base_in{o}"));
+        let value = gen.last_point(&mut s, &reduction, &body);
         let _ = writeln!(s, "    result[base_out] = {value};\n}}");
         return s;
     }
@@ -740,18 +730,10 @@ fn generate_rows(
         let _ = writeln!(s, "    if (i{along} >= len) {{ return; }}");
     }
     gen.bases(&mut s, &parallel);
-    let mut body = String::new();
-    let mut consts = Vec::new();
-    expr(&kernel.body, &mut consts, &mut body);
-    for (n, c) in consts.iter().enumerate() {
-        let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
-    }
-    if kernel.accumulate == Accumulate::Assign {
+    let body = gen.constants_and_body(&mut s);
+    let value = if kernel.accumulate == Accumulate::Assign {
         // The lowering never gives an empty row to an assignment.
-        for &k in &reduction {
-            let _ = writeln!(s, "    let i{k} = {} - 1u;", gen.size(k));
-        }
-        gen.loads(&mut s, "    ", &reduction);
+        gen.last_point(&mut s, &reduction, &body)
     } else {
         let _ = writeln!(
             s,
@@ -759,10 +741,6 @@ fn generate_rows(
             f32_literal(kernel.accumulate.identity())
         );
         gen.walk(&mut s, &reduction, &body, None);
-    }
-    let value = if kernel.accumulate == Accumulate::Assign {
-        finish_call(kernel, &body, &|o| format!("base_in{o}"))
-    } else {
         finish_call(kernel, "acc", &|o| format!("base_in{o}"))
     };
     let _ = writeln!(s, "    result[base_out] = {value};\n}}");
@@ -786,6 +764,27 @@ pub(crate) struct Generator<'a> {
 }
 
 impl Generator<'_> {
+    /// Declares the body's constants and gives the body as WGSL.
+    fn constants_and_body(&self, s: &mut String) -> String {
+        let mut body = String::new();
+        let mut consts = Vec::new();
+        expr(&self.kernel.body, &mut consts, &mut body);
+        for (n, c) in consts.iter().enumerate() {
+            let _ = writeln!(s, "    var k{n} = {};", f32_literal(*c));
+        }
+        body
+    }
+
+    /// An assignment's value: the body at the last reduction point (the
+    /// result of an assignment over points is the last one's; no loop).
+    fn last_point(&self, s: &mut String, reduction: &[usize], body: &str) -> String {
+        for &k in reduction {
+            let _ = writeln!(s, "    let i{k} = {} - 1u;", self.size(k));
+        }
+        self.loads(s, "    ", reduction);
+        finish_call(self.kernel, body, &|o| format!("base_in{o}"))
+    }
+
     /// The extent of iterator `k`, as WGSL: its size in the parameter
     /// block, or a row's length.
     pub(crate) fn size(&self, k: usize) -> String {

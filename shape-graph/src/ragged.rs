@@ -492,28 +492,15 @@ impl SolvedGraph {
             let id = match plan_of.get(&key) {
                 Some(&id) => id,
                 None => {
-                    let shapes: Vec<SolvedShape> = tensors
-                        .iter()
-                        .enumerate()
-                        .map(|(t, tensor)| with_ragged_as(tensor.shape, ls[t]))
-                        .collect();
-                    let projections = project(r.operation.as_ref(), shapes.iter().collect());
-                    let cx = LoweringCx {
-                        op: r.op_ref.clone(),
-                        shapes: shapes.iter().collect(),
-                        projections,
-                        options,
-                    };
-                    let Some(step) = single_step(r.operation.lower(&cx)?) else {
+                    let Some((step, projections)) = lower_at(r, ls, options)? else {
                         return Err(r.unsupported(
                             "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
                         ));
                     };
-                    let plan =
-                        RowPlan::new(step, &cx.projections, structure, tensors, row_iters, ls)
-                            .map_err(|(t, var, required)| {
-                                self.row_error(r.op, t, var, &point, ls[t], required, true)
-                            })?;
+                    let plan = RowPlan::new(step, &projections, structure, tensors, row_iters, ls)
+                        .map_err(|(t, var, required)| {
+                            self.row_error(r.op, t, var, &point, ls[t], required, true)
+                        })?;
                     plans.push(plan);
                     plan_of.insert(key.clone(), plans.len() - 1);
                     plans.len() - 1
@@ -617,29 +604,17 @@ impl SolvedGraph {
                 }
             })
             .collect();
-        let shapes: Vec<SolvedShape> = tensors
-            .iter()
-            .map(|tensor| with_ragged_as(tensor.shape, padded))
-            .collect();
-        let projections = project(r.operation.as_ref(), shapes.iter().collect());
-        let cx = LoweringCx {
-            op: r.op_ref.clone(),
-            shapes: shapes.iter().collect(),
-            projections,
-            options,
-        };
-        let Some(step) = single_step(r.operation.lower(&cx)?) else {
+        let Some((step, projections)) = lower_at(r, &ls, options)? else {
             return Ok(None);
         };
         let along = match tensors[first].ragged {
-            Some((var, _)) => match axes_of(&cx.projections, first)[var] {
+            Some((var, _)) => match axes_of(&projections, first)[var] {
                 AxisIndex::Iterator(k) => k,
                 _ => return Ok(None),
             },
             None => return Ok(None),
         };
-        let Ok(plan) = RowPlan::new(step, &cx.projections, structure, tensors, row_iters, &ls)
-        else {
+        let Ok(plan) = RowPlan::new(step, &projections, structure, tensors, row_iters, &ls) else {
             return Ok(None);
         };
         let kernel = &plan.step.kernel;
@@ -1076,6 +1051,27 @@ impl RowRun {
             }
         }
     }
+}
+
+/// The operation's step with each tensor's ragged axis of length `ls[t]`
+/// (a dense tensor's entry is not read), with the projections it was
+/// lowered with; `None` when it lowers to more than one kernel.
+fn lower_at(
+    r: &RaggedOp<'_>,
+    ls: &[u64],
+    options: &LowerOptions,
+) -> Result<Option<(Step, Projections)>, GraphError> {
+    let shapes: Vec<SolvedShape> = (r.tensors.iter().zip(ls))
+        .map(|(tensor, &n)| with_ragged_as(tensor.shape, n))
+        .collect();
+    let projections = project(r.operation.as_ref(), shapes.iter().collect());
+    let cx = LoweringCx {
+        op: r.op_ref.clone(),
+        shapes: shapes.iter().collect(),
+        projections,
+        options,
+    };
+    Ok(single_step(r.operation.lower(&cx)?).map(|step| (step, cx.projections)))
 }
 
 /// The one step of a lowering that writes the result from the operands

@@ -54,6 +54,21 @@ fn agree<B: Backend>(
         .unwrap_or_else(|e| panic!("{}: {e}", backend.name()))
 }
 
+/// A program of `g` with `results` and the data given per tensor
+/// (ragged data among it).
+fn program_with(g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>) -> Program {
+    let mut inputs = shape_run::Inputs::new();
+    for (t, v) in data {
+        inputs.insert(t, v);
+    }
+    Program {
+        graph: g,
+        inputs,
+        results,
+        options: Default::default(),
+    }
+}
+
 /// Values `(i % 13 - 6) / 4` (exact in binary).
 fn ramp(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i % 13) as f32 - 6.0) / 4.0).collect()
@@ -202,18 +217,7 @@ pub fn assignments_into_existing_tensors<B: Backend>(backend: &mut B, tolerance:
         HostTensor::ragged(outer, lengths, vec![], values).expect("ragged data")
     };
     let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
-    let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
-        let mut inputs = shape_run::Inputs::new();
-        for (t, v) in data {
-            inputs.insert(t, v);
-        }
-        Program {
-            graph: g,
-            inputs,
-            results,
-            options: Default::default(),
-        }
-    };
+    let program = program_with;
     let name = backend.name().to_string();
 
     // The seed document's examples, with dense destinations.
@@ -1311,18 +1315,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         HostTensor::ragged(outer, lengths, inner, values).expect("ragged data")
     };
     let dense = |dims: Vec<u64>, values: Vec<f32>| HostTensor::new(dims, values).expect("data");
-    let program = |g: Graph, results: Vec<TensorId>, data: Vec<(TensorId, HostTensor)>| {
-        let mut inputs = shape_run::Inputs::new();
-        for (t, v) in data {
-            inputs.insert(t, v);
-        }
-        Program {
-            graph: g,
-            inputs,
-            results,
-            options: Default::default(),
-        }
-    };
+    let program = program_with;
 
     let mut g = Graph::new();
     let a = g.input("a", "2, var").expect("a ragged spec");
