@@ -11,6 +11,7 @@ use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, programs_with_empty_axes, Program};
+use shape_tests::strided::strided_views;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -70,6 +71,28 @@ proptest! {
             .unwrap();
         for t in &p.results {
             prop_assert_eq!(bits(&reference[t]), bits(&threaded[t]), "tensor {}", p.graph.name(*t).unwrap());
+        }
+    }
+
+    /// Strided inputs (issue 31, item 4): every dense input as a
+    /// Fortran-ordered, permuted, sliced or broadcast (stride 0) view of
+    /// its values, read in place with the strides it has, gives on each
+    /// CPU path the bits of the same program on C-contiguous copies,
+    /// fused or not.
+    #[test]
+    fn strided_inputs_give_the_bits_of_their_copies(p in programs(8), seed in any::<u64>(), unfused in any::<bool>()) {
+        let (mut contiguous, mut strided) = strided_views(&p, seed);
+        if unfused {
+            contiguous.options = contiguous.options.clone().unfused();
+            strided.options = strided.options.clone().unfused();
+        }
+        let solved = p.graph.solve().unwrap();
+        for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
+            let expected = cpu.run_solved(&solved, &contiguous).unwrap();
+            let found = cpu.run_solved(&solved, &strided).unwrap();
+            for t in &p.results {
+                prop_assert_eq!(bits(&expected[t]), bits(&found[t]), "tensor {} on {}", p.graph.name(*t).unwrap(), cpu.name());
+            }
         }
     }
 
