@@ -299,8 +299,10 @@ impl<B: Backend> Execution<'_, B> {
         for (index, step) in lowered.steps.iter().enumerate() {
             held.run_step(
                 &mut *self.backend,
-                &self.buffers,
-                &self.views,
+                Tensors {
+                    buffers: &self.buffers,
+                    views: &self.views,
+                },
                 operands,
                 &op,
                 index,
@@ -390,6 +392,13 @@ impl<B: Backend> Execution<'_, B> {
     }
 }
 
+/// The tensors' buffers a step may read, and the views of the strided
+/// inputs among them.
+struct Tensors<'a, Buf> {
+    buffers: &'a HashMap<TensorId, Buf>,
+    views: &'a HashMap<TensorId, crate::strided::View>,
+}
+
 /// The buffers one operation writes: its result and its scratch
 /// buffers (a slot is empty while a step writes it).
 struct Held<Buf> {
@@ -403,8 +412,7 @@ impl<Buf> Held<Buf> {
     fn run_step<B: Backend<Buffer = Buf>>(
         &mut self,
         backend: &mut B,
-        buffers: &HashMap<TensorId, Buf>,
-        views: &HashMap<TensorId, crate::strided::View>,
+        Tensors { buffers, views }: Tensors<'_, Buf>,
         operands: &[TensorId],
         op: &Arc<OpRef>,
         index: usize,

@@ -79,11 +79,11 @@ impl HostTensor {
     }
 
     /// A view of `values`: the element at index `(i0, i1, ..)` (dims in
-    /// memory order) is `values[offset + i0 * strides[0] + i1 * strides[1]
-    /// + ..]`. Strides are in elements and may be anything a view of one
-    /// buffer has: C order, Fortran order, a transposed or sliced view, or
-    /// 0 to repeat one value along an axis (a broadcast). A run reads the
-    /// buffer as it is, with loops ordered by these strides.
+    /// memory order) is the one at `offset` plus the sum of `ij` times
+    /// `strides[j]`. Strides are in elements and may be anything a view of
+    /// one buffer has: C order, Fortran order, a transposed or sliced view,
+    /// or 0 to repeat one value along an axis (a broadcast). A run reads
+    /// the buffer as it is, with loops ordered by these strides.
     ///
     /// Fails ([`DataError::Strides`]) for another number of strides than
     /// dims, or when an element it addresses lies past the end of `values`.
