@@ -799,4 +799,36 @@ mod tests {
             NpyError::NotNpy
         );
     }
+
+    #[test]
+    fn fortran_files_are_read_in_file_order_and_name_indices_in_it() {
+        let h = "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }\n";
+        let bytes = |values: [f64; 6]| -> Vec<u8> {
+            v2(
+                h,
+                &values
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            )
+        };
+        let file = bytes([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut r = &file[..];
+        let header = read_header(&mut r).unwrap();
+        assert!(header.fortran_order);
+        // The data as the file holds it, first axis fastest ...
+        assert_eq!(
+            read_data(header, r, None).unwrap(),
+            [0., 1., 2., 3., 4., 5.]
+        );
+        // ... and `read` in C order.
+        assert_eq!(read(&file).unwrap().data, [0., 2., 4., 1., 3., 5.]);
+        // Position 3 of a Fortran (2, 3) array is element (1, 1).
+        match read(&bytes([0.0, 1.0, 2.0, 1e39, 4.0, 5.0])) {
+            Err(NpyError::OutOfRange { index, flat, .. }) => {
+                assert_eq!((index, flat), (vec![1, 1], 3));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
