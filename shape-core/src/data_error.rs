@@ -36,6 +36,14 @@ pub enum DataError {
         /// Their size.
         bytes: u128,
     },
+    /// Strides that do not describe a view of the values given: another
+    /// number of strides than dims, or an element addressed past the end
+    /// of the buffer (or past 2^64).
+    #[error("strided values are invalid: {reason}")]
+    Strides {
+        /// What is wrong.
+        reason: String,
+    },
     /// A user's function failed while a call step ran it
     /// ([`crate::call::CallStep`]): its own error, by kind and message.
     #[error("call of `{function}` failed: {message}")]

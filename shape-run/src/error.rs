@@ -90,6 +90,16 @@ pub enum RunError {
         /// The function's failure.
         source: shape_core::DataError,
     },
+    /// A strided input that the run must copy into C order (a ragged
+    /// operation or a call reads it, or a kernel reads it as one flat
+    /// buffer) and cannot: memory for the copy could not be had.
+    #[error("the data of `{}` cannot be copied into C order: {source}", tensor.name)]
+    Data {
+        /// The input.
+        tensor: TensorRef,
+        /// What failed.
+        source: shape_core::DataError,
+    },
     /// An operation's lowering asks for something the runner cannot do
     /// (a step that reads the buffer it writes, or a buffer it does not
     /// have): a defect of that operation.

@@ -113,6 +113,7 @@ pub(crate) fn run_plan<B: Backend>(
         solved,
         backend,
         buffers: HashMap::with_capacity(plan.leaves.len()),
+        views: HashMap::new(),
         rows: HashMap::new(),
         pool: Pool::new(),
     };
@@ -177,6 +178,9 @@ struct Execution<'a, B: Backend> {
     solved: &'a SolvedGraph,
     backend: &'a mut B,
     buffers: HashMap<TensorId, B::Buffer>,
+    /// The strided inputs uploaded as they are, and how their values lie
+    /// in their buffers: the steps that read them read through these.
+    views: HashMap<TensorId, crate::strided::View>,
     /// The rows of every ragged tensor, as the data gives them.
     rows: HashMap<TensorId, RaggedAxis>,
     pool: Pool<B::Buffer>,
@@ -211,6 +215,9 @@ impl<B: Backend> Execution<'_, B> {
                 self.rows.extend(data.ragged.clone().map(|r| (t, r)));
                 given = Some(data);
             }
+            if let Some(data) = given.take() {
+                given = Some(self.in_place_or_contiguous(plan, t, data)?);
+            }
             let values = given.map(HostTensor::into_values).unwrap_or_default();
             let buffer = self.backend.upload_owned(values).map_err(self.moving())?;
             self.buffers.insert(t, buffer);
@@ -223,6 +230,31 @@ impl<B: Backend> Execution<'_, B> {
             }
         }
         Ok(())
+    }
+
+    /// A leaf's data to upload: as it is, when it is in C order or every
+    /// step that reads it can read it in place (its view then goes into
+    /// `views`); otherwise copied into C order (an input that a ragged
+    /// operation or a call reads, or that a kernel reads as a flat buffer).
+    fn in_place_or_contiguous(
+        &mut self,
+        plan: &RunPlan,
+        t: TensorId,
+        data: HostTensor,
+    ) -> Result<HostTensor, RunError> {
+        if data.is_c_contiguous() {
+            return Ok(data);
+        }
+        let graph = self.solved.graph();
+        let view = crate::strided::View::of(&data);
+        let in_place = crate::strided::read_in_place(self.solved, plan, t, &view)?;
+        if in_place {
+            self.views.insert(t, view);
+            return Ok(data);
+        }
+        let tensor = graph.tensor_ref(t)?;
+        data.into_contiguous()
+            .map_err(|source| RunError::Data { tensor, source })
     }
 
     /// Runs one planned operation: its kernels (lowered now, row by row,
@@ -270,7 +302,10 @@ impl<B: Backend> Execution<'_, B> {
         for (index, step) in lowered.steps.iter().enumerate() {
             held.run_step(
                 &mut *self.backend,
-                &self.buffers,
+                Tensors {
+                    buffers: &self.buffers,
+                    views: &self.views,
+                },
                 operands,
                 &op,
                 index,
@@ -360,6 +395,13 @@ impl<B: Backend> Execution<'_, B> {
     }
 }
 
+/// The tensors' buffers a step may read, and the views of the strided
+/// inputs among them.
+struct Tensors<'a, Buf> {
+    buffers: &'a HashMap<TensorId, Buf>,
+    views: &'a HashMap<TensorId, crate::strided::View>,
+}
+
 /// The buffers one operation writes: its result and its scratch
 /// buffers (a slot is empty while a step writes it).
 struct Held<Buf> {
@@ -373,7 +415,7 @@ impl<Buf> Held<Buf> {
     fn run_step<B: Backend<Buffer = Buf>>(
         &mut self,
         backend: &mut B,
-        buffers: &HashMap<TensorId, Buf>,
+        Tensors { buffers, views }: Tensors<'_, Buf>,
         operands: &[TensorId],
         op: &Arc<OpRef>,
         index: usize,
@@ -419,9 +461,20 @@ impl<Buf> Held<Buf> {
                         source,
                     },
                 })?,
-            None => backend
-                .execute(&step.kernel, &step.launch, &mut target, &reads)
-                .map_err(failed)?,
+            None => {
+                // Strided inputs through their own strides (the upload
+                // checked that every step can read them so).
+                let strided = if views.is_empty() {
+                    None
+                } else {
+                    crate::strided::strided_launch(step, operands, views)
+                        .map_err(|_| invalid(op, index, "reads a strided input it cannot"))?
+                };
+                let launch = strided.as_ref().unwrap_or(&step.launch);
+                backend
+                    .execute(&step.kernel, launch, &mut target, &reads)
+                    .map_err(failed)?
+            }
         }
         match step.result {
             BufferRef::Scratch(i) => self.scratch[i] = Some(target),

@@ -5,14 +5,40 @@ use std::collections::HashMap;
 use shape_core::{element_count, DataError, RaggedAxis};
 use shape_graph::TensorId;
 
-/// A tensor's values on the host, in memory order (batch, output, input;
-/// row-major), with the sizes of its axes in that order.
-#[derive(Clone, Debug, PartialEq)]
+/// A tensor's values on the host, with the sizes of its axes in memory
+/// order (batch, output, input).
+///
+/// The values lie in a buffer at element strides: row-major (C order) for
+/// every constructor but [`HostTensor::strided`] and
+/// [`HostTensor::fortran`], which make a view (Fortran order, a transposed
+/// or sliced view, a broadcast with stride 0) that a run reads in place,
+/// without a copy. Ragged values are always in C order.
+#[derive(Clone, Debug)]
 pub struct HostTensor {
     dims: Vec<u64>,
     values: Vec<f32>,
+    /// The element stride of each axis in `values`.
+    strides: Vec<u64>,
+    /// Where the element at index all zeros is in `values`.
+    offset: u64,
     /// The rows of a ragged axis; `dims` then holds its longest row.
     pub(crate) ragged: Option<RaggedAxis>,
+}
+
+impl PartialEq for HostTensor {
+    /// The same dims, rows and values in memory order, however they lie
+    /// in their buffers (a Fortran-ordered tensor equals its C-ordered
+    /// copy).
+    fn eq(&self, other: &HostTensor) -> bool {
+        if self.dims != other.dims || self.ragged != other.ragged {
+            return false;
+        }
+        if self.is_c_contiguous() && other.is_c_contiguous() {
+            return self.values == other.values;
+        }
+        let n = element_count(&self.dims).unwrap_or(0);
+        (0..u64::try_from(n).unwrap_or(u64::MAX)).all(|i| self.at_flat(i) == other.at_flat(i))
+    }
 }
 
 impl HostTensor {
@@ -44,10 +70,175 @@ impl HostTensor {
             });
         }
         Ok(HostTensor {
+            strides: row_major(&dims),
             dims,
             values,
+            offset: 0,
             ragged,
         })
+    }
+
+    /// A view of `values`: the element at index `(i0, i1, ..)` (dims in
+    /// memory order) is the one at `offset` plus the sum of `ij` times
+    /// `strides[j]`. Strides are in elements and may be anything a view of
+    /// one buffer has: C order, Fortran order, a transposed or sliced view,
+    /// or 0 to repeat one value along an axis (a broadcast). A run reads
+    /// the buffer as it is, with loops ordered by these strides.
+    ///
+    /// Fails ([`DataError::Strides`]) for another number of strides than
+    /// dims, or when an element it addresses lies past the end of `values`.
+    ///
+    /// ```
+    /// use shape_run::HostTensor;
+    /// // The transpose of [[1, 2, 3], [4, 5, 6]], without a copy.
+    /// let t = HostTensor::strided(vec![3, 2], vec![1, 3], 0, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// assert_eq!(t.to_string(), "[[1, 4], [2, 5], [3, 6]]");
+    /// // A row repeated four times (stride 0).
+    /// let b = HostTensor::strided(vec![4, 3], vec![0, 1], 0, vec![1.0, 2.0, 3.0])?;
+    /// assert_eq!(b.to_contiguous()?.values().len(), 12);
+    /// // Element (1, 2) would be at 1 * 3 + 2 * 1 = 5, past the end.
+    /// assert!(HostTensor::strided(vec![2, 3], vec![3, 1], 0, vec![0.0; 5]).is_err());
+    /// # Ok::<(), shape_run::DataError>(())
+    /// ```
+    pub fn strided(
+        dims: Vec<u64>,
+        strides: Vec<u64>,
+        offset: u64,
+        values: Vec<f32>,
+    ) -> Result<HostTensor, DataError> {
+        if strides.len() != dims.len() {
+            return Err(DataError::Strides {
+                reason: format!("{} strides for {} dims", strides.len(), dims.len()),
+            });
+        }
+        if let Some(last) = last_address(&dims, &strides, offset) {
+            if last >= values.len() as u128 {
+                return Err(DataError::Strides {
+                    reason: format!(
+                        "dims {dims:?} at strides {strides:?} from offset {offset} address element {last}, but {} values were given",
+                        values.len()
+                    ),
+                });
+            }
+        }
+        Ok(HostTensor {
+            dims,
+            values,
+            strides,
+            offset,
+            ragged: None,
+        })
+    }
+
+    /// Values in Fortran (column-major) order: the first axis fastest, as
+    /// a `.npy` file with `fortran_order: True` holds them. Read in place.
+    ///
+    /// ```
+    /// use shape_run::HostTensor;
+    /// let f = HostTensor::fortran(vec![2, 3], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0])?;
+    /// let c = HostTensor::new(vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// assert_eq!(f, c);
+    /// assert_eq!(f.strides(), &[1, 2]);
+    /// assert!(!f.is_c_contiguous());
+    /// # Ok::<(), shape_run::DataError>(())
+    /// ```
+    pub fn fortran(dims: Vec<u64>, values: Vec<f32>) -> Result<HostTensor, DataError> {
+        let expected = elements(&dims);
+        if expected != values.len() as u128 {
+            return Err(DataError::Length {
+                dims,
+                expected,
+                found: values.len(),
+            });
+        }
+        let mut reversed: Vec<u64> = dims.iter().rev().copied().collect();
+        reversed = row_major(&reversed);
+        reversed.reverse();
+        Ok(HostTensor {
+            dims,
+            values,
+            strides: reversed,
+            offset: 0,
+            ragged: None,
+        })
+    }
+
+    /// The element stride of each axis in the buffer ([`HostTensor::values`]).
+    pub fn strides(&self) -> &[u64] {
+        &self.strides
+    }
+
+    /// Where the first element (index all zeros) is in the buffer.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Whether the buffer holds exactly the values, in C (row-major)
+    /// order: true for every tensor but a view made by
+    /// [`HostTensor::strided`] or [`HostTensor::fortran`] (and for those
+    /// whose strides happen to be C order's), and for ragged values.
+    /// The strides of axes of length 1 do not matter.
+    pub fn is_c_contiguous(&self) -> bool {
+        if self.ragged.is_some() {
+            return true;
+        }
+        let n = elements(&self.dims);
+        if n != self.values.len() as u128 {
+            return false;
+        }
+        n == 0
+            || (self.offset == 0
+                && (self
+                    .dims
+                    .iter()
+                    .zip(&self.strides)
+                    .zip(row_major(&self.dims)))
+                .all(|((&d, &s), c)| d <= 1 || s == c))
+    }
+
+    /// The values in C order in a buffer of their own: a copy of a view,
+    /// a clone of a C-contiguous tensor. Fails rather than aborting when
+    /// memory cannot be had.
+    pub fn to_contiguous(&self) -> Result<HostTensor, DataError> {
+        if self.is_c_contiguous() {
+            return Ok(self.clone());
+        }
+        let n = elements(&self.dims);
+        let oom = || DataError::OutOfMemory {
+            elements: n,
+            bytes: n.saturating_mul(4),
+        };
+        let len = usize::try_from(n).map_err(|_| oom())?;
+        let mut values = Vec::new();
+        values.try_reserve_exact(len).map_err(|_| oom())?;
+        values.extend((0..n as u64).map(|i| self.at_flat(i).unwrap_or(0.0)));
+        HostTensor::new(self.dims.clone(), values)
+    }
+
+    /// [`HostTensor::to_contiguous`], without a copy when the values are
+    /// already in C order.
+    pub fn into_contiguous(self) -> Result<HostTensor, DataError> {
+        if self.is_c_contiguous() {
+            return Ok(self);
+        }
+        self.to_contiguous()
+    }
+
+    /// The value at flat index `i` in C order (the dense values only).
+    fn at_flat(&self, i: u64) -> Option<f32> {
+        if self.ragged.is_some() || self.is_c_contiguous() {
+            return self.values.get(usize::try_from(i).ok()?).copied();
+        }
+        let mut rest = i;
+        let mut at = self.offset;
+        for (&d, &s) in self.dims.iter().zip(&self.strides).rev() {
+            if d == 0 {
+                return None;
+            }
+            at = at.checked_add((rest % d).checked_mul(s)?)?;
+            rest /= d;
+        }
+        self.values.get(usize::try_from(at).ok()?).copied()
     }
 
     /// Ragged values: `outer` are the dims before the ragged axis (in
@@ -92,8 +283,10 @@ impl HostTensor {
     #[cfg(feature = "ndarray")]
     pub(crate) fn from_parts(dims: Vec<u64>, values: Vec<f32>) -> HostTensor {
         HostTensor {
+            strides: row_major(&dims),
             dims,
             values,
+            offset: 0,
             ragged: None,
         }
     }
@@ -108,6 +301,14 @@ impl HostTensor {
     pub(crate) fn into_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
         if self.ragged.is_some() {
             return Ok(self);
+        }
+        if !self.is_c_contiguous() {
+            return Err(DataError::Strides {
+                reason: format!(
+                    "ragged data is read in C order, but these values lie at strides {:?}",
+                    self.strides
+                ),
+            });
         }
         let rows = elements(&self.dims[..axis]);
         let len = self.dims[axis];
@@ -160,8 +361,10 @@ impl HostTensor {
         values.try_reserve_exact(len).map_err(|_| oom())?;
         values.resize(len, value);
         Ok(HostTensor {
+            strides: row_major(&dims),
             dims,
             values,
+            offset: 0,
             ragged: None,
         })
     }
@@ -171,22 +374,26 @@ impl HostTensor {
         &self.dims
     }
 
-    /// The values, in memory order.
+    /// The buffer the values lie in: the values in memory order (C order)
+    /// when [`HostTensor::is_c_contiguous`], as for every tensor a run
+    /// returns; for a view, the buffer its strides address
+    /// ([`HostTensor::to_contiguous`] gives the values in order).
     pub fn values(&self) -> &[f32] {
         &self.values
     }
 
-    /// The values, taken out.
+    /// The buffer ([`HostTensor::values`]), taken out.
     pub fn into_values(self) -> Vec<f32> {
         self.values
     }
 
-    /// The number of values.
+    /// The number of values in the buffer (for a C-contiguous dense
+    /// tensor, the product of the dims).
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
-    /// Whether there are no values.
+    /// Whether the buffer holds no values.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
@@ -214,7 +421,7 @@ impl HostTensor {
         w: &mut dyn std::io::Write,
         value: &dyn Fn(&mut dyn std::io::Write, f32) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        let at = |i: u64| self.values.get(i as usize).copied().unwrap_or(0.0);
+        let at = |i: u64| self.at_flat(i).unwrap_or(0.0);
         match &self.ragged {
             None => nested_grid(w, &self.dims, &mut |w, i| value(w, at(i))),
             Some(rows) => {
@@ -270,6 +477,31 @@ fn nested_grid(
     Ok(())
 }
 
+/// The stride of each axis of `dims` in C order (saturating).
+pub(crate) fn row_major(dims: &[u64]) -> Vec<u64> {
+    let mut strides = vec![1u64; dims.len()];
+    for j in (0..dims.len().saturating_sub(1)).rev() {
+        strides[j] = strides[j + 1].saturating_mul(dims[j + 1]);
+    }
+    strides
+}
+
+/// The largest element index a view of `dims` at `strides` from `offset`
+/// addresses, or `None` when it has no elements (exact: past 2^64 is
+/// still a number here, never a wrap).
+pub(crate) fn last_address(dims: &[u64], strides: &[u64], offset: u64) -> Option<u128> {
+    if dims.contains(&0) {
+        return None;
+    }
+    Some(
+        dims.iter()
+            .zip(strides)
+            .fold(offset as u128, |a, (&d, &s)| {
+                a.saturating_add((d as u128 - 1).saturating_mul(s as u128))
+            }),
+    )
+}
+
 /// The number of values of `dims`, saturating at `u128::MAX` (a count
 /// no data can have, so a length check fails).
 pub(crate) fn elements(dims: &[u64]) -> u128 {
@@ -291,6 +523,8 @@ impl From<Vec<f32>> for HostTensor {
         HostTensor {
             dims: vec![values.len() as u64],
             values,
+            strides: vec![1],
+            offset: 0,
             ragged: None,
         }
     }

@@ -50,12 +50,14 @@ mod options;
 mod plan;
 mod pool;
 pub mod prelude;
+mod strided;
 
 pub use error::{BackendFailure, RunError};
 pub use host::{HostTensor, Inputs, RunInputs, RunOutputs};
 pub use options::RunOptions;
 pub use plan::{PlannedOp, RunPlan};
 pub use shape_core::{DataError, RaggedAxis};
+pub use strided::{read_in_place, strided_launch, view_layout, View};
 
 use shape_core::Backend;
 use shape_graph::{GraphError, SizeId, SolvedGraph, TensorId};

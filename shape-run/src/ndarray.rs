@@ -45,8 +45,9 @@ impl<D: Dimension> From<Array<f32, D>> for HostTensor {
 impl TryFrom<HostTensor> for ArrayD<f32> {
     type Error = DataError;
 
-    /// The values as an array of the tensor's dims (memory order); ragged
-    /// values have no such array ([`DataError::Ragged`]).
+    /// The values as an array of the tensor's dims (memory order), a
+    /// strided view copied into C order; ragged values have no such array
+    /// ([`DataError::Ragged`]).
     ///
     /// ```
     /// use ndarray::ArrayD;
@@ -63,6 +64,8 @@ impl TryFrom<HostTensor> for ArrayD<f32> {
                 reason: "its rows have lengths of their own".into(),
             });
         }
+        // A strided view is copied into C order.
+        let t = t.into_contiguous()?;
         let dims = t
             .dims()
             .iter()

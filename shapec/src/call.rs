@@ -886,7 +886,11 @@ fn read_arg(path: &Path, name: &str, dims: &[u64]) -> Result<Vec<f32>, CliError>
             )))
         })
     };
-    Ok(t.map_err(|e| for_argument(e, name))?.into_values())
+    // A call reads its arguments in C order: a Fortran file is copied.
+    let t = t.map_err(|e| for_argument(e, name))?;
+    Ok(t.into_contiguous()
+        .map_err(|e| for_argument(CliError::Data(format!("{}: {e}", path.display())), name))?
+        .into_values())
 }
 
 /// The row-major index of element `flat` of `dims`.

@@ -58,6 +58,13 @@ pub enum Command {
         /// buffers), as a run with `--slice 0` lowers them.
         #[arg(long, conflicts_with = "dot")]
         kernels: bool,
+        /// With --kernels: input NAME's values lie in C (row-major) or F
+        /// (Fortran, column-major) order (repeatable; C when not given, as
+        /// `--input` reads a `.npy` file in its own order). Each kernel
+        /// then also shows the loops the CPU's coalesced path runs, chosen
+        /// from those strides, and the strides it reads each input at.
+        #[arg(long, value_name = "NAME=C|F", requires = "kernels")]
+        order: Vec<String>,
         /// Print JSON (docs/json.md): {"tensors": {NAME: {"batch": [..],
         /// "input": [..], "output": [..]}}}, with "projections" and
         /// "explain" when those are asked for.
@@ -512,6 +519,7 @@ fn execute(
         Command::Infer {
             projections,
             kernels,
+            order,
             json,
             explain,
             dot,
@@ -520,6 +528,7 @@ fn execute(
             let show = Shown {
                 projections: *projections,
                 kernels: *kernels,
+                order,
                 json: *json,
                 explain,
                 dot: *dot,
@@ -540,6 +549,8 @@ fn execute(
 struct Shown<'a> {
     projections: bool,
     kernels: bool,
+    /// `--order NAME=C|F`.
+    order: &'a [String],
     json: bool,
     explain: &'a [String],
     dot: bool,
@@ -563,7 +574,7 @@ fn infer_command(
             v["projections"] = infer::projections_json(&compiled, &solved)?;
         }
         if show.kernels {
-            v["kernels"] = infer::kernels(&compiled, &solved)?.1;
+            v["kernels"] = infer::kernels(&compiled, &solved, show.order)?.1;
         }
         if !show.explain.is_empty() {
             let mut all = Vec::new();
@@ -585,7 +596,7 @@ fn infer_command(
         }
         if show.kernels {
             s.push_str("\nkernels:\n");
-            s.push_str(&infer::kernels(&compiled, &solved)?.0);
+            s.push_str(&infer::kernels(&compiled, &solved, show.order)?.0);
         }
         for name in show.explain {
             s.push('\n');

@@ -2,6 +2,7 @@
 //! JSON, each operation's projections, the provenance of a tensor's
 //! dims, and the operation graph as Graphviz DOT.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
@@ -138,12 +139,28 @@ pub fn shapes_json(compiled: &Compiled, solved: &SolvedGraph) -> Result<Value, C
 /// default options: pointwise chains fused), by the operation that runs
 /// them: as text (one block per operation, one line per step) and as JSON
 /// (`[{"op", "result", "steps": [{"kernel", "sizes", "writes", "reads"}]}]`).
-pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Value), CliError> {
+///
+/// `orders` (`NAME=C` or `NAME=F`, from `--order`) says in which order
+/// inputs' values lie; when it names any, each step also gives the loops
+/// the CPU's coalesced path runs ([`shape_core::coalesce::loops`]),
+/// chosen from the strides it reads with, and those strides: text
+/// `loops i1, i0+i2; reads x at [1, 3]`, JSON `"loops": [[1], [0, 2]]`
+/// and `"read_strides"` (one list per read, one stride per iterator). An
+/// input some step cannot read in place is copied into C order first:
+/// each step reading it says so (text `x copied into C order first`,
+/// JSON `"copied": ["x"]`).
+pub fn kernels(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    orders: &[String],
+) -> Result<(String, Value), CliError> {
     let g = &compiled.graph;
     let (mut text, mut all) = (String::new(), Vec::new());
     let plan = solved
         .plan(&compiled.results, &shape_run::RunOptions::default())
         .map_err(located(compiled))?;
+    let (views, copied) = order_views(compiled, solved, &plan, orders)?;
+    let show_loops = !orders.is_empty();
     // In program order (the plan's is one topological order of many).
     let mut planned_ops: Vec<_> = plan.ops().iter().collect();
     planned_ops.sort_by_key(|p| p.op.index());
@@ -186,12 +203,63 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
                 name(&s.result),
                 reads.join(", ")
             );
-            steps.push(json!({
+            let mut step = json!({
                 "kernel": s.kernel.to_string(),
                 "sizes": s.launch.sizes,
                 "writes": name(&s.result),
                 "reads": reads,
-            }));
+            });
+            if show_loops {
+                let strided = shape_run::strided_launch(s, operands, &views)
+                    .ok()
+                    .flatten();
+                let launch = strided.as_ref().unwrap_or(&s.launch);
+                let loops = shape_core::coalesce::loops(&s.kernel, launch);
+                let iterator = |k: usize| match s.kernel.iterators[k] {
+                    shape_core::IterKind::Parallel => format!("i{k}"),
+                    shape_core::IterKind::Reduction => format!("r{k}"),
+                };
+                let loops_text: Vec<String> = loops
+                    .iter()
+                    .map(|l| l.iter().map(|&k| iterator(k)).collect::<Vec<_>>().join("+"))
+                    .collect();
+                let mut line = format!("    loops {}", loops_text.join(", "));
+                if loops.is_empty() {
+                    line.push_str("(none: one point)");
+                }
+                let (mut at, mut copies) = (Vec::new(), Vec::new());
+                for (r, l) in s.operands.iter().zip(&launch.operands) {
+                    let t = match *r {
+                        shape_graph::BufferRef::Operand(i) => operands.get(i).copied(),
+                        shape_graph::BufferRef::Tensor(t) => Some(t),
+                        _ => None,
+                    };
+                    if t.is_some_and(|t| views.contains_key(&t)) {
+                        at.push(format!("{} at {:?}", name(r), l.strides));
+                    }
+                    if t.is_some_and(|t| copied.contains(&t)) {
+                        copies.push(name(r));
+                    }
+                }
+                if !at.is_empty() {
+                    line.push_str(&format!("; reads {}", at.join(", ")));
+                }
+                if !copies.is_empty() {
+                    line.push_str(&format!(
+                        "; {} copied into C order first",
+                        copies.join(", ")
+                    ));
+                    step["copied"] = json!(copies);
+                }
+                let _ = writeln!(text, "{line}");
+                step["loops"] = json!(loops);
+                step["read_strides"] = json!(launch
+                    .operands
+                    .iter()
+                    .map(|l| l.strides.clone())
+                    .collect::<Vec<_>>());
+            }
+            steps.push(step);
         }
         let mut entry = json!({
             "op": describe_op(compiled, op),
@@ -204,6 +272,66 @@ pub fn kernels(compiled: &Compiled, solved: &SolvedGraph) -> Result<(String, Val
         all.push(entry);
     }
     Ok((text, Value::Array(all)))
+}
+
+/// Inputs' views by tensor, and the inputs copied into C order.
+type OrderViews = (HashMap<TensorId, shape_run::View>, Vec<TensorId>);
+
+/// The views `--order NAME=C|F` gives the inputs that a run reads in place
+/// (a Fortran order only where it differs from C's), and the names of
+/// those a run copies into C order instead.
+fn order_views(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    plan: &shape_run::RunPlan,
+    orders: &[String],
+) -> Result<OrderViews, CliError> {
+    let g = &compiled.graph;
+    let (mut views, mut copied) = (HashMap::new(), Vec::new());
+    for o in orders {
+        let bad =
+            |why: String| CliError::Data(format!("--order {}: {why}", crate::text::escaped(o)));
+        let Some((name, order)) = o.split_once('=') else {
+            return Err(bad("give NAME=C or NAME=F".into()));
+        };
+        let fortran = match order.trim() {
+            "C" | "c" => false,
+            "F" | "f" => true,
+            other => {
+                return Err(bad(format!(
+                    "the order `{}` is neither C nor F",
+                    crate::text::escaped(other)
+                )))
+            }
+        };
+        let found: Vec<TensorId> = tensors_named(compiled, name)
+            .into_iter()
+            .filter(|&t| !matches!(g.kind(t), Ok(shape_graph::TensorKind::Result(_)) | Err(_)))
+            .collect();
+        let [t] = found[..] else {
+            return Err(bad(format!(
+                "the program has no input, parameter or constant `{}`",
+                crate::text::escaped(name)
+            )));
+        };
+        let dims = solved.shape(t).map_err(located(compiled))?.memory_dims();
+        let view = if fortran {
+            shape_run::View::fortran(&dims)
+        } else {
+            shape_run::View::c_order(&dims)
+        };
+        views.remove(&t);
+        copied.retain(|&c| c != t);
+        if view == shape_run::View::c_order(&dims) {
+            continue;
+        }
+        if shape_run::read_in_place(solved, plan, t, &view).map_err(located(compiled))? {
+            views.insert(t, view);
+        } else {
+            copied.push(t);
+        }
+    }
+    Ok((views, copied))
 }
 
 /// Where an origin is in the program, as ` (line N)`, or nothing.

@@ -3,8 +3,12 @@
 //! Writes little-endian `float32` in C order, streamed from the values (no
 //! copy of the array), with the header padded as NumPy pads it (the data
 //! starts at a multiple of 64 bytes). Reads format versions 1.0, 2.0 and
-//! 3.0 in C order with dtype `<f4`, `>f4`, `<f8` or `>f8` (doubles are
-//! rounded to `f32`).
+//! 3.0 in C or Fortran order with dtype `<f4`, `>f4`, `<f8` or `>f8`
+//! (doubles are rounded to `f32`). [`read_data`] gives the elements in the
+//! file's order, which [`Header::fortran_order`] says: a Fortran-ordered
+//! file becomes a Fortran-strided tensor, read in place
+//! (`shape_run::HostTensor::fortran`); [`read`] alone reorders into C
+//! order.
 //!
 //! A double must fit an `f32`: a finite one too large in magnitude to round
 //! to a finite `f32` (past `3.4028235677973366e38`, as `1e39`) is refused
@@ -82,7 +86,8 @@ pub enum NpyError {
         "unsupported dtype '{0}': shapec reads float32 or float64 ('<f4', '>f4', '<f8', '>f8')"
     )]
     Dtype(String),
-    /// Fortran (column-major) order.
+    /// Fortran (column-major) order. No longer returned: Fortran-ordered
+    /// files are read ([`Header::fortran_order`]).
     #[error("the array is in Fortran order; save it in C order (numpy.ascontiguousarray)")]
     FortranOrder,
     /// The data after the header does not match the shape.
@@ -143,6 +148,9 @@ pub struct Header {
     /// The header's length in the file, magic string included: where the
     /// data starts.
     pub len: u64,
+    /// Whether the data is in Fortran (column-major) order: the first
+    /// axis fastest (`'fortran_order': True`).
+    pub fortran_order: bool,
     element: Element,
     parsed: npyz::NpyHeader,
 }
@@ -152,6 +160,7 @@ impl std::fmt::Debug for Header {
         f.debug_struct("Header")
             .field("shape", &self.shape)
             .field("len", &self.len)
+            .field("fortran_order", &self.fortran_order)
             .field("element", &self.element)
             .finish_non_exhaustive()
     }
@@ -223,13 +232,12 @@ pub fn read_header<R: Read>(r: &mut R) -> Result<Header, NpyError> {
         "<f8" | ">f8" => Element::F64,
         _ => return Err(NpyError::Dtype(descr)),
     };
-    if parsed.order() == npyz::Order::Fortran {
-        return Err(NpyError::FortranOrder);
-    }
+    let fortran_order = parsed.order() == npyz::Order::Fortran;
     debug_assert_eq!(parsed.shape(), &shape[..]);
     Ok(Header {
         shape,
         len: bytes.len() as u64,
+        fortran_order,
         element,
         parsed,
     })
@@ -333,7 +341,8 @@ pub fn try_vec<T>(len: usize) -> Option<Vec<T>> {
 }
 
 /// Reads the data `header` promises from `r` (positioned just after the
-/// header), into a buffer allocated fallibly. `data_len`, when known (a
+/// header), into a buffer allocated fallibly, in the file's order (C or
+/// Fortran, as [`Header::fortran_order`] says). `data_len`, when known (a
 /// regular file's length minus the header's), is checked before anything
 /// is allocated; otherwise the reader must end right after the data.
 pub fn read_data<R: Read>(
@@ -360,6 +369,7 @@ pub fn read_data<R: Read>(
             bytes: elements * 4,
         })?;
     let shape = header.shape.clone();
+    let fortran = header.fortran_order;
     let element = header.element;
     let mut counted = Counting { inner: r, read: 0 };
     // The first double past the range of `f32`: its flat index and value.
@@ -397,8 +407,15 @@ pub fn read_data<R: Read>(
         }
     }
     if let Some((flat, v)) = past {
+        let index = if fortran {
+            // The first axis fastest: the C index of the reversed shape.
+            let reversed: Vec<u64> = shape.iter().rev().copied().collect();
+            unravel(flat, &reversed).into_iter().rev().collect()
+        } else {
+            unravel(flat, &shape)
+        };
         return Err(NpyError::OutOfRange {
-            index: unravel(flat, &shape),
+            index,
             flat,
             value: format!("{v:e}"),
         });
@@ -434,7 +451,24 @@ pub fn read(bytes: &[u8]) -> Result<Array, NpyError> {
     let mut r = bytes;
     let header = read_header(&mut r)?;
     let shape = header.shape.clone();
+    let fortran = header.fortran_order;
     let data = read_data(header, r, Some(r.len() as u64))?;
+    if fortran && shape.len() > 1 {
+        // Into C order: element (i0, .., in) is at i0 + d0 * (i1 + ..).
+        let mut c = try_vec::<f32>(data.len()).ok_or(NpyError::OutOfMemory {
+            bytes: data.len() as u128 * 4,
+        })?;
+        for flat in 0..data.len() as u64 {
+            let index = unravel(flat, &shape);
+            let at = index
+                .iter()
+                .zip(&shape)
+                .rev()
+                .fold(0u64, |a, (&i, &d)| a * d + i);
+            c.push(data[at as usize]);
+        }
+        return Ok(Array { shape, data: c });
+    }
     Ok(Array { shape, data })
 }
 
@@ -684,7 +718,11 @@ mod tests {
             read(&v)
         };
         assert_eq!(swap("<f4", "<i4"), Err(NpyError::Dtype("<i4".into())));
-        assert_eq!(swap("False", "True "), Err(NpyError::FortranOrder));
+        // Fortran order: the same six values, (2, 3) read first axis
+        // fastest, reordered into C order by `read`.
+        let f = swap("False", "True ").unwrap();
+        assert_eq!(f.shape, vec![2, 3]);
+        assert_eq!(f.data, vec![1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
         assert!(matches!(swap("(2, 3)", "(2, x)"), Err(NpyError::Header(_))));
         assert!(matches!(
             swap("'shape'", "'shapf'"),
@@ -760,5 +798,37 @@ mod tests {
             read_header(&mut io::repeat(0).take(1 << 20)).unwrap_err(),
             NpyError::NotNpy
         );
+    }
+
+    #[test]
+    fn fortran_files_are_read_in_file_order_and_name_indices_in_it() {
+        let h = "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }\n";
+        let bytes = |values: [f64; 6]| -> Vec<u8> {
+            v2(
+                h,
+                &values
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            )
+        };
+        let file = bytes([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut r = &file[..];
+        let header = read_header(&mut r).unwrap();
+        assert!(header.fortran_order);
+        // The data as the file holds it, first axis fastest ...
+        assert_eq!(
+            read_data(header, r, None).unwrap(),
+            [0., 1., 2., 3., 4., 5.]
+        );
+        // ... and `read` in C order.
+        assert_eq!(read(&file).unwrap().data, [0., 2., 4., 1., 3., 5.]);
+        // Position 3 of a Fortran (2, 3) array is element (1, 1).
+        match read(&bytes([0.0, 1.0, 2.0, 1e39, 4.0, 5.0])) {
+            Err(NpyError::OutOfRange { index, flat, .. }) => {
+                assert_eq!((index, flat), (vec![1, 1], 3));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

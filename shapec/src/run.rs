@@ -79,7 +79,8 @@ pub type DimsCheck<'a> = dyn FnMut(&[u64]) -> Result<Vec<u64>, CliError> + 'a;
 
 /// Reads a `.npy` file: the header first, whose shape `check` accepts (it
 /// returns the dims the values take, or the error to report), then exactly
-/// the data it promises. A regular file's length is checked against the
+/// the data it promises, in the file's order (a Fortran-ordered file gives
+/// a Fortran-strided tensor, with no copy). A regular file's length is checked against the
 /// header before anything is allocated; other files (pipes) must end
 /// right after the data.
 pub fn read_npy(path: &Path, check: &mut DimsCheck<'_>) -> Result<HostTensor, CliError> {
@@ -102,6 +103,7 @@ pub fn read_npy(path: &Path, check: &mut DimsCheck<'_>) -> Result<HostTensor, Cl
     let mut reader = std::io::BufReader::new(file);
     let header = npy::read_header(&mut reader).map_err(npy_error)?;
     let dims = check(&header.shape)?;
+    let fortran = header.fortran_order;
     let data_len = meta
         .is_file()
         .then(|| meta.len().saturating_sub(header.len));
@@ -110,7 +112,13 @@ pub fn read_npy(path: &Path, check: &mut DimsCheck<'_>) -> Result<HostTensor, Cl
         npy::NpyError::OutOfRange { .. } => CliError::Data(format!("{}: {e}", path.display())),
         e => npy_error(e),
     })?;
-    HostTensor::new(dims, values).map_err(|e| CliError::Data(format!("{}: {e}", path.display())))
+    // A Fortran-ordered file is read in place: a view at Fortran strides.
+    let tensor = if fortran {
+        HostTensor::fortran(dims, values)
+    } else {
+        HostTensor::new(dims, values)
+    };
+    tensor.map_err(|e| CliError::Data(format!("{}: {e}", path.display())))
 }
 
 /// Where a tensor's values came from.

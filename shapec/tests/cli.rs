@@ -858,3 +858,157 @@ fn run_time_sizes_infer_bind_and_run() {
     let out = shapec_in(&dir, &["run", "d.shape", "--size", "d=4", "--json"]);
     assert_eq!(json_of(&out.stdout)["error"]["kind"], "not_run_time");
 }
+
+// ---- strided inputs (issue 31, item 4) ----------------------------------
+
+/// [`numpy_f32`] with `'fortran_order': True`: `values` are the array's
+/// elements with the first axis fastest, as NumPy writes a Fortran array.
+fn numpy_f32_fortran(shape: &str, values: &[f32]) -> Vec<u8> {
+    let c = numpy_f32(shape, values);
+    let text = String::from_utf8_lossy(&c[10..128])
+        .replace("'fortran_order': False", "'fortran_order': True ");
+    let mut b = c[..10].to_vec();
+    b.extend_from_slice(text.as_bytes());
+    b.extend_from_slice(&c[128..]);
+    b
+}
+
+#[test]
+fn run_reads_fortran_npy_as_its_c_ordered_twin() {
+    let dir = scratch("run_reads_fortran_npy_as_its_c_ordered_twin");
+    let prog = programs().join("matmul.shape");
+    // w = [[1, 2], [3, 4], [5, 6]]: C order by rows, Fortran by columns.
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::create_dir_all(dir.join("f")).unwrap();
+    std::fs::write(
+        dir.join("c/w.npy"),
+        numpy_f32("(3, 2)", &[1., 2., 3., 4., 5., 6.]),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("f/w.npy"),
+        numpy_f32_fortran("(3, 2)", &[1., 3., 5., 2., 4., 6.]),
+    )
+    .unwrap();
+    for sub in ["c", "f"] {
+        std::fs::write(dir.join(sub).join("x.npy"), numpy_f32("(2,)", &[1., 1.])).unwrap();
+    }
+    let run = |sub: &str, backend: &str| {
+        let out = shapec_in(
+            &dir.join(sub),
+            &[
+                "run",
+                prog.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--input",
+                "w=w.npy",
+                "--input",
+                "x=x.npy",
+                "--json",
+            ],
+        );
+        assert_eq!(out.status, 0, "{}", out.stderr);
+        json_of(&out.stdout)["results"].clone()
+    };
+    let c = run("c", "cpu");
+    assert_eq!(c, run("f", "cpu"));
+    assert_eq!(c[0]["values"], json!([3.0, 7.0, 11.0]));
+    assert_eq!(c[2]["values"], json!([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]));
+    // And through `diff`, the reference against the coalesced path.
+    let out = shapec_in(
+        &dir.join("f"),
+        &[
+            "diff",
+            prog.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--input",
+            "w=w.npy",
+            "--input",
+            "x=x.npy",
+            "--tolerance",
+            "abs=0",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[test]
+fn a_fortran_npy_for_a_ragged_input_is_a_typed_error() {
+    let dir = scratch("a_fortran_npy_for_a_ragged_input_is_a_typed_error");
+    std::fs::write(
+        dir.join("p.shape"),
+        "input a: 2, var\ns = einsum(\"i, j => i\", a)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("a.npy"),
+        numpy_f32_fortran("(2, 3)", &[1., 4., 2., 5., 3., 6.]),
+    )
+    .unwrap();
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--input", "a=a.npy"],
+    );
+    assert_ne!(out.status, 0, "{}", out.stdout);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error[ragged_layout]"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("C order"), "{}", out.stderr);
+    // The same array in C order runs.
+    std::fs::write(
+        dir.join("c.npy"),
+        numpy_f32("(2, 3)", &[1., 2., 3., 4., 5., 6.]),
+    )
+    .unwrap();
+    let out = shapec_in(
+        &dir,
+        &["run", "p.shape", "--backend", "cpu", "--input", "a=c.npy"],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("[6, 15]"), "{}", out.stdout);
+}
+
+#[test]
+fn infer_kernels_shows_the_loops_for_given_input_orders() {
+    let c = shapec(&["infer", "matmul.shape", "--kernels", "--order", "w=C"]);
+    assert_eq!(c.status, 0, "{}", c.stderr);
+    let f = shapec(&["infer", "matmul.shape", "--kernels", "--order", "w=F"]);
+    assert_eq!(f.status, 0, "{}", f.stderr);
+    assert!(c.stdout.contains("    loops "), "{}", c.stdout);
+    // In Fortran order w (3 x 2) is read at strides [1, 3] where the
+    // transpose's copy walks it.
+    assert!(f.stdout.contains("reads w at "), "{}", f.stdout);
+    assert_ne!(c.stdout, f.stdout);
+    // Without --order, the form is unchanged: no loops.
+    let plain = shapec(&["infer", "matmul.shape", "--kernels"]);
+    assert!(!plain.stdout.contains("loops"), "{}", plain.stdout);
+    let json = shapec(&[
+        "infer",
+        "matmul.shape",
+        "--kernels",
+        "--order",
+        "w=F",
+        "--json",
+    ]);
+    assert_eq!(json.status, 0, "{}", json.stderr);
+    let v = json_of(&json.stdout);
+    for entry in v["kernels"].as_array().unwrap() {
+        for step in entry["steps"].as_array().unwrap() {
+            assert!(step["loops"].is_array(), "{step}");
+            assert_eq!(
+                step["read_strides"].as_array().unwrap().len(),
+                step["reads"].as_array().unwrap().len()
+            );
+        }
+    }
+    let bad = shapec(&["infer", "matmul.shape", "--kernels", "--order", "w=Q"]);
+    assert_ne!(bad.status, 0);
+    assert!(bad.stderr.contains("neither C nor F"), "{}", bad.stderr);
+    let unknown = shapec(&["infer", "matmul.shape", "--kernels", "--order", "y=F"]);
+    assert_ne!(unknown.status, 0);
+}

@@ -360,6 +360,90 @@ pub fn contractions<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     );
 }
 
+/// Strided inputs, DyND's examples of strided data read where it lies:
+/// the scalar `4` seen as `[4, 4, 4]` at stride 0 (DyND's scalar to
+/// strided assignment, with `src_stride` 0), a row repeated down a matrix
+/// at stride 0, the transpose of `[[1, 2, 3], [4, 5, 6]]` at strides
+/// `[1, 3]`, every other element of a buffer (a slice from offset 1 at
+/// stride 2), and a Fortran-ordered matrix in a contraction. Each is read
+/// in place (no copy) and gives the values of its C-ordered copy.
+pub fn strided_views<B: Backend>(backend: &mut B, tolerance: Tolerance) {
+    let mut g = Graph::new();
+    let s = g.input("s", "3").expect("a spec");
+    let row = g.input("row", "2,3").expect("a spec");
+    let t = g.input("t", "3,2").expect("a spec");
+    let odd = g.input("odd", "5").expect("a spec");
+    let f = g.input("f", "2,3").expect("a spec");
+    let filled = g.unary("id", s).expect("a copy");
+    let transposed = g.permute("ij=>ji", t).expect("a transpose");
+    let rows = g.add(row, transposed).expect("a sum");
+    let negated = g.unary("neg", t).expect("a negation");
+    let halves = g.mul(odd, odd).expect("a product");
+    let product = g.einsum("ij;jk=>ik", &[f, t]).expect("a contraction");
+    let sums = g.permute("ij=>j", f).expect("a reduction");
+    let results = vec![filled, rows, negated, halves, product, sums];
+    let mut p = Program::with_named_data(
+        g,
+        results.clone(),
+        [
+            ("s", vec![0.0; 3]),
+            ("row", vec![0.0; 6]),
+            ("t", vec![0.0; 6]),
+            ("odd", vec![0.0; 5]),
+            ("f", vec![0.0; 6]),
+        ],
+    )
+    .expect("data for every input");
+    let view = |dims: Vec<u64>, strides: Vec<u64>, offset: u64, values: Vec<f32>| {
+        HostTensor::strided(dims, strides, offset, values).expect("a view inside its buffer")
+    };
+    let views = [
+        (s, view(vec![3], vec![0], 0, vec![4.0])),
+        (row, view(vec![2, 3], vec![0, 1], 0, vec![1.0, 2.0, 3.0])),
+        (
+            t,
+            view(vec![3, 2], vec![1, 3], 0, vec![1., 2., 3., 4., 5., 6.]),
+        ),
+        (
+            odd,
+            view(vec![5], vec![2], 1, (0..10).map(|v| v as f32).collect()),
+        ),
+        (
+            f,
+            HostTensor::fortran(vec![2, 3], vec![1., 4., 2., 5., 3., 6.]).expect("Fortran data"),
+        ),
+    ];
+    let solved = p.graph.solve().expect("a solved program");
+    let plan = solved.plan(&results, &p.options).expect("a plan");
+    let mut copies = p.clone();
+    for (tensor, v) in views {
+        assert!(
+            shape_run::read_in_place(&solved, &plan, tensor, &shape_run::View::of(&v))
+                .expect("a plan of this graph"),
+            "read in place"
+        );
+        copies
+            .inputs
+            .insert(tensor, v.to_contiguous().expect("a copy"));
+        p.inputs.insert(tensor, v);
+    }
+    let out = agree(backend, &p, tolerance);
+    let name = backend.name();
+    assert_eq!(out[&filled], [4., 4., 4.], "{name}");
+    // row [[1, 2, 3], [1, 2, 3]] plus t's transpose [[1, 2, 3], [4, 5, 6]].
+    assert_eq!(out[&rows], [2., 4., 6., 5., 7., 9.], "{name}");
+    assert_eq!(out[&negated], [-1., -4., -2., -5., -3., -6.], "{name}");
+    assert_eq!(out[&halves], [1., 9., 25., 49., 81.], "{name}");
+    // [[1, 2, 3], [4, 5, 6]] @ [[1, 4], [2, 5], [3, 6]].
+    assert_eq!(out[&product], [14., 32., 32., 77.], "{name}");
+    assert_eq!(out[&sums], [5., 7., 9.], "{name}");
+    // The same values as the C-ordered copies give.
+    let from_copies = agree(backend, &copies, tolerance);
+    for r in &results {
+        assert_eq!(out[r], from_copies[r], "{name}");
+    }
+}
+
 /// Permutes, transposes and batch slices at every index.
 pub fn rearrangements<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     for slice in 0..3 {
@@ -1202,6 +1286,7 @@ macro_rules! backend_conformance {
                 broadcasting,
                 assignments_into_declared_shapes,
                 assignments_into_existing_tensors,
+                strided_views,
                 contractions,
                 rearrangements,
                 leading_flanks,

@@ -35,6 +35,7 @@ pub mod inference {
 pub mod kernels;
 pub mod programs;
 pub mod reference;
+pub mod strided;
 pub mod wgsl;
 
 /// `proptest`, for a dependent crate's own differential tests without a

@@ -11,6 +11,7 @@ use shape_core::Backend;
 use shape_tests::differential::ProgramRunner;
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, programs_with_empty_axes, Program};
+use shape_tests::strided::strided_views;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -70,6 +71,28 @@ proptest! {
             .unwrap();
         for t in &p.results {
             prop_assert_eq!(bits(&reference[t]), bits(&threaded[t]), "tensor {}", p.graph.name(*t).unwrap());
+        }
+    }
+
+    /// Strided inputs (issue 31, item 4): every dense input as a
+    /// Fortran-ordered, permuted, sliced or broadcast (stride 0) view of
+    /// its values, read in place with the strides it has, gives on each
+    /// CPU path the bits of the same program on C-contiguous copies,
+    /// fused or not.
+    #[test]
+    fn strided_inputs_give_the_bits_of_their_copies(p in programs(8), seed in any::<u64>(), unfused in any::<bool>()) {
+        let (mut contiguous, mut strided) = strided_views(&p, seed);
+        if unfused {
+            contiguous.options = contiguous.options.clone().unfused();
+            strided.options = strided.options.clone().unfused();
+        }
+        let solved = p.graph.solve().unwrap();
+        for mut cpu in [CpuBackend::reference(), CpuBackend::coalesced()] {
+            let expected = cpu.run_solved(&solved, &contiguous).unwrap();
+            let found = cpu.run_solved(&solved, &strided).unwrap();
+            for t in &p.results {
+                prop_assert_eq!(bits(&expected[t]), bits(&found[t]), "tensor {} on {}", p.graph.name(*t).unwrap(), cpu.name());
+            }
         }
     }
 
@@ -370,4 +393,35 @@ proptest! {
             prop_assert!((f - r).abs() <= bound, "{} {:?} at {}: fast {} against {}, bound {}", spec, dims, i, f, r, bound);
         }
     }
+}
+
+/// The strided property test above exercises reads in place, not only the
+/// copy into C order that a flat read falls back to: over 200 random
+/// programs, most strided inputs are read where they lie.
+#[test]
+fn most_strided_inputs_of_random_programs_are_read_in_place() {
+    use shape_run::{read_in_place, RunGraph, View};
+    let (mut in_place, mut copied) = (0, 0);
+    for seed in 0..200 {
+        let p = shape_tests::programs::program(seed, 8);
+        let (_, strided) = strided_views(&p, seed);
+        let solved = p.graph.solve().unwrap();
+        let plan = solved.plan(&p.results, &p.options).unwrap();
+        for t in strided.inputs.tensors() {
+            let given = strided.inputs.get(t).unwrap();
+            if given.is_c_contiguous() {
+                continue;
+            }
+            if read_in_place(&solved, &plan, t, &View::of(given)).unwrap() {
+                in_place += 1;
+            } else {
+                copied += 1;
+            }
+        }
+    }
+    eprintln!("{in_place} strided inputs read in place, {copied} copied");
+    assert!(
+        in_place > 4 * copied,
+        "{in_place} in place, {copied} copied"
+    );
 }

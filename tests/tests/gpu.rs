@@ -16,6 +16,7 @@ use shape_tests::differential::{
 use shape_tests::gpu::{wgpu_or_skip, wgpu_with, SharedWgpu};
 use shape_tests::kernels::{kernel_cases, KernelCase};
 use shape_tests::programs::{programs, programs_with_empty_axes, Program};
+use shape_tests::strided::strided_views;
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -48,6 +49,26 @@ proptest! {
             // name differs.
             let what = |m: &str| m.split_once(" failed in ").map(|(_, rest)| rest.to_string());
             prop_assert_eq!(what(&e), found.err().as_deref().and_then(what));
+        }
+    }
+
+    /// Strided inputs (issue 31, item 4): views of every dense input
+    /// (Fortran order, permuted, sliced, broadcast at stride 0), uploaded
+    /// as they lie and read with their own strides, give on wgpu what the
+    /// CPU reference gives on C-contiguous copies.
+    #[test]
+    fn wgpu_reads_strided_inputs_as_the_reference_reads_copies(p in programs(6), seed in any::<u64>()) {
+        let (contiguous, strided) = strided_views(&p, seed);
+        let Ok(solved) = p.graph.solve() else { return Ok(()) };
+        let expected = CpuBackend::reference().run_solved(&solved, &contiguous).unwrap();
+        let found = DEFAULT.with("wgpu_reads_strided_inputs_as_the_reference_reads_copies", |gpu| gpu.run_solved(&solved, &strided));
+        if let Some(found) = found {
+            let found = found.unwrap();
+            for t in &p.results {
+                for (i, (e, f)) in expected[t].iter().zip(&found[t]).enumerate() {
+                    prop_assert!(Tolerance::GPU.agrees(*e, *f), "tensor {} element {}: cpu {:?}, gpu {:?}", p.graph.name(*t).unwrap(), i, e, f);
+                }
+            }
         }
     }
 
