@@ -397,6 +397,8 @@ pub struct Compiled {
     /// The versions of each name that `NAME[...] <- EXPR` wrote, the first
     /// (its declaration or first assignment) first.
     versions: HashMap<String, Vec<TensorId>>,
+    /// Versions that a later `NAME[...] <- EXPR` replaced: not results.
+    superseded: std::collections::HashSet<TensorId>,
     /// The functions of `function` statements, by name, with the
     /// statement's name.
     functions: HashMap<String, (Arc<dyn shape_graph::Operation>, Span)>,
@@ -468,10 +470,15 @@ pub fn compile_with(program: &Program, registry: Arc<Registry>) -> Result<Compil
         size_values: HashMap::new(),
         names: HashMap::new(),
         versions: HashMap::new(),
+        superseded: Default::default(),
         functions: HashMap::new(),
     };
     for st in &program.statements {
         statement(&mut c, st)?;
+    }
+    if !c.superseded.is_empty() {
+        let superseded = std::mem::take(&mut c.superseded);
+        c.results.retain(|r| !superseded.contains(r));
     }
     Ok(c)
 }
@@ -503,6 +510,28 @@ fn graph_error(c: &Compiled, e: GraphError, at: &Span, spec: Option<&SpecText>) 
 }
 
 /// Fails when `name` is already defined.
+/// The tensor named `name` that `op` (an assignment) makes of
+/// `operands`, placed at `expr` in the source map.
+fn assignment(
+    c: &mut Compiled,
+    name: &Ident,
+    op: Arc<dyn shape_graph::Operation>,
+    operands: &[TensorId],
+    expr: &Expr,
+) -> Result<TensorId, ProgramError> {
+    let t = c
+        .graph
+        .apply_named(&name.text, op, operands)
+        .map_err(|e| graph_error(c, e, &expr.span, None))?;
+    c.map.ops.push(expr.span.clone());
+    c.map.tensors.push(TensorSite {
+        span: expr.span.clone(),
+        spec: None,
+        values: None,
+    });
+    Ok(t)
+}
+
 fn check_new(c: &Compiled, name: &Ident) -> Result<(), ProgramError> {
     match c.names.get(&name.text) {
         Some((_, previous)) => Err(ProgramError::Redefined {
@@ -582,16 +611,7 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             let source = expression(c, expr, &name.text, &mut counter, false)?;
             // A copy into exactly the declared shape, from a source that
             // broadcasts to it one way (the destination never sizes it).
-            let t = c
-                .graph
-                .apply_named(&name.text, Arc::new(shape_graph::ops::Assign), &[source])
-                .map_err(|e| graph_error(c, e, &expr.span, None))?;
-            c.map.ops.push(expr.span.clone());
-            c.map.tensors.push(TensorSite {
-                span: expr.span.clone(),
-                spec: None,
-                values: None,
-            });
+            let t = assignment(c, name, Arc::new(shape_graph::ops::Assign), &[source], expr)?;
             c.map
                 .requires
                 .push((t.index(), spec.text.clone(), spec.span.clone()));
@@ -608,22 +628,17 @@ fn statement(c: &mut Compiled, st: &Statement) -> Result<(), ProgramError> {
             let source = expression(c, expr, &name.text, &mut counter, false)?;
             // A new version of the tensor: its own node, so a statement
             // above reads the old values and one below the new.
-            let t = c
-                .graph
-                .apply_named(
-                    &name.text,
-                    Arc::new(shape_graph::ops::AssignExisting),
-                    &[dest, source],
-                )
-                .map_err(|e| graph_error(c, e, &expr.span, None))?;
-            c.map.ops.push(expr.span.clone());
-            c.map.tensors.push(TensorSite {
-                span: expr.span.clone(),
-                spec: None,
-                values: None,
-            });
-            // The name's results are its last version's values.
-            c.results.retain(|&r| r != dest);
+            let operands = [dest, source];
+            let t = assignment(
+                c,
+                name,
+                Arc::new(shape_graph::ops::AssignExisting),
+                &operands,
+                expr,
+            )?;
+            // The name's results are its last version's values (the
+            // earlier ones leave the results when the program is done).
+            c.superseded.insert(dest);
             c.results.push(t);
             c.versions
                 .entry(name.text.clone())

@@ -204,13 +204,7 @@ impl HostTensor {
             return Ok(self.clone());
         }
         let n = elements(&self.dims);
-        let oom = || DataError::OutOfMemory {
-            elements: n,
-            bytes: n.saturating_mul(4),
-        };
-        let len = usize::try_from(n).map_err(|_| oom())?;
-        let mut values = Vec::new();
-        values.try_reserve_exact(len).map_err(|_| oom())?;
+        let mut values = try_vec(n)?;
         values.extend((0..n as u64).map(|i| self.at_flat(i).unwrap_or(0.0)));
         HostTensor::new(self.dims.clone(), values)
     }
@@ -312,15 +306,8 @@ impl HostTensor {
         }
         let rows = elements(&self.dims[..axis]);
         let len = self.dims[axis];
-        let mut lengths = Vec::new();
-        let count = usize::try_from(rows).unwrap_or(usize::MAX);
-        lengths
-            .try_reserve_exact(count)
-            .map_err(|_| DataError::OutOfMemory {
-                elements: rows,
-                bytes: rows.saturating_mul(8),
-            })?;
-        lengths.resize(count, len);
+        let mut lengths = try_vec(rows)?;
+        lengths.resize(rows as usize, len);
         HostTensor::ragged(
             self.dims[..axis].to_vec(),
             &lengths,
@@ -336,15 +323,8 @@ impl HostTensor {
             return Ok(r.clone());
         }
         let rows = elements(&self.dims[..axis.min(self.dims.len())]);
-        let count = usize::try_from(rows).unwrap_or(usize::MAX);
-        let mut lengths = Vec::new();
-        lengths
-            .try_reserve_exact(count)
-            .map_err(|_| DataError::OutOfMemory {
-                elements: rows,
-                bytes: rows.saturating_mul(8),
-            })?;
-        lengths.resize(count, self.dims.get(axis).copied().unwrap_or(0));
+        let mut lengths = try_vec(rows)?;
+        lengths.resize(rows as usize, self.dims.get(axis).copied().unwrap_or(0));
         RaggedAxis::from_lengths(axis, &lengths)
     }
 
@@ -352,14 +332,8 @@ impl HostTensor {
     /// aborting when memory cannot be had.
     pub fn filled(dims: Vec<u64>, value: f32) -> Result<HostTensor, DataError> {
         let n = elements(&dims);
-        let oom = || DataError::OutOfMemory {
-            elements: n,
-            bytes: n.saturating_mul(4),
-        };
-        let len = usize::try_from(n).map_err(|_| oom())?;
-        let mut values = Vec::new();
-        values.try_reserve_exact(len).map_err(|_| oom())?;
-        values.resize(len, value);
+        let mut values = try_vec(n)?;
+        values.resize(n as usize, value);
         Ok(HostTensor {
             strides: row_major(&dims),
             dims,
@@ -547,14 +521,8 @@ impl HostTensor {
     /// ```
     pub fn from_rows<R: AsRef<[f32]>>(rows: &[R]) -> Result<HostTensor, DataError> {
         let width = rows.first().map_or(0, |r| r.as_ref().len());
-        let mut values = Vec::new();
         let total = rows.iter().map(|r| r.as_ref().len()).sum::<usize>();
-        values
-            .try_reserve_exact(total)
-            .map_err(|_| DataError::OutOfMemory {
-                elements: total as u128,
-                bytes: total as u128 * 4,
-            })?;
+        let mut values = try_vec(total as u128)?;
         let dims = vec![rows.len() as u64, width as u64];
         for r in rows {
             if r.as_ref().len() != width {
@@ -704,4 +672,18 @@ impl RunInputs<'_> {
             RunInputs::Borrowed(i) => i.get(t).cloned(),
         }
     }
+}
+
+/// An empty vector with room for `n` elements (so `n` fits in a
+/// `usize`), or [`DataError::OutOfMemory`] where that room cannot be had
+/// (never an abort).
+fn try_vec<T>(n: u128) -> Result<Vec<T>, DataError> {
+    let oom = || DataError::OutOfMemory {
+        elements: n,
+        bytes: n.saturating_mul(std::mem::size_of::<T>() as u128),
+    };
+    let len = usize::try_from(n).map_err(|_| oom())?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| oom())?;
+    Ok(v)
 }

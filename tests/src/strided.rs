@@ -77,6 +77,25 @@ fn index_of(mut p: u64, dims: &[u64]) -> Vec<u64> {
     index
 }
 
+/// Where C position `p` of `dims` lies in a buffer of `strides` from
+/// `offset`.
+fn at(p: u64, dims: &[u64], strides: &[u64], offset: u64) -> usize {
+    let sum: u64 = index_of(p, dims)
+        .iter()
+        .zip(strides)
+        .map(|(i, s)| i * s)
+        .sum();
+    (offset + sum) as usize
+}
+
+/// Writes C-ordered `values` of `dims` into `buffer` at `strides` from
+/// `offset`.
+fn scatter(values: &[f32], dims: &[u64], strides: &[u64], offset: u64, buffer: &mut [f32]) {
+    for (p, &v) in values.iter().enumerate() {
+        buffer[at(p as u64, dims, strides, offset)] = v;
+    }
+}
+
 /// A view of the C-contiguous dense tensor `t` of `kind` (with choices
 /// drawn from `seed`), and the C-contiguous tensor of the values it
 /// holds (`t` itself except for a broadcast, which makes the values
@@ -87,24 +106,16 @@ pub fn strided_view(t: &HostTensor, kind: ViewKind, seed: u64) -> Option<(HostTe
         return None;
     }
     let dims = t.dims().to_vec();
-    let n = t.values().len() as u64;
     let values = t.values();
     let mut state = seed;
     let view = match kind {
         ViewKind::Fortran => {
-            let mut f = vec![0.0; values.len()];
             let mut strides = vec![1u64; dims.len()];
             for j in 1..dims.len() {
                 strides[j] = strides[j - 1] * dims[j - 1];
             }
-            for p in 0..n {
-                let at: u64 = index_of(p, &dims)
-                    .iter()
-                    .zip(&strides)
-                    .map(|(i, s)| i * s)
-                    .sum();
-                f[at as usize] = values[p as usize];
-            }
+            let mut f = vec![0.0; values.len()];
+            scatter(values, &dims, &strides, 0, &mut f);
             HostTensor::fortran(dims.clone(), f).ok()?
         }
         ViewKind::Permuted => {
@@ -121,14 +132,7 @@ pub fn strided_view(t: &HostTensor, kind: ViewKind, seed: u64) -> Option<(HostTe
                 strides[j] = stored_strides[k];
             }
             let mut buffer = vec![0.0; values.len()];
-            for p in 0..n {
-                let at: u64 = index_of(p, &dims)
-                    .iter()
-                    .zip(&strides)
-                    .map(|(i, s)| i * s)
-                    .sum();
-                buffer[at as usize] = values[p as usize];
-            }
+            scatter(values, &dims, &strides, 0, &mut buffer);
             HostTensor::strided(dims.clone(), strides, 0, buffer).ok()?
         }
         ViewKind::Sliced => {
@@ -137,14 +141,7 @@ pub fn strided_view(t: &HostTensor, kind: ViewKind, seed: u64) -> Option<(HostTe
             let offset: u64 = strides.iter().sum();
             let len: u64 = padded.iter().product();
             let mut buffer = vec![f32::NAN; len as usize];
-            for p in 0..n {
-                let at: u64 = index_of(p, &dims)
-                    .iter()
-                    .zip(&strides)
-                    .map(|(i, s)| i * s)
-                    .sum();
-                buffer[(offset + at) as usize] = values[p as usize];
-            }
+            scatter(values, &dims, &strides, offset, &mut buffer);
             HostTensor::strided(dims.clone(), strides, offset, buffer).ok()?
         }
         ViewKind::Broadcast => {
@@ -157,14 +154,7 @@ pub fn strided_view(t: &HostTensor, kind: ViewKind, seed: u64) -> Option<(HostTe
             collapsed[axis] = 1;
             let c = c_strides(&dims);
             let stored: Vec<f32> = (0..collapsed.iter().product::<u64>())
-                .map(|q| {
-                    let at: u64 = index_of(q, &collapsed)
-                        .iter()
-                        .zip(&c)
-                        .map(|(i, s)| i * s)
-                        .sum();
-                    values[at as usize]
-                })
+                .map(|q| values[at(q, &collapsed, &c, 0)])
                 .collect();
             let mut strides = c_strides(&collapsed);
             strides[axis] = 0;

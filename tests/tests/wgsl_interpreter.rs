@@ -302,6 +302,24 @@ fn narrow_a_failing_seed() {
     else {
         return;
     };
+    narrow(seed);
+}
+
+/// Found by `random_functions_agree_with_wgpu` on 2026-11-27 (lavapipe,
+/// Vulkan), not yet explained, so kept out of the regression file that CI
+/// replays: function `wf11` of this seed returns `true` on the
+/// interpreter and `false` on llvmpipe in the batch, while the same
+/// function with the same arguments through `shapec call` gives `true` on
+/// both. Run with `--ignored` to see it.
+#[test]
+#[ignore = "a known disagreement under investigation (seed 9481323675975442477)"]
+fn seed_9481323675975442477_agrees() {
+    narrow(9_481_323_675_975_442_477);
+}
+
+/// Checks each function of the batch of `seed` alone, and fails naming
+/// those that disagree.
+fn narrow(seed: u64) {
     let batch = Batch::generate(seed, BATCH, SAMPLES);
     let mut gpu = wgpu_or_skip("narrow_a_failing_seed");
     let mut failing = Vec::new();
