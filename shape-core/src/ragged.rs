@@ -10,6 +10,13 @@ use crate::data_error::DataError;
 /// positions, each of `product(inner)` values, stored after the rows
 /// before it.
 ///
+/// A tensor with more than one ragged axis (DyND's `3 * var * var`:
+/// sentences of words of characters) has one level of offsets per ragged
+/// axis: this value is the innermost level, and [`RaggedAxis::outer`]
+/// holds the levels before it ([`RaggedAxis::nested`]). A level's rows
+/// are the positions of the level before it laid end to end, times the
+/// dense dims between the two.
+///
 /// ```
 /// use shape_core::RaggedAxis;
 /// // [[1], [2, 3]]: two rows, of lengths 1 and 2.
@@ -24,6 +31,9 @@ use crate::data_error::DataError;
 pub struct RaggedAxis {
     axis: usize,
     offsets: Vec<u64>,
+    /// The levels before this one, outermost first (each without levels
+    /// of its own).
+    outer: Vec<RaggedAxis>,
 }
 
 impl RaggedAxis {
@@ -50,7 +60,11 @@ impl RaggedAxis {
                 offsets[r]
             )));
         }
-        Ok(RaggedAxis { axis, offsets })
+        Ok(RaggedAxis {
+            axis,
+            offsets,
+            outer: Vec::new(),
+        })
     }
 
     /// The rows of the ragged axis at `axis`, from their lengths.
@@ -72,7 +86,147 @@ impl RaggedAxis {
                 })?;
             offsets.push(total);
         }
-        Ok(RaggedAxis { axis, offsets })
+        Ok(RaggedAxis {
+            axis,
+            offsets,
+            outer: Vec::new(),
+        })
+    }
+
+    /// The levels of a tensor with several ragged axes: `outer`, the
+    /// levels before `inner` (outermost first), then `inner`. Each level
+    /// is one ragged axis's rows ([`RaggedAxis::new`]), at increasing
+    /// axes; `dims` are the tensor's memory-order dims (a ragged axis's
+    /// entry is not read), which fix how many rows each level has: the
+    /// first, the product of the dims before it; every other, the
+    /// positions of the level before it times the dims between them.
+    ///
+    /// ```
+    /// use shape_core::RaggedAxis;
+    /// // [[[1, 2], [3]], [[4, 5, 6]]]: dims 2, var, var.
+    /// let words = RaggedAxis::from_lengths(1, &[2, 1]).unwrap();
+    /// let chars = RaggedAxis::from_lengths(2, &[2, 1, 3]).unwrap();
+    /// let rows = RaggedAxis::nested(vec![words], chars, &[2, 0, 0]).unwrap();
+    /// assert_eq!(rows.axes(), vec![1, 2]);
+    /// assert_eq!(rows.outer()[0].offsets(), &[0, 2, 3]);
+    /// assert_eq!(rows.offsets(), &[0, 2, 3, 6]);
+    /// let bad = RaggedAxis::from_lengths(2, &[2, 1]).unwrap();
+    /// let words = RaggedAxis::from_lengths(1, &[2, 1]).unwrap();
+    /// assert!(RaggedAxis::nested(vec![words], bad, &[2, 0, 0]).is_err());
+    /// ```
+    pub fn nested(
+        outer: Vec<RaggedAxis>,
+        inner: RaggedAxis,
+        dims: &[u64],
+    ) -> Result<RaggedAxis, DataError> {
+        let bad = |reason: String| DataError::RaggedOffsets { reason };
+        let mut levels: Vec<RaggedAxis> = Vec::new();
+        for level in outer.into_iter().chain(inner.outer.iter().cloned()) {
+            levels.push(level.innermost_only());
+        }
+        levels.push(inner.innermost_only());
+        let (mut rows, mut from) = (1u128, 0usize);
+        for (l, level) in levels.iter().enumerate() {
+            if level.axis < from || level.axis >= dims.len() {
+                return Err(bad(format!(
+                    "level {l} is at axis {}, which is not after the level before it among {} axes",
+                    level.axis,
+                    dims.len()
+                )));
+            }
+            rows = dims[from..level.axis]
+                .iter()
+                .fold(rows, |n, &d| n.saturating_mul(d as u128));
+            if level.rows() as u128 != rows {
+                return Err(bad(format!(
+                    "level {l} (axis {}) has {} rows where the levels and dims before it make {rows}",
+                    level.axis,
+                    level.rows()
+                )));
+            }
+            rows = level.total() as u128;
+            from = level.axis + 1;
+        }
+        let mut inner = levels.pop().expect("the inner level");
+        inner.outer = levels;
+        Ok(inner)
+    }
+
+    /// Full rows at every one of `axes` (increasing, memory order) of a
+    /// tensor of `dims`: dense data seen as ragged.
+    pub fn full(dims: &[u64], axes: &[usize]) -> Result<RaggedAxis, DataError> {
+        let mut levels: Vec<RaggedAxis> = Vec::with_capacity(axes.len());
+        let (mut rows, mut from) = (1u64, 0usize);
+        for &axis in axes {
+            let Some(&len) = dims.get(axis) else {
+                return Err(DataError::RaggedOffsets {
+                    reason: format!("there is no axis {axis} among {} dims", dims.len()),
+                });
+            };
+            rows = dims[from.min(axis)..axis]
+                .iter()
+                .fold(rows, |n, &d| n.saturating_mul(d));
+            let count = usize::try_from(rows).unwrap_or(usize::MAX);
+            let mut offsets: Vec<u64> = Vec::new();
+            offsets
+                .try_reserve_exact(count.saturating_add(1))
+                .map_err(|_| DataError::OutOfMemory {
+                    elements: rows as u128 + 1,
+                    bytes: (rows as u128 + 1) * 8,
+                })?;
+            let mut total = 0u64;
+            offsets.push(0);
+            for _ in 0..count {
+                total = total.saturating_add(len);
+                offsets.push(total);
+            }
+            levels.push(RaggedAxis::new(axis, offsets)?);
+            rows = total;
+            from = axis + 1;
+        }
+        let Some(inner) = levels.pop() else {
+            return Err(DataError::RaggedOffsets {
+                reason: "no ragged axis was given".into(),
+            });
+        };
+        RaggedAxis::nested(levels, inner, dims)
+    }
+
+    /// This level without the levels before it.
+    fn innermost_only(&self) -> RaggedAxis {
+        RaggedAxis {
+            axis: self.axis,
+            offsets: self.offsets.clone(),
+            outer: Vec::new(),
+        }
+    }
+
+    /// The levels before this one (outermost first): empty for a tensor
+    /// with one ragged axis.
+    pub fn outer(&self) -> &[RaggedAxis] {
+        &self.outer
+    }
+
+    /// Every level, outermost first, this one last.
+    pub fn levels(&self) -> impl Iterator<Item = &RaggedAxis> {
+        self.outer.iter().chain(std::iter::once(self))
+    }
+
+    /// The ragged axes of every level, in memory order.
+    pub fn axes(&self) -> Vec<usize> {
+        self.levels().map(|l| l.axis).collect()
+    }
+
+    /// The level at memory-order axis `axis`, if one is there.
+    pub fn level_at(&self, axis: usize) -> Option<&RaggedAxis> {
+        self.levels().find(|l| l.axis == axis)
+    }
+
+    /// The values a buffer of these rows holds per position of the
+    /// innermost level: the product of `dims` after it (saturating).
+    pub fn buffer_len(&self, dims: &[u64]) -> u64 {
+        self.total()
+            .saturating_mul(crate::buffer_len(dims.get(self.axis + 1..).unwrap_or(&[])))
     }
 
     /// The ragged axis's position among the tensor's axes, in memory order.

@@ -4,52 +4,47 @@
 //! A ragged axis's length differs from one position of the axes before it
 //! (in memory order: its *rows*) to the next. Its data is stored as the
 //! values of every row one after another, with the offset where each row
-//! starts ([`RaggedAxis`]). Inference keeps `var` as a size of its own
-//! (`shape_core::Size::Ragged`); the lengths exist only once data is
-//! given, so an operation that touches a ragged tensor is lowered when
-//! the graph runs, once per row: each row is an ordinary launch of the
+//! starts ([`RaggedAxis`]); a tensor with several ragged axes (DyND's
+//! `3 * var * var`) has one level of offsets per ragged axis. Inference
+//! keeps `var` as a size of its own (`shape_core::Size::Ragged`); the
+//! lengths exist only once data is given, so an operation that touches a
+//! ragged tensor is lowered when the graph runs, once per row of its
+//! innermost ragged axis: each row is an ordinary launch of the
 //! operation's own kernel, with that row's lengths as sizes and its start
-//! as offset (DyND's "var to strided" kernel, one level of its hierarchy).
-//! Rows of the same lengths share one lowering.
+//! as offset (DyND's "var to strided" kernel, one level of its
+//! hierarchy). The rows are found by walking the levels: a point of the
+//! iterators before the innermost ragged axis (an outer ragged axis's
+//! iterator among them, its length read from the level before) is one
+//! row. Rows of the same lengths share one lowering.
 //!
-//! Broadcasting is checked row by row, as DyND checks it when it runs: a
-//! row of length 1 broadcasts (it is read at 0), a row of the length it
-//! meets is read in step, and any other length is
+//! Broadcasting is checked row by row, at every level, as DyND checks it
+//! when it runs: a row of length 1 broadcasts (it is read at 0), a row of
+//! the length it meets is read in step, and any other length is
 //! [`GraphError::RaggedRow`], naming the operation, the tensor, the row
 //! and both lengths. A launch never reads or writes outside its row.
 
 use std::collections::HashMap;
 
 use shape_core::kernel::{Accumulate, IterKind, Layout, RowTable};
-use shape_core::{buffer_len, element_count, KnownDim, RaggedAxis, RowKind, SolvedShape};
+use shape_core::{buffer_len, KnownDim, RaggedAxis, RowKind, SolvedShape};
 
 use crate::graph::{GraphError, OpId, SolvedGraph};
 use crate::lowering::{layout_of, BufferRef, LowerOptions, Lowered, LoweringCx, Step};
 use crate::projections::{AxisIndex, ProjectionBuilder, Projections};
 
-/// The memory-order position of a solved shape's ragged axis, if it has
-/// one; more than one, or one with no axis before it, is refused.
-pub(crate) fn ragged_position(
+/// The memory-order positions of a solved shape's ragged axes (empty for
+/// a dense tensor).
+pub(crate) fn ragged_positions(
     graph: &SolvedGraph,
     t: crate::TensorId,
-) -> Result<Option<usize>, GraphError> {
+) -> Result<Vec<usize>, GraphError> {
     let shape = graph.shape(t)?;
-    let mut found = None;
+    let mut found = Vec::new();
     let mut j = 0;
     for kind in RowKind::MEMORY_ORDER {
         for d in shape.row(kind) {
             if d.is_ragged() {
-                let refuse = |reason: &str| GraphError::RaggedLayout {
-                    tensor: graph.graph().tensor_ref(t).map(Box::new).ok(),
-                    shape: shape.to_string(),
-                    reason: reason.to_string(),
-                };
-                if found.is_some() {
-                    return Err(refuse(
-                        "it has more than one ragged axis; one per tensor is supported",
-                    ));
-                }
-                found = Some(j);
+                found.push(j);
             }
             j += 1;
         }
@@ -68,16 +63,20 @@ pub struct RaggedLowered {
     pub lowered: Lowered,
     /// The number of values of the result's buffer.
     pub result_len: u64,
-    /// The rows of the result, when it is ragged.
+    /// The rows of the result, when it is ragged (every level).
     pub result_rows: Option<RaggedAxis>,
 }
 
 /// One tensor of a ragged operation.
 struct Tensor<'a> {
     shape: &'a SolvedShape,
+    /// Its dims in memory order, a ragged axis's as 0.
     dims: Vec<u64>,
-    /// The ragged axis (memory order) and the rows of the data.
+    /// The innermost ragged axis (memory order) and the rows of the data
+    /// (every level; an operand's).
     ragged: Option<(usize, Option<&'a RaggedAxis>)>,
+    /// The ragged axes before the innermost one (memory order).
+    outer_vars: Vec<usize>,
     /// Values in its buffer.
     len: u64,
 }
@@ -87,6 +86,11 @@ impl Tensor<'_> {
     /// length past 2^64 fails allocation clearly).
     fn inner(&self, var: usize) -> u64 {
         buffer_len(&self.dims[var + 1..])
+    }
+
+    /// Whether memory-order axis `j` is one of its ragged axes.
+    fn is_var(&self, j: usize) -> bool {
+        self.ragged.is_some_and(|(v, _)| v == j) || self.outer_vars.contains(&j)
     }
 }
 
@@ -108,38 +112,6 @@ impl RaggedOp<'_> {
             reason,
         }
     }
-
-    /// The result's rows, in its own order, from every point's lengths
-    /// (and the result's buffer length from them); `None` for a dense
-    /// result.
-    fn result_rows(
-        &mut self,
-        loops: &RowLoops,
-        lengths: &[u64],
-    ) -> Result<Option<RaggedAxis>, GraphError> {
-        Ok(match self.tensors[0].ragged {
-            Some((var, _)) => {
-                let rows = buffer_len(&self.tensors[0].dims[..var]);
-                let mut row_len: Vec<u64> = Vec::new();
-                row_len
-                    .try_reserve_exact(usize::try_from(rows).unwrap_or(usize::MAX))
-                    .map_err(|_| {
-                        self.unsupported("its result has more rows than fit in memory".into())
-                    })?;
-                row_len.resize(rows as usize, 0);
-                let mut point = vec![0u64; loops.row_iters.len()];
-                for ls in lengths.chunks(self.tensors.len()) {
-                    row_len[loops.row_of(0, &point)] = ls[0];
-                    advance(&mut point, &loops.row_sizes);
-                }
-                let axis = RaggedAxis::from_lengths(var, &row_len)
-                    .map_err(|e| self.unsupported(e.to_string()))?;
-                self.tensors[0].len = axis.total().saturating_mul(self.tensors[0].inner(var));
-                Some(axis)
-            }
-            None => None,
-        })
-    }
 }
 
 /// The loops of a ragged operation: its projections with every ragged
@@ -148,18 +120,30 @@ impl RaggedOp<'_> {
 struct RowLoops {
     structure: Projections,
     classes: Vec<VarClass>,
-    /// The parallel iterators before a ragged axis: one point of them is
-    /// one row of every ragged tensor.
+    /// The parallel iterators before an innermost ragged axis, in the
+    /// order the rows are walked (each after the iterators its length
+    /// depends on): one point of them is one row of every ragged tensor.
+    /// An outer ragged axis's iterator is one of them.
     row_iters: Vec<usize>,
-    /// The iterators along the ragged axes.
+    /// The iterators along innermost ragged axes that are not row
+    /// iterators: what a row's launch runs along.
     var_iters: Vec<usize>,
-    /// The sizes of `row_iters`.
-    row_sizes: Vec<u64>,
-    /// Per tensor (0: the result), its row number (flat, over the axes
-    /// before its ragged axis) at a point of the row iterators, as a sum:
-    /// a constant (fixed indices), and each row iterator's position in
-    /// the point with its multiplier (the row-major weight of its axis).
-    row_index: Vec<(u64, Vec<(usize, u64)>)>,
+    /// Per row iterator: its size where it is dense, or the class of
+    /// ragged axes it runs along (its length read from the data per row).
+    row_sizes: Vec<RowSize>,
+    /// The size an outer ragged axis's iterator is lowered at (its
+    /// position is pinned per row; 2 keeps it an iterator, or the dense
+    /// size its class meets).
+    pinned_size: HashMap<usize, u64>,
+}
+
+/// The size of a row iterator.
+#[derive(Clone, Copy)]
+enum RowSize {
+    /// A dense size.
+    Dense(u64),
+    /// The length of the rows of ragged class `c`, per row.
+    Ragged(usize),
 }
 
 impl RowLoops {
@@ -178,20 +162,34 @@ impl RowLoops {
             r.operation.project(&mut builder);
             builder.finish_with_classes()
         };
-        let classes = VarClass::of(tensors, &slot_classes);
+        let classes = VarClass::of(tensors, &slot_classes, &structure);
         let mut row_iters: Vec<usize> = Vec::new();
-        let mut var_iters: Vec<usize> = Vec::new();
+        let mut innermost: Vec<usize> = Vec::new();
+        // The result's axes first, so that a ragged result's rows are
+        // walked in its own order.
         for (t, tensor) in tensors.iter().enumerate() {
             let Some((var, _)) = tensor.ragged else {
                 continue;
             };
             let axes = axes_of(&structure, t);
-            for a in &axes[..var] {
+            for (j, a) in axes[..var].iter().enumerate() {
                 match a {
                     AxisIndex::Iterator(k) if structure.kinds[*k] == IterKind::Parallel => {
-                        row_iters.push(*k)
+                        if !row_iters.contains(k) {
+                            row_iters.push(*k)
+                        }
                     }
-                    AxisIndex::Fixed(_) => {}
+                    AxisIndex::Fixed(_) if !tensor.outer_vars.contains(&j) => {}
+                    AxisIndex::Iterator(_) if tensor.outer_vars.contains(&j) => {
+                        return Err(r.unsupported(
+                            "it reduces along a ragged axis that has ragged axes after it; reduce along the inner one first (`ijk=>ij`, then `ij=>i`)".into(),
+                        ))
+                    }
+                    _ if tensor.outer_vars.contains(&j) => {
+                        return Err(
+                            r.unsupported("it fixes, slices or slides over a ragged axis".into())
+                        )
+                    }
                     _ => {
                         return Err(r.unsupported(
                             "it reduces, slices or slides over an axis before a ragged axis".into(),
@@ -200,7 +198,7 @@ impl RowLoops {
                 }
             }
             match axes[var] {
-                AxisIndex::Iterator(k) => var_iters.push(k),
+                AxisIndex::Iterator(k) => innermost.push(k),
                 _ => {
                     return Err(
                         r.unsupported("it fixes, slices or slides over a ragged axis".into())
@@ -208,17 +206,39 @@ impl RowLoops {
                 }
             }
         }
-        row_iters.sort_unstable();
-        row_iters.dedup();
+        let mut var_iters: Vec<usize> = innermost
+            .into_iter()
+            .filter(|k| !row_iters.contains(k))
+            .collect();
         var_iters.sort_unstable();
         var_iters.dedup();
-        if var_iters.iter().any(|k| row_iters.contains(k)) {
-            return Err(
-                r.unsupported("it moves a ragged axis before the axes its rows depend on".into())
-            );
+        let position = |k: usize| row_iters.iter().position(|&x| x == k);
+        // Each ragged axis's rows are known once the axes before it are.
+        for (t, tensor) in tensors.iter().enumerate() {
+            let Some((var, _)) = tensor.ragged else {
+                continue;
+            };
+            let axes = axes_of(&structure, t);
+            for u in tensor.outer_vars.iter().copied().chain([var]) {
+                let at = match axes[u] {
+                    AxisIndex::Iterator(k) => position(k).unwrap_or(usize::MAX),
+                    _ => usize::MAX,
+                };
+                let depends_later = axes[..u].iter().any(|a| match a {
+                    AxisIndex::Iterator(k) => position(*k).is_some_and(|p| p >= at),
+                    _ => false,
+                });
+                if depends_later {
+                    return Err(r.unsupported(
+                        "it moves a ragged axis before the axes its rows depend on".into(),
+                    ));
+                }
+            }
         }
         if let Some((var, _)) = tensors[0].ragged {
-            let outer: Vec<usize> = structure.result[..var]
+            // Its own innermost ragged axis may be a row iterator (a sum
+            // along an operand's inner ragged axis).
+            let outer: Vec<usize> = structure.result[..=var]
                 .iter()
                 .filter_map(|a| match a {
                     AxisIndex::Iterator(k) => Some(*k),
@@ -231,27 +251,17 @@ impl RowLoops {
                 ));
             }
         }
-        let row_sizes = row_iters.iter().map(|&k| structure.sizes[k]).collect();
-        let row_index = tensors
+        let class_of = |k: usize| classes.iter().position(|c| c.iter == Some(k));
+        let row_sizes: Vec<RowSize> = row_iters
             .iter()
-            .enumerate()
-            .map(|(t, tensor)| {
-                let var = tensor.ragged.map_or(0, |(v, _)| v);
-                let (mut base, mut terms) = (0u64, Vec::new());
-                let mut mult = 1u64;
-                for (j, a) in axes_of(&structure, t)[..var].iter().enumerate().rev() {
-                    match a {
-                        AxisIndex::Iterator(k) => {
-                            if let Some(p) = row_iters.iter().position(|x| x == k) {
-                                terms.push((p, mult));
-                            }
-                        }
-                        AxisIndex::Fixed(c) => base = base.wrapping_add(c.wrapping_mul(mult)),
-                        _ => {}
-                    }
-                    mult = mult.wrapping_mul(tensor.dims[j]);
-                }
-                (base, terms)
+            .map(|&k| class_of(k).map_or(RowSize::Dense(structure.sizes[k]), RowSize::Ragged))
+            .collect();
+        let pinned_size = row_iters
+            .iter()
+            .zip(&row_sizes)
+            .filter_map(|(&k, size)| match size {
+                RowSize::Ragged(c) => Some((k, classes[*c].dense_size(tensors).unwrap_or(2))),
+                RowSize::Dense(_) => None,
             })
             .collect();
         Ok(RowLoops {
@@ -260,17 +270,8 @@ impl RowLoops {
             row_iters,
             var_iters,
             row_sizes,
-            row_index,
+            pinned_size,
         })
-    }
-
-    /// The row of tensor `t` (0: the result) at `point` of the row
-    /// iterators.
-    fn row_of(&self, t: usize, point: &[u64]) -> usize {
-        let (base, terms) = &self.row_index[t];
-        terms
-            .iter()
-            .fold(*base, |r, &(p, m)| r.wrapping_add(point[p].wrapping_mul(m))) as usize
     }
 }
 
@@ -283,16 +284,44 @@ fn axes_of(p: &Projections, t: usize) -> &[AxisIndex] {
     }
 }
 
+/// Every row of a ragged operation, in the order they are walked: per
+/// row, the point of the row iterators, and every tensor's innermost
+/// length there, the length it is lowered at and where its row starts in
+/// its buffer (0 for a dense tensor); with the result's rows.
+struct Rows {
+    /// `row_iters.len()` entries a row.
+    points: Vec<u64>,
+    /// `tensors.len()` entries a row: the innermost ragged length.
+    lengths: Vec<u64>,
+    /// `tensors.len()` entries a row: the innermost ragged axis's size in
+    /// the row's lowering (its length, or, pinned, 1 where a row of 1
+    /// broadcasts and the pinned size otherwise).
+    lowered: Vec<u64>,
+    /// `tensors.len()` entries a row: the row's first value in the
+    /// tensor's buffer.
+    starts: Vec<u64>,
+    /// Whether some outer ragged row of 1 broadcasts somewhere.
+    outer_broadcast: bool,
+    /// The result's rows (every level), for a ragged result.
+    result_rows: Option<RaggedAxis>,
+}
+
+impl Rows {
+    /// The number of rows.
+    fn count(&self, width: usize) -> usize {
+        self.lengths.len() / width.max(1)
+    }
+}
+
 impl SolvedGraph {
     /// Whether the tensor's solved shape has a ragged (`var`) axis.
     pub fn is_ragged(&self, t: crate::TensorId) -> Result<bool, GraphError> {
-        Ok(ragged_position(self, t)?.is_some())
+        Ok(!ragged_positions(self, t)?.is_empty())
     }
 
-    /// The position of the tensor's ragged (`var`) axis among its axes in
-    /// memory order (batch, output, input), if it has one; a shape whose
-    /// ragged axes cannot be stored as rows is
-    /// [`GraphError::RaggedLayout`].
+    /// The position of the tensor's innermost ragged (`var`) axis among
+    /// its axes in memory order (batch, output, input), if it has one
+    /// ([`SolvedGraph::ragged_axes`] gives every one).
     ///
     /// ```
     /// use shape_graph::Graph;
@@ -304,7 +333,23 @@ impl SolvedGraph {
     /// # Ok::<(), shape_graph::GraphError>(())
     /// ```
     pub fn ragged_axis(&self, t: crate::TensorId) -> Result<Option<usize>, GraphError> {
-        ragged_position(self, t)
+        Ok(ragged_positions(self, t)?.last().copied())
+    }
+
+    /// The positions of every ragged (`var`) axis of the tensor among its
+    /// axes in memory order, outermost first: one level of offsets each
+    /// in its data ([`RaggedAxis::nested`]).
+    ///
+    /// ```
+    /// use shape_graph::Graph;
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", "3, var, var")?;
+    /// let s = g.solve()?;
+    /// assert_eq!(s.ragged_axes(x)?, vec![1, 2]);
+    /// # Ok::<(), shape_graph::GraphError>(())
+    /// ```
+    pub fn ragged_axes(&self, t: crate::TensorId) -> Result<Vec<usize>, GraphError> {
+        ragged_positions(self, t)
     }
 
     /// Whether operation `op` touches a ragged tensor (and so is lowered
@@ -323,14 +368,16 @@ impl SolvedGraph {
     }
 
     /// Lowers `op` row by row for the rows of its ragged operands' data
-    /// (`rows[i]` for operand `i`, `None` for a dense one): what a run
-    /// does once the data gives the rows.
+    /// (`rows[i]` for operand `i`, every level; `None` for a dense one):
+    /// what a run does once the data gives the rows.
     ///
     /// The phases: the operation's tensors with their data's rows, its
     /// loops (which iterators run over the rows and along the ragged
-    /// axes), every row's lengths (checked as DyND checks broadcasting),
-    /// the result's rows, then one launch over the rows laid end to end
-    /// where that is the same computation, or a launch per run of rows.
+    /// axes), every row walked through the levels (lengths checked as
+    /// DyND checks broadcasting, the result's rows built), then one
+    /// launch over the rows laid end to end where that is the same
+    /// computation, one launch over a row table, or a launch per run of
+    /// rows.
     pub fn lower_ragged(
         &self,
         op: OpId,
@@ -339,13 +386,16 @@ impl SolvedGraph {
     ) -> Result<RaggedLowered, GraphError> {
         let mut r = self.ragged_op(op, rows)?;
         let loops = RowLoops::of(&r)?;
-        let lengths = self.row_lengths(&r, &loops)?;
-        let result_rows = r.result_rows(&loops, &lengths)?;
+        let mut walked = self.rows(&r, &loops)?;
+        if let (Some((var, _)), Some(rows)) = (r.tensors[0].ragged, &walked.result_rows) {
+            r.tensors[0].len = rows.total().saturating_mul(r.tensors[0].inner(var));
+        }
+        let result_rows = walked.result_rows.take();
         let steps = match self.flat_step(&r, &loops, &result_rows, options)? {
             Some(step) => vec![step],
-            None => match self.row_table_step(&r, &loops, &lengths, &result_rows, options)? {
+            None => match self.row_table_step(&r, &loops, &walked, options)? {
                 Some(step) => vec![step],
-                None => self.row_steps(&r, &loops, &lengths, &result_rows, options)?,
+                None => self.row_steps(&r, &loops, &walked, options)?,
             },
         };
         Ok(RaggedLowered {
@@ -376,20 +426,30 @@ impl SolvedGraph {
         };
         for (t, &id) in std::iter::once(&result).chain(operands).enumerate() {
             let shape = self.shape(id)?;
-            let var = ragged_position(self, id)?;
+            let mut vars = ragged_positions(self, id)?;
             let data = if t == 0 {
                 None
             } else {
                 rows.get(t - 1).copied().flatten()
             };
             let mut dims = shape.memory_dims();
-            if let Some(v) = var {
+            for &v in &vars {
                 dims[v] = 0;
             }
-            let len = match (var, data) {
-                (Some(v), Some(r)) => {
-                    let inner = buffer_len(&dims[v + 1..]);
-                    r.total().saturating_mul(inner)
+            let innermost = vars.pop();
+            let len = match (innermost, data) {
+                (Some(_), Some(rows)) => {
+                    if rows.axes().last() != innermost.as_ref()
+                        || rows.axes()[..rows.axes().len() - 1] != vars[..]
+                    {
+                        return Err(r.unsupported(format!(
+                            "operand {} has rows along axes {:?} where its shape has ragged axes {:?}",
+                            t - 1,
+                            rows.axes(),
+                            ragged_positions(self, id)?
+                        )));
+                    }
+                    rows.buffer_len(&dims)
                 }
                 (Some(_), None) if t > 0 => {
                     return Err(r.unsupported(format!(
@@ -402,65 +462,283 @@ impl SolvedGraph {
             r.tensors.push(Tensor {
                 shape,
                 dims,
-                ragged: var.map(|v| (v, data)),
+                ragged: innermost.map(|v| (v, data)),
+                outer_vars: vars,
                 len,
             });
         }
         Ok(r)
     }
 
-    /// The lengths of every row of the operation, checked: for each point
-    /// of the row iterators (row-major), every tensor's length there (0
-    /// for a dense one), `r.tensors.len()` entries a point.
-    fn row_lengths(&self, r: &RaggedOp<'_>, loops: &RowLoops) -> Result<Vec<u64>, GraphError> {
-        let tensors = &r.tensors;
-        let points = element_count(&loops.row_sizes)
-            .and_then(|n| u64::try_from(n).ok())
-            .filter(|&n| usize::try_from(n).is_ok())
-            .ok_or_else(|| r.unsupported("it has more rows than fit in memory".into()))?;
-        let width = tensors.len();
-        let mut lengths: Vec<u64> = Vec::new();
-        lengths
-            .try_reserve_exact((points as usize).saturating_mul(width))
-            .map_err(|_| r.unsupported("it has more rows than fit in memory".into()))?;
-        let mut point = vec![0u64; loops.row_iters.len()];
-        let mut ls = vec![0u64; width];
-        for _ in 0..points {
-            ls.fill(0);
-            for (t, tensor) in tensors.iter().enumerate().skip(1) {
-                if let Some((_, Some(data))) = tensor.ragged {
-                    let row = loops.row_of(t, &point);
-                    if row >= data.rows() {
-                        return Err(r.unsupported(format!(
-                            "operand {} has {} rows where its shape has more",
-                            t - 1,
-                            data.rows()
-                        )));
+    /// The row of operand `t` at the level of its ragged axis `upto`, at
+    /// `point` (only the row iterators of the axes before `upto` are
+    /// read): its axes before `upto` walked through its data's levels, a
+    /// ragged row of length 1 read at 0 (it broadcasts).
+    fn walk(
+        r: &RaggedOp<'_>,
+        loops: &RowLoops,
+        t: usize,
+        upto: usize,
+        point: &[u64],
+        pos_of: &[usize],
+    ) -> Result<usize, GraphError> {
+        let tensor = &r.tensors[t];
+        let Some((_, Some(data))) = tensor.ragged else {
+            return Ok(0);
+        };
+        let too_few = |rows: usize| {
+            r.unsupported(format!(
+                "operand {} has {rows} rows where its shape has more",
+                t - 1
+            ))
+        };
+        let mut idx = 0u64;
+        for (j, a) in axes_of(&loops.structure, t)[..upto].iter().enumerate() {
+            let p = match a {
+                AxisIndex::Iterator(k) => pos_of
+                    .get(*k)
+                    .and_then(|&p| point.get(p))
+                    .copied()
+                    .unwrap_or(0),
+                AxisIndex::Fixed(c) => *c,
+                _ => 0,
+            };
+            idx = match data.level_at(j) {
+                Some(level) => {
+                    let row = usize::try_from(idx).unwrap_or(usize::MAX);
+                    if row >= level.rows() {
+                        return Err(too_few(level.rows()));
                     }
-                    ls[t] = data.row_len(row);
+                    let p = if level.row_len(row) == 1 { 0 } else { p };
+                    level.row_start(row).saturating_add(p)
                 }
-            }
-            // Each class of axes a ragged axis is in: the length its rows
-            // must have, checked for every member.
-            for class in &loops.classes {
-                let required = class.required(tensors, &ls);
-                for &(t, j, tied) in &class.members {
-                    let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
-                    if t == 0 && is_var {
-                        ls[0] = required;
-                        continue;
-                    }
-                    let n = if is_var { ls[t] } else { tensors[t].dims[j] };
-                    let fits = n == required || (n == 1 && !tied);
-                    if !fits {
-                        return Err(self.row_error(r.op, t, j, &point, n, required, is_var));
-                    }
-                }
-            }
-            lengths.extend_from_slice(&ls);
-            advance(&mut point, &loops.row_sizes);
+                None => idx.saturating_mul(tensor.dims[j]).saturating_add(p),
+            };
         }
-        Ok(lengths)
+        let level = data.level_at(upto).unwrap_or(data);
+        let row = usize::try_from(idx).unwrap_or(usize::MAX);
+        if row >= level.rows() {
+            return Err(too_few(level.rows()));
+        }
+        Ok(row)
+    }
+
+    /// The length the members of ragged class `c` must have at `point`
+    /// (the row iterators before the class's are set), every member
+    /// checked (DyND's rule: 1 or that length), and whether a row of 1
+    /// broadcast against another length.
+    fn class_length(
+        &self,
+        r: &RaggedOp<'_>,
+        loops: &RowLoops,
+        c: usize,
+        point: &[u64],
+        depth: usize,
+        pos_of: &[usize],
+        inner: &[u64],
+    ) -> Result<(u64, bool), GraphError> {
+        let class = &loops.classes[c];
+        let tensors = &r.tensors;
+        let mut extents: Vec<Option<u64>> = Vec::with_capacity(class.members.len());
+        for &(t, j, _) in &class.members {
+            let tensor = &tensors[t];
+            extents.push(if !tensor.is_var(j) {
+                Some(tensor.dims[j])
+            } else if t == 0 {
+                None
+            } else if tensor.ragged.is_some_and(|(v, _)| v == j) && depth == usize::MAX {
+                // At a row: the innermost length, walked already.
+                Some(inner[t])
+            } else {
+                let row = Self::walk(r, loops, t, j, point, pos_of)?;
+                let level = tensor.ragged.and_then(|(_, d)| d).and_then(|d| d.level_at(j));
+                Some(level.map_or(0, |l| l.row_len(row)))
+            });
+        }
+        let required = class.required(&extents);
+        let mut broadcast = false;
+        for (&(t, j, tied), &n) in class.members.iter().zip(&extents) {
+            let Some(n) = n else { continue };
+            let fits = n == required || (n == 1 && !tied);
+            if !fits {
+                let at = if depth == usize::MAX { point } else { &point[..depth] };
+                return Err(self.row_error(r.op, t, j, at, n, required, tensors[t].is_var(j)));
+            }
+            broadcast |= n != required && tensors[t].is_var(j);
+        }
+        Ok((required, broadcast))
+    }
+
+    /// Every row of the operation, walked level by level (a depth-first
+    /// walk of the row iterators, an outer ragged axis's length read per
+    /// row), each row's lengths checked as DyND checks broadcasting, and
+    /// the result's rows built in its own order.
+    fn rows(&self, r: &RaggedOp<'_>, loops: &RowLoops) -> Result<Rows, GraphError> {
+        let tensors = &r.tensors;
+        let width = tensors.len();
+        let n = loops.row_iters.len();
+        let mut pos_of = vec![usize::MAX; loops.structure.sizes.len()];
+        for (p, &k) in loops.row_iters.iter().enumerate() {
+            pos_of[k] = p;
+        }
+        let structure = &loops.structure;
+        // The result's levels: the axis, and the depth of its iterator
+        // among the row iterators (`None`: along a row's launch).
+        let result_levels: Vec<(usize, Option<usize>)> = match tensors[0].ragged {
+            Some((var, _)) => (tensors[0].outer_vars.iter().copied().chain([var]))
+                .map(|u| {
+                    let depth = match axes_of(structure, 0)[u] {
+                        AxisIndex::Iterator(k) => Some(pos_of[k]).filter(|&p| p != usize::MAX),
+                        _ => None,
+                    };
+                    (u, depth)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut result_lengths: Vec<Vec<u64>> = vec![Vec::new(); result_levels.len()];
+        let mut result_start: Vec<u64> = vec![0; result_levels.len()];
+        let mut result_total: Vec<u64> = vec![0; result_levels.len()];
+        let too_many = || r.unsupported("it has more rows than fit in memory".into());
+        let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
+            v.try_reserve(x.len()).map_err(|_| too_many())?;
+            v.extend_from_slice(x);
+            Ok(())
+        };
+        let mut out = Rows {
+            points: Vec::new(),
+            lengths: Vec::new(),
+            lowered: Vec::new(),
+            starts: Vec::new(),
+            outer_broadcast: false,
+            result_rows: None,
+        };
+        // The innermost ragged axis's iterator position of each tensor
+        // (`usize::MAX` along the row's launch).
+        let pinned_at: Vec<Option<(usize, usize)>> = (0..width)
+            .map(|t| {
+                let (var, _) = tensors[t].ragged?;
+                match axes_of(structure, t)[var] {
+                    AxisIndex::Iterator(k) if pos_of[k] != usize::MAX => Some((k, pos_of[k])),
+                    _ => None,
+                }
+            })
+            .collect();
+        let leaf_classes: Vec<usize> = (0..loops.classes.len())
+            .filter(|&c| {
+                loops.classes[c]
+                    .iter
+                    .is_none_or(|k| pos_of.get(k).is_none_or(|&p| p == usize::MAX))
+            })
+            .collect();
+        let (mut point, mut sizes) = (vec![0u64; n], vec![0u64; n]);
+        let (mut ls, mut lowered, mut starts) =
+            (vec![0u64; width], vec![0u64; width], vec![0u64; width]);
+        let mut d = 0;
+        'walk: loop {
+            while d < n {
+                let s = match loops.row_sizes[d] {
+                    RowSize::Dense(s) => s,
+                    RowSize::Ragged(c) => {
+                        let (s, broadcast) =
+                            self.class_length(r, loops, c, &point, d, &pos_of, &ls)?;
+                        out.outer_broadcast |= broadcast;
+                        s
+                    }
+                };
+                sizes[d] = s;
+                for (l, &(_, depth)) in result_levels.iter().enumerate() {
+                    if depth == Some(d) {
+                        result_start[l] = result_total[l];
+                        result_total[l] = result_total[l].saturating_add(s);
+                        push(&mut result_lengths[l], &[s])?;
+                    }
+                }
+                if s == 0 {
+                    break;
+                }
+                point[d] = 0;
+                d += 1;
+            }
+            if d == n {
+                ls.fill(0);
+                starts.fill(0);
+                for (t, tensor) in tensors.iter().enumerate().skip(1) {
+                    if let Some((var, Some(data))) = tensor.ragged {
+                        let row = Self::walk(r, loops, t, var, &point, &pos_of)?;
+                        ls[t] = data.row_len(row);
+                        starts[t] = data.row_start(row).saturating_mul(tensor.inner(var));
+                    }
+                }
+                for &c in &leaf_classes {
+                    let (required, _) =
+                        self.class_length(r, loops, c, &point, usize::MAX, &pos_of, &ls)?;
+                    if let Some((var, _)) = tensors[0].ragged {
+                        if loops.classes[c].members.iter().any(|&(t, j, _)| t == 0 && j == var) {
+                            ls[0] = required;
+                        }
+                    }
+                }
+                if let (Some((var, _)), Some(&(_, depth))) =
+                    (tensors[0].ragged, result_levels.last())
+                {
+                    let last = result_levels.len() - 1;
+                    match depth {
+                        Some(depth) => ls[0] = sizes[depth],
+                        None => {
+                            result_start[last] = result_total[last];
+                            result_total[last] = result_total[last].saturating_add(ls[0]);
+                            push(&mut result_lengths[last], &[ls[0]])?;
+                        }
+                    }
+                    starts[0] = result_start[last].saturating_mul(tensors[0].inner(var));
+                }
+                for t in 0..width {
+                    lowered[t] = match (tensors[t].ragged, pinned_at[t]) {
+                        (None, _) => 0,
+                        (Some(_), None) => ls[t],
+                        (Some(_), Some((k, p))) => {
+                            if ls[t] == 1 && sizes[p] != 1 {
+                                1
+                            } else {
+                                loops.pinned_size.get(&k).copied().unwrap_or(2)
+                            }
+                        }
+                    };
+                }
+                push(&mut out.points, &point)?;
+                push(&mut out.lengths, &ls)?;
+                push(&mut out.lowered, &lowered)?;
+                push(&mut out.starts, &starts)?;
+            }
+            loop {
+                if d == 0 {
+                    break 'walk;
+                }
+                d -= 1;
+                point[d] += 1;
+                if point[d] < sizes[d] {
+                    d += 1;
+                    break;
+                }
+            }
+        }
+        if let Some((var, _)) = tensors[0].ragged {
+            let mut levels = Vec::with_capacity(result_levels.len());
+            for (&(axis, _), lengths) in result_levels.iter().zip(&result_lengths) {
+                levels.push(
+                    RaggedAxis::from_lengths(axis, lengths)
+                        .map_err(|e| r.unsupported(e.to_string()))?,
+                );
+            }
+            let inner = levels.pop().ok_or_else(too_many)?;
+            debug_assert_eq!(inner.axis(), var);
+            out.result_rows = Some(
+                RaggedAxis::nested(levels, inner, &tensors[0].dims)
+                    .map_err(|e| r.unsupported(e.to_string()))?,
+            );
+        }
+        Ok(out)
     }
 
     /// One launch per run of rows: one lowering per distinct set of
@@ -471,52 +749,39 @@ impl SolvedGraph {
         &self,
         r: &RaggedOp<'_>,
         loops: &RowLoops,
-        lengths: &[u64],
-        result_rows: &Option<RaggedAxis>,
+        rows: &Rows,
         options: &LowerOptions,
     ) -> Result<Vec<Step>, GraphError> {
         let tensors = &r.tensors;
         let (structure, row_iters) = (&loops.structure, &loops.row_iters);
-        let width = tensors.len();
+        let (width, n) = (tensors.len(), row_iters.len());
         let mut plans: Vec<RowPlan> = Vec::new();
-        let mut plan_of: HashMap<Vec<u64>, usize> = HashMap::new();
-        let ragged_slots: Vec<usize> = (0..tensors.len())
-            .filter(|&t| tensors[t].ragged.is_some())
-            .collect();
+        let mut plan_of: HashMap<&[u64], usize> = HashMap::new();
         let mut runs: Vec<RowRun> = Vec::new();
-        let mut key: Vec<u64> = Vec::with_capacity(ragged_slots.len());
-        let mut point = vec![0u64; row_iters.len()];
-        for ls in lengths.chunks(width) {
-            key.clear();
-            key.extend(ragged_slots.iter().map(|&t| ls[t]));
-            let id = match plan_of.get(&key) {
+        for i in 0..rows.count(width) {
+            let point = &rows.points[i * n..(i + 1) * n];
+            let lowered = &rows.lowered[i * width..(i + 1) * width];
+            let id = match plan_of.get(lowered) {
                 Some(&id) => id,
                 None => {
-                    let Some((step, projections)) = lower_at(r, ls, options)? else {
+                    let Some((step, projections)) = lower_at(r, loops, lowered, options)? else {
                         return Err(r.unsupported(
                             "it lowers to more than one kernel (a padded copy, or several steps), which a ragged run does not take yet".into(),
                         ));
                     };
-                    let plan = RowPlan::new(step, &projections, structure, tensors, row_iters, ls)
-                        .map_err(|(t, var, required)| {
-                            self.row_error(r.op, t, var, &point, ls[t], required, true)
-                        })?;
+                    let plan =
+                        RowPlan::new(step, &projections, structure, tensors, row_iters, lowered)
+                            .map_err(|(t, var, required)| {
+                                let length = rows.lengths[i * width + t];
+                                self.row_error(r.op, t, var, point, length, required, true)
+                            })?;
                     plans.push(plan);
-                    plan_of.insert(key.clone(), plans.len() - 1);
+                    plan_of.insert(lowered, plans.len() - 1);
                     plans.len() - 1
                 }
             };
             let plan = &plans[id];
-            let offsets = plan.offsets(&point, |t, var| {
-                let rows = match t {
-                    0 => result_rows.as_ref(),
-                    _ => tensors[t].ragged.and_then(|(_, data)| data),
-                };
-                let row = loops.row_of(t, &point);
-                rows.map_or(0, |rows| {
-                    rows.row_start(row).saturating_mul(tensors[t].inner(var))
-                })
-            });
+            let offsets = plan.offsets(point, &rows.starts[i * width..(i + 1) * width]);
             let next_in_run = point.last().is_some_and(|&v| v > 0);
             let joined = match runs.last_mut() {
                 Some(run) if next_in_run && plan.innermost.is_some() => run.join(id, &offsets),
@@ -529,7 +794,6 @@ impl SolvedGraph {
                     along: None,
                 });
             }
-            advance(&mut point, &loops.row_sizes);
         }
         Ok(runs.iter().map(|run| plans[run.plan].step(run)).collect())
     }
@@ -544,24 +808,34 @@ impl SolvedGraph {
     /// load). `None` (a launch per run of rows instead) when the rows are
     /// all of one length (one launch already), when the operation's ragged
     /// tensors differ in length at some row (a row of 1 broadcast against
-    /// another length), or when an empty row would be an empty maximum,
-    /// minimum or assignment (whose error the per-row path gives).
+    /// another length, at any level), or when an empty row would be an
+    /// empty maximum, minimum or assignment (whose error the per-row path
+    /// gives).
     fn row_table_step(
         &self,
         r: &RaggedOp<'_>,
         loops: &RowLoops,
-        lengths: &[u64],
-        result_rows: &Option<RaggedAxis>,
+        rows: &Rows,
         options: &LowerOptions,
     ) -> Result<Option<Step>, GraphError> {
         let tensors = &r.tensors;
         let (structure, row_iters) = (&loops.structure, &loops.row_iters);
-        if !options.row_tables || loops.var_iters.len() != 1 || row_iters.is_empty() {
+        let [leaf] = loops.var_iters.as_slice() else {
+            return Ok(None);
+        };
+        if !options.row_tables || row_iters.is_empty() || rows.outer_broadcast {
             return Ok(None);
         }
-        let width = tensors.len();
-        let ragged: Vec<usize> = (0..width)
-            .filter(|&t| tensors[t].ragged.is_some())
+        let (width, n) = (tensors.len(), row_iters.len());
+        // The tensors whose innermost ragged axis a row's launch runs
+        // along; the others' are pinned per row.
+        let along_leaf = |t: usize| match tensors[t].ragged {
+            Some((var, _)) => axes_of(structure, t)[var] == AxisIndex::Iterator(*leaf),
+            None => false,
+        };
+        let ragged: Vec<usize> = (0..width).filter(|&t| along_leaf(t)).collect();
+        let pinned: Vec<usize> = (0..width)
+            .filter(|&t| tensors[t].ragged.is_some() && !along_leaf(t))
             .collect();
         let Some(&first) = ragged.first() else {
             return Ok(None);
@@ -573,21 +847,23 @@ impl SolvedGraph {
             .classes
             .iter()
             .flat_map(|c| &c.members)
-            .any(|&(t, j, _)| {
-                let is_var = tensors[t].ragged.is_some_and(|(v, _)| v == j);
-                !is_var && tensors[t].dims[j] != 1
-            });
+            .any(|&(t, j, _)| !tensors[t].is_var(j) && tensors[t].dims[j] != 1);
         if dense_member {
             return Ok(None);
         }
         let mut longest = 0;
         let mut varies = false;
-        for ls in lengths.chunks(width) {
+        let first_len = rows.lengths.get(first).copied().unwrap_or(0);
+        for (ls, lowered) in rows.lengths.chunks(width).zip(rows.lowered.chunks(width)) {
             let len = ls[first];
             if ragged.iter().any(|&t| ls[t] != len) {
                 return Ok(None);
             }
-            varies |= len != lengths[first];
+            // A pinned ragged row of 1 broadcast: its own plan.
+            if pinned.iter().any(|&t| lowered[t] != rows.lowered[t]) {
+                return Ok(None);
+            }
+            varies |= len != first_len;
             longest = longest.max(len);
         }
         if !varies {
@@ -595,16 +871,11 @@ impl SolvedGraph {
         }
         // One plan for every row, lowered at the longest length.
         let padded = longest.max(2);
-        let ls: Vec<u64> = (0..width)
-            .map(|t| {
-                if tensors[t].ragged.is_some() {
-                    padded
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let Some((step, projections)) = lower_at(r, &ls, options)? else {
+        let mut ls: Vec<u64> = rows.lowered[..width].to_vec();
+        for &t in &ragged {
+            ls[t] = padded;
+        }
+        let Some((step, projections)) = lower_at(r, loops, &ls, options)? else {
             return Ok(None);
         };
         let along = match tensors[first].ragged {
@@ -620,29 +891,21 @@ impl SolvedGraph {
         let kernel = &plan.step.kernel;
         let empty_is_error = kernel.iterators.get(along) == Some(&IterKind::Reduction)
             && !matches!(kernel.accumulate, Accumulate::Add | Accumulate::Mul);
-        if empty_is_error && lengths.chunks(width).any(|ls| ls[first] == 0) {
+        if empty_is_error && rows.lengths.chunks(width).any(|ls| ls[first] == 0) {
             return Ok(None);
         }
         let mut entries: Vec<u64> = Vec::new();
-        let rows = lengths.len() / width;
+        let count = rows.count(width);
         entries
-            .try_reserve_exact(rows.saturating_mul(1 + width))
+            .try_reserve_exact(count.saturating_mul(1 + width))
             .map_err(|_| r.unsupported("its row table does not fit in memory".into()))?;
-        let mut point = vec![0u64; row_iters.len()];
-        for ls in lengths.chunks(width) {
-            entries.push(ls[first]);
-            let start = |t: usize, var: usize| {
-                let rows = match t {
-                    0 => result_rows.as_ref(),
-                    _ => tensors[t].ragged.and_then(|(_, data)| data),
-                };
-                let row = loops.row_of(t, &point);
-                rows.map_or(0, |rows| {
-                    rows.row_start(row).saturating_mul(tensors[t].inner(var))
-                })
-            };
-            plan.offsets_into(&point, start, &mut entries);
-            advance(&mut point, &loops.row_sizes);
+        for i in 0..count {
+            entries.push(rows.lengths[i * width + first]);
+            plan.offsets_into(
+                &rows.points[i * n..(i + 1) * n],
+                &rows.starts[i * width..(i + 1) * width],
+                &mut entries,
+            );
         }
         let mut step = plan.step;
         let operands = step.operands.len();
@@ -686,7 +949,10 @@ impl SolvedGraph {
             let axes = axes_of(structure, t);
             match tensor.ragged {
                 Some((var, data)) => {
-                    let same_rows = t == 0 || data.is_some_and(|d| d.offsets() == rows.offsets());
+                    let same_rows = t == 0
+                        || data.is_some_and(|d| {
+                            d.levels().map(|l| (l.axis(), l.offsets())).eq(rows.levels().map(|l| (l.axis(), l.offsets())))
+                        });
                     // Within the row, only its own axes (the rows laid end
                     // to end have no row iterator).
                     let within = axes[var + 1..].iter().all(|a| match a {
@@ -800,32 +1066,42 @@ impl SolvedGraph {
 
 /// The axes of an operation's tensors in one class with a ragged axis
 /// (lined up by a broadcast, or tied as equal): `(tensor, axis, tied)`,
-/// axes in memory order.
+/// axes in memory order, with the iterator they run along.
 struct VarClass {
     members: Vec<(usize, usize, bool)>,
+    /// The structure's iterator of the class (`None` if every member is
+    /// fixed).
+    iter: Option<usize>,
 }
 
 impl VarClass {
-    /// The classes of the tensors' ragged axes, from each slot's class
-    /// (slots numbered tensor after tensor, axes in memory order).
-    fn of(tensors: &[Tensor<'_>], slot_classes: &[(usize, bool)]) -> Vec<VarClass> {
+    /// The classes of the tensors' ragged axes (every level), from each
+    /// slot's class (slots numbered tensor after tensor, axes in memory
+    /// order).
+    fn of(
+        tensors: &[Tensor<'_>],
+        slot_classes: &[(usize, bool)],
+        structure: &Projections,
+    ) -> Vec<VarClass> {
         let mut base = Vec::with_capacity(tensors.len());
         let mut next = 0;
         for t in tensors {
             base.push(next);
             next += t.dims.len();
         }
-        let mut roots: Vec<usize> = tensors
-            .iter()
-            .zip(&base)
-            .filter_map(|(t, &b)| t.ragged.map(|(var, _)| slot_classes[b + var].0))
-            .collect();
+        let mut roots: Vec<usize> = Vec::new();
+        for (t, &b) in tensors.iter().zip(&base) {
+            if let Some((var, _)) = t.ragged {
+                roots.extend(t.outer_vars.iter().chain([&var]).map(|&v| slot_classes[b + v].0));
+            }
+        }
         roots.sort_unstable();
         roots.dedup();
         let mut classes: Vec<VarClass> = roots
             .iter()
             .map(|_| VarClass {
                 members: Vec::new(),
+                iter: None,
             })
             .collect();
         for (t, tensor) in tensors.iter().enumerate() {
@@ -833,32 +1109,39 @@ impl VarClass {
                 let (root, tied) = slot_classes[base[t] + j];
                 if let Ok(c) = roots.binary_search(&root) {
                     classes[c].members.push((t, j, tied));
+                    if let AxisIndex::Iterator(k) = axes_of(structure, t)[j] {
+                        classes[c].iter.get_or_insert(k);
+                    }
                 }
             }
         }
         classes
     }
 
-    /// The length the class's rows must have at one point, where `ls`
-    /// gives each ragged tensor's row length: the result's own size when
-    /// it is a number (a destination does not broadcast), else the first
-    /// length other than 1 among the operands, else 1.
-    fn required(&self, tensors: &[Tensor<'_>], ls: &[u64]) -> u64 {
-        let extent = |&(t, j, _): &(usize, usize, bool)| match tensors[t].ragged {
-            Some((var, _)) if var == j => ls[t],
-            _ => tensors[t].dims[j],
-        };
-        let result_var = |&&(t, j, _): &&(usize, usize, bool)| {
-            t == 0 && tensors[0].ragged.is_some_and(|(v, _)| v == j)
-        };
-        if let Some(m) = self.members.iter().find(|m| m.0 == 0 && !result_var(m)) {
-            return extent(m);
+    /// The length the class's rows must have, from each member's extent
+    /// (`None` for the result's ragged axes, which take it): the result's
+    /// own size when it is a number (a destination does not broadcast),
+    /// else the first length other than 1 among the operands, else 1.
+    fn required(&self, extents: &[Option<u64>]) -> u64 {
+        let members = self.members.iter().zip(extents);
+        let mut result_size = None;
+        let mut operand = None;
+        for (&(t, _, _), &n) in members {
+            match (t, n) {
+                (0, Some(n)) => result_size = result_size.or(Some(n)),
+                (_, Some(n)) if n != 1 && t != 0 => operand = operand.or(Some(n)),
+                _ => {}
+            }
         }
-        (self.members.iter())
-            .filter(|m| !result_var(m))
-            .map(extent)
-            .find(|&n| n != 1)
-            .unwrap_or(1)
+        result_size.or(operand).unwrap_or(1)
+    }
+
+    /// The size of a dense member other than 1, if the class has one.
+    fn dense_size(&self, tensors: &[Tensor<'_>]) -> Option<u64> {
+        self.members
+            .iter()
+            .find(|&&(t, j, _)| !tensors[t].is_var(j) && tensors[t].dims[j] != 1)
+            .map(|&(t, j, _)| tensors[t].dims[j])
     }
 }
 
@@ -870,17 +1153,18 @@ struct RowPlan {
     /// The step; a ragged tensor's offset is relative to its row's start.
     step: Step,
     /// The tensor (0: the result) of each layout, result first, with its
-    /// ragged axis if it has one.
+    /// innermost ragged axis if it has one.
     slots: Vec<(usize, Option<usize>)>,
-    /// The step's iterator for each row iterator that indexes a ragged
-    /// tensor's rows, with the row iterator's position.
+    /// The step's iterator for each row iterator that indexes a tensor,
+    /// with the row iterator's position.
     pins: Vec<(usize, usize)>,
     /// The step's iterator for the innermost row iterator, if any.
     innermost: Option<usize>,
 }
 
 impl RowPlan {
-    /// The plan for `step`, lowered with `rp` for the lengths `lengths`;
+    /// The plan for `step`, lowered with `rp` for the lengths `lengths`
+    /// (each tensor's innermost ragged axis's size in the lowering);
     /// fails with `(tensor, axis, length needed)` when the step would read
     /// or write outside a ragged tensor's row.
     fn new(
@@ -894,14 +1178,11 @@ impl RowPlan {
         let iterators = rp.sizes.len();
         let mut pins: Vec<(usize, usize)> = Vec::new();
         let mut innermost = None;
-        for (t, tensor) in tensors.iter().enumerate() {
-            let Some((var, _)) = tensor.ragged else {
-                continue;
-            };
-            for (a, s) in axes_of(rp, t)[..var]
-                .iter()
-                .zip(&axes_of(structure, t)[..var])
-            {
+        // Every axis along a row iterator, of any tensor: before a ragged
+        // axis, a pinned ragged axis, or an axis after one (a
+        // transposition within the row).
+        for t in 0..tensors.len() {
+            for (a, s) in axes_of(rp, t).iter().zip(axes_of(structure, t)) {
                 if let (AxisIndex::Iterator(k), AxisIndex::Iterator(ks)) = (a, s) {
                     if let Some(p) = row_iters.iter().position(|x| x == ks) {
                         if !pins.iter().any(|&(x, _)| x == *k) {
@@ -966,24 +1247,23 @@ impl RowPlan {
     }
 
     /// Each layout's offset (result first) for the row at `point`: the
-    /// plan's, moved by the pinned iterators (an axis after a ragged one
-    /// may be a row iterator too: a transposition within the row), plus a
-    /// ragged tensor's row start, `start(tensor, ragged axis)`.
-    fn offsets(&self, point: &[u64], start: impl Fn(usize, usize) -> u64) -> Vec<u64> {
+    /// plan's, moved by the pinned iterators, plus a ragged tensor's row
+    /// start (`starts`, per tensor).
+    fn offsets(&self, point: &[u64], starts: &[u64]) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.slots.len());
-        self.offsets_into(point, start, &mut out);
+        self.offsets_into(point, starts, &mut out);
         out
     }
 
     /// [`RowPlan::offsets`], appended to `out`.
-    fn offsets_into(&self, point: &[u64], start: impl Fn(usize, usize) -> u64, out: &mut Vec<u64>) {
+    fn offsets_into(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
         let launch = &self.step.launch;
         let layouts = std::iter::once(&launch.result).chain(&launch.operands);
         out.extend(layouts.zip(&self.slots).map(|(layout, &(t, var))| {
             let moved = self.pins.iter().fold(layout.offset, |acc, &(k, p)| {
                 acc.saturating_add(layout.strides[k].saturating_mul(point[p]))
             });
-            moved.saturating_add(var.map_or(0, |var| start(t, var)))
+            moved.saturating_add(var.map_or(0, |_| starts[t]))
         }));
     }
 
@@ -1053,16 +1333,29 @@ impl RowRun {
     }
 }
 
-/// The operation's step with each tensor's ragged axis of length `ls[t]`
-/// (a dense tensor's entry is not read), with the projections it was
+/// The operation's step with each tensor's innermost ragged axis of size
+/// `lowered[t]` (a dense tensor's entry is not read) and every outer
+/// ragged axis at its iterator's pinned size, with the projections it was
 /// lowered with; `None` when it lowers to more than one kernel.
 fn lower_at(
     r: &RaggedOp<'_>,
-    ls: &[u64],
+    loops: &RowLoops,
+    lowered: &[u64],
     options: &LowerOptions,
 ) -> Result<Option<(Step, Projections)>, GraphError> {
-    let shapes: Vec<SolvedShape> = (r.tensors.iter().zip(ls))
-        .map(|(tensor, &n)| with_ragged_as(tensor.shape, n))
+    let shapes: Vec<SolvedShape> = (r.tensors.iter().enumerate())
+        .map(|(t, tensor)| {
+            let axes = axes_of(&loops.structure, t);
+            with_ragged_sizes(tensor.shape, |j| {
+                if tensor.ragged.is_some_and(|(v, _)| v == j) {
+                    return lowered[t];
+                }
+                match axes[j] {
+                    AxisIndex::Iterator(k) => loops.pinned_size.get(&k).copied().unwrap_or(2),
+                    _ => 1,
+                }
+            })
+        })
         .collect();
     let projections = project(r.operation.as_ref(), shapes.iter().collect());
     let cx = LoweringCx {
@@ -1094,23 +1387,22 @@ fn slot_tensors(step: &Step) -> Vec<usize> {
         .collect()
 }
 
-/// Steps a row-major multi-index.
-fn advance(point: &mut [u64], sizes: &[u64]) {
-    for j in (0..point.len()).rev() {
-        point[j] += 1;
-        if point[j] < sizes[j] {
-            return;
-        }
-        point[j] = 0;
-    }
+/// `shape` with every ragged axis of size `n`.
+fn with_ragged_as(shape: &SolvedShape, n: u64) -> SolvedShape {
+    with_ragged_sizes(shape, |_| n)
 }
 
-/// `shape` with its ragged axis (if any) of size `n`.
-fn with_ragged_as(shape: &SolvedShape, n: u64) -> SolvedShape {
+/// `shape` with its ragged axis at memory-order position `j` of size
+/// `size(j)`.
+fn with_ragged_sizes(shape: &SolvedShape, size: impl Fn(usize) -> u64) -> SolvedShape {
     let mut out = shape.clone();
+    let mut j = 0;
     for row in [&mut out.batch, &mut out.output, &mut out.input] {
-        for d in row.iter_mut().filter(|d| d.is_ragged()) {
-            *d = KnownDim::sized(n).with_label(d.label().cloned());
+        for d in row.iter_mut() {
+            if d.is_ragged() {
+                *d = KnownDim::sized(size(j)).with_label(d.label().cloned());
+            }
+            j += 1;
         }
     }
     out

@@ -55,16 +55,16 @@ fn check_inputs(solved: &SolvedGraph, plan: &RunPlan, inputs: &Inputs) -> Result
             });
         };
         let dims = shape.memory_dims();
-        let fits = match solved.ragged_axis(t)? {
-            // Ragged data along that axis, or dense data of any length
+        let axes = solved.ragged_axes(t)?;
+        let fits = if axes.is_empty() {
+            given.ragged.is_none() && given.dims() == dims
+        } else {
+            // Ragged data along those axes, or dense data of any length
             // there; the other dims as the shape has them.
-            Some(axis) => {
-                given.dims().len() == dims.len()
-                    && (given.dims().iter().zip(&dims).enumerate())
-                        .all(|(j, (g, d))| j == axis || g == d)
-                    && given.ragged.as_ref().is_none_or(|r| r.axis() == axis)
-            }
-            None => given.ragged.is_none() && given.dims() == dims,
+            given.dims().len() == dims.len()
+                && (given.dims().iter().zip(&dims).enumerate())
+                    .all(|(j, (g, d))| axes.contains(&j) || g == d)
+                && given.ragged.as_ref().is_none_or(|r| r.axes() == axes)
         };
         if !fits {
             return Err(RunError::DataShape {
@@ -203,10 +203,10 @@ impl<B: Backend> Execution<'_, B> {
         let (solved, graph) = (self.solved, self.solved.graph());
         for &t in &plan.leaves {
             let mut given = inputs.take(t);
-            let axis = solved.ragged_axis(t)?;
-            if let (Some(axis), Some(data)) = (axis, axis.and_then(|_| given.take())) {
+            let axes = solved.ragged_axes(t)?;
+            if let (false, Some(data)) = (axes.is_empty(), given.take_if(|_| !axes.is_empty())) {
                 let data = data
-                    .into_ragged(axis)
+                    .into_ragged(&axes)
                     .map_err(|e| GraphError::RaggedLayout {
                         tensor: graph.tensor_ref(t).ok().map(Box::new),
                         shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
@@ -370,12 +370,7 @@ impl<B: Backend> Execution<'_, B> {
             })?;
             let dims = solved.shape(t)?.memory_dims();
             let tensor = match rows.remove(&t) {
-                Some(r) => HostTensor::ragged(
-                    dims[..r.axis()].to_vec(),
-                    &r.lengths(),
-                    dims[r.axis() + 1..].to_vec(),
-                    data,
-                )
+                Some(r) => HostTensor::with_rows(dims, r, data)
                 .map_err(|e| GraphError::RaggedLayout {
                     tensor: graph.tensor_ref(t).ok().map(Box::new),
                     shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),

@@ -256,21 +256,41 @@ impl HostTensor {
         inner: Vec<u64>,
         values: Vec<f32>,
     ) -> Result<HostTensor, DataError> {
-        let rows = elements(&outer);
         let axis = RaggedAxis::from_lengths(outer.len(), lengths)?;
-        if rows != lengths.len() as u128 {
-            return Err(DataError::RaggedOffsets {
-                reason: format!(
-                    "the dims {outer:?} before the ragged axis have {rows} rows, but {} lengths were given",
-                    lengths.len()
-                ),
-            });
-        }
-        let expected = (axis.total() as u128).saturating_mul(elements(&inner));
         let mut dims = outer;
-        dims.push(axis.longest());
+        dims.push(0);
         dims.extend(inner);
-        HostTensor::checked(dims, values, Some(axis), expected)
+        HostTensor::with_rows(dims, axis, values)
+    }
+
+    /// Ragged values of any number of ragged axes: `dims` in memory order
+    /// (a ragged axis's entry is not read: it becomes the level's longest
+    /// row), `rows` the offsets of every ragged axis
+    /// ([`RaggedAxis::nested`]), `values` the innermost rows one after
+    /// another, row-major within each.
+    ///
+    /// ```
+    /// use shape_core::RaggedAxis;
+    /// use shape_run::HostTensor;
+    /// // [[[1, 2], [3]], [[4, 5, 6]]]: sentences of words of characters.
+    /// let words = RaggedAxis::from_lengths(1, &[2, 1]).unwrap();
+    /// let chars = RaggedAxis::from_lengths(2, &[2, 1, 3]).unwrap();
+    /// let rows = RaggedAxis::nested(vec![words], chars, &[2, 0, 0]).unwrap();
+    /// let t = HostTensor::with_rows(vec![2, 0, 0], rows, vec![1., 2., 3., 4., 5., 6.]).unwrap();
+    /// assert_eq!(t.dims(), &[2, 2, 3]);
+    /// assert_eq!(t.to_string(), "[[[1, 2], [3]], [[4, 5, 6]]]");
+    /// ```
+    pub fn with_rows(
+        mut dims: Vec<u64>,
+        rows: RaggedAxis,
+        values: Vec<f32>,
+    ) -> Result<HostTensor, DataError> {
+        let rows = RaggedAxis::nested(Vec::new(), rows, &dims)?;
+        for level in rows.levels() {
+            dims[level.axis()] = level.longest();
+        }
+        let expected = (rows.total() as u128).saturating_mul(elements(&dims[rows.axis() + 1..]));
+        HostTensor::checked(dims, values, Some(rows), expected)
     }
 
     /// Values whose count the caller knows is the product of `dims`.
@@ -290,9 +310,10 @@ impl HostTensor {
         self.ragged.as_ref()
     }
 
-    /// These values as ragged values along `axis`, every row of the same
-    /// length (the data of a dense tensor given for a ragged one).
-    pub(crate) fn into_ragged(self, axis: usize) -> Result<HostTensor, DataError> {
+    /// These values as ragged values along `axes` (memory order), every
+    /// row of every level full (the data of a dense tensor given for a
+    /// ragged one).
+    pub(crate) fn into_ragged(self, axes: &[usize]) -> Result<HostTensor, DataError> {
         if self.ragged.is_some() {
             return Ok(self);
         }
@@ -304,28 +325,17 @@ impl HostTensor {
                 ),
             });
         }
-        let rows = elements(&self.dims[..axis]);
-        let len = self.dims[axis];
-        let mut lengths = try_vec(rows)?;
-        lengths.resize(rows as usize, len);
-        HostTensor::ragged(
-            self.dims[..axis].to_vec(),
-            &lengths,
-            self.dims[axis + 1..].to_vec(),
-            self.values,
-        )
+        let rows = self.rows_along(axes)?;
+        HostTensor::with_rows(self.dims, rows, self.values)
     }
 
-    /// The rows of this data along `axis`: its own, or, for dense data,
-    /// rows of its length there.
-    pub(crate) fn rows_along(&self, axis: usize) -> Result<RaggedAxis, DataError> {
+    /// The rows of this data along `axes` (memory order): its own, or,
+    /// for dense data, full rows at every level.
+    pub(crate) fn rows_along(&self, axes: &[usize]) -> Result<RaggedAxis, DataError> {
         if let Some(r) = &self.ragged {
             return Ok(r.clone());
         }
-        let rows = elements(&self.dims[..axis.min(self.dims.len())]);
-        let mut lengths = try_vec(rows)?;
-        lengths.resize(rows as usize, self.dims.get(axis).copied().unwrap_or(0));
-        RaggedAxis::from_lengths(axis, &lengths)
+        RaggedAxis::full(&self.dims, axes)
     }
 
     /// A tensor of these dims with every value `value`; fails rather than
@@ -399,19 +409,44 @@ impl HostTensor {
         match &self.ragged {
             None => nested_grid(w, &self.dims, &mut |w, i| value(w, at(i))),
             Some(rows) => {
-                let axis = rows.axis();
-                let inner = &self.dims[axis + 1..];
-                let per = shape_core::buffer_len(inner);
-                let mut dims = vec![0u64; inner.len() + 1];
-                dims[1..].copy_from_slice(inner);
-                nested_grid(w, &self.dims[..axis], &mut |w, r| {
-                    dims[0] = rows.row_len(r as usize);
-                    let start = rows.row_start(r as usize).saturating_mul(per);
-                    nested_grid(w, &dims, &mut |w, k| value(w, at(start + k)))
+                let levels: Vec<&RaggedAxis> = rows.levels().collect();
+                let leaf = &mut |w: &mut dyn std::io::Write, i: u64| value(w, at(i));
+                nested_grid(w, &self.dims[..levels[0].axis()], &mut |w, r| {
+                    write_level(w, &levels, &self.dims, r, leaf)
                 })
             }
         }
     }
+}
+
+/// Writes row `r` of the first of `levels` as nested lists: its
+/// positions, each a grid of the dense dims up to the next level, whose
+/// elements are that level's rows (or, for the innermost, values by
+/// their index in the buffer). Recursion is one frame per ragged level.
+fn write_level(
+    w: &mut dyn std::io::Write,
+    levels: &[&RaggedAxis],
+    dims: &[u64],
+    r: u64,
+    leaf: &mut dyn FnMut(&mut dyn std::io::Write, u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let (level, deeper) = (levels[0], &levels[1..]);
+    let next = deeper.first().map_or(dims.len(), |n| n.axis());
+    let between = &dims[level.axis() + 1..next];
+    let mut grid = Vec::with_capacity(between.len() + 1);
+    grid.push(level.row_len(r as usize));
+    grid.extend_from_slice(between);
+    let start = level
+        .row_start(r as usize)
+        .saturating_mul(shape_core::buffer_len(between));
+    nested_grid(w, &grid, &mut |w, k| {
+        let at = start.saturating_add(k);
+        if deeper.is_empty() {
+            leaf(w, at)
+        } else {
+            write_level(w, deeper, dims, at, leaf)
+        }
+    })
 }
 
 /// Writes a grid of `dims` as nested lists, each element (by its flat

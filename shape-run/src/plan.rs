@@ -108,10 +108,11 @@ impl RunPlan {
         let mut pool = Pool::new();
         let mut rows: HashMap<TensorId, shape_core::RaggedAxis> = HashMap::new();
         for &t in &self.leaves {
-            let len = match (solved.ragged_axis(t)?, inputs.get(t)) {
-                (Some(axis), Some(data)) => {
+            let axes = solved.ragged_axes(t)?;
+            let len = match (axes.is_empty(), inputs.get(t)) {
+                (false, Some(data)) => {
                     let r = data
-                        .rows_along(axis)
+                        .rows_along(&axes)
                         .map_err(|e| GraphError::RaggedLayout {
                             tensor: solved.graph().tensor_ref(t).ok().map(Box::new),
                             shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
@@ -121,7 +122,7 @@ impl RunPlan {
                     rows.insert(t, r);
                     data.values().len() as u64
                 }
-                (None, Some(data)) => data.values().len() as u64,
+                (true, Some(data)) => data.values().len() as u64,
                 (_, None) => len_of(solved, t)?,
             };
             memory.leaf(t, len);
@@ -178,7 +179,7 @@ impl Memory {
 
     /// A ragged tensor's offsets, held to the end of the run.
     fn offsets(&mut self, rows: &shape_core::RaggedAxis) {
-        self.live += rows.offsets().len() as u128 * 8;
+        self.live += rows.levels().map(|l| l.offsets().len() as u128 * 8).sum::<u128>();
         self.note();
     }
 

@@ -323,7 +323,7 @@ pub fn execute(
                     name: &r.name,
                     shape: r.dims.clone(),
                     data: &r.values,
-                    offsets: None,
+                    offsets: Vec::new(),
                 })
                 .collect();
             d.write(&files)?;
@@ -872,7 +872,7 @@ fn npy_dims(path: &Path, name: &str) -> Result<Vec<u64>, CliError> {
 /// as spelled).
 fn read_arg(path: &Path, name: &str, dims: &[u64]) -> Result<Vec<f32>, CliError> {
     let t = if crate::run::is_json(path) {
-        crate::json_values::read_json_input(path, name, &tuple(dims), dims, None)
+        crate::json_values::read_json_input(path, name, &tuple(dims), dims, &[])
     } else {
         crate::run::read_npy(path, &mut |found| {
             if found == dims {

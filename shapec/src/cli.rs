@@ -826,7 +826,10 @@ impl RunReport<'_> {
                     name: self.name(t),
                     shape,
                     data: self.values(t),
-                    offsets: self.ragged(t).map(|r| r.offsets()),
+                    offsets: self
+                        .ragged(t)
+                        .map(|r| r.levels().map(|l| l.offsets()).collect())
+                        .unwrap_or_default(),
                 })
             })
             .collect()
@@ -851,7 +854,13 @@ impl RunReport<'_> {
         for &t in &self.compiled.results {
             let (name, shape) = (self.name(t), self.shape(t)?);
             let rows = match self.ragged(t) {
-                Some(r) => format!(" (rows of lengths {})", preview(&r.lengths())),
+                Some(r) => format!(
+                    " (rows of lengths {})",
+                    r.levels()
+                        .map(|l| preview(&l.lengths()))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
                 None => String::new(),
             };
             s.push_str(&format!(
@@ -933,9 +942,8 @@ impl RunReport<'_> {
                     "files": self.compiled.results.iter().flat_map(|&t| {
                         let name = self.name(t);
                         let mut files = vec![format!("{name}.npy")];
-                        if self.ragged(t).is_some() {
-                            files.push(format!("{name}.offsets.npy"));
-                        }
+                        let levels = self.ragged(t).map_or(0, |r| r.levels().count());
+                        files.extend((0..levels).map(|l| crate::output::offsets_file(name, l)));
                         files
                     }).collect::<Vec<_>>(),
                 }),
@@ -1040,11 +1048,11 @@ fn diff_text(
 fn dims_json(compiled: &Compiled, solved: &SolvedGraph, t: TensorId) -> Result<Value, CliError> {
     let located = |e| CliError::Program(compiled.map.locate(e, None));
     let dims = solved.shape(t).map_err(located)?.memory_dims();
-    let ragged = solved.ragged_axis(t).map_err(located)?;
+    let ragged = solved.ragged_axes(t).map_err(located)?;
     Ok(Value::Array(
         (dims.iter().enumerate())
             .map(|(j, &d)| {
-                if Some(j) == ragged {
+                if ragged.contains(&j) {
                     json!("var")
                 } else {
                     json!(d)

@@ -53,14 +53,14 @@ const BYTES_PER_VALUE: u64 = 64;
 
 /// Reads `--input NAME=FILE.json`: nested lists whose lengths are `dims`
 /// (the tensor's solved shape in memory order), a bare value for a tensor
-/// without axes; at the ragged axis `ragged` (memory order), if any, each
-/// list has a length of its own.
+/// without axes; at the ragged axes `ragged` (memory order, every level of
+/// a nested ragged tensor), each list has a length of its own.
 pub fn read_json_input(
     path: &Path,
     name: &str,
     shape_text: &str,
     dims: &[u64],
-    ragged: Option<usize>,
+    ragged: &[usize],
 ) -> Result<HostTensor, CliError> {
     let read_error = |source: std::io::Error| CliError::Read {
         path: path.to_path_buf(),
@@ -81,7 +81,7 @@ pub fn read_json_input(
     let elements: u64 = dims
         .iter()
         .enumerate()
-        .filter(|&(j, _)| Some(j) != ragged)
+        .filter(|(j, _)| !ragged.contains(j))
         .try_fold(1u64, |a, (_, &d)| a.checked_mul(d))
         .unwrap_or(u64::MAX);
     // A ragged file is bounded by what memory can hold, not by its shape:
@@ -89,7 +89,7 @@ pub fn read_json_input(
     // 8 while its buffer doubles; a row at least 3 (`[],`), and 8 bytes for
     // its length (16 while that list doubles) and 8 for its offset. At 16
     // bytes of memory a byte of text, half of what there is is enough.
-    let limit = if ragged.is_some() {
+    let limit = if !ragged.is_empty() {
         crate::memory::available().map_or(u64::MAX, |b| b.bytes / 16)
     } else {
         elements
@@ -97,8 +97,8 @@ pub fn read_json_input(
             .saturating_add(4096)
     };
     let longer = || match ragged {
-        Some(_) => data_error(format!("it is longer than the {limit} bytes memory allows")),
-        None => data_error(format!(
+        [_, ..] => data_error(format!("it is longer than the {limit} bytes memory allows")),
+        [] => data_error(format!(
             "the file is longer than {limit} bytes, more than {elements} values can take"
         )),
     };
@@ -113,7 +113,7 @@ pub fn read_json_input(
     if meta.is_file() && meta.len() > limit {
         return Err(longer());
     }
-    let reserve = if ragged.is_some() { 0 } else { elements };
+    let reserve = if ragged.is_empty() { elements } else { 0 };
     let values = usize::try_from(reserve)
         .ok()
         .and_then(crate::npy::try_vec)
@@ -122,7 +122,7 @@ pub fn read_json_input(
         dims,
         ragged,
         values,
-        lengths: Vec::new(),
+        lengths: vec![Vec::new(); ragged.len()],
         at: Vec::new(),
         problem: None,
         memory: None,
@@ -147,7 +147,7 @@ pub fn read_json_input(
     match parsed {
         Err(e) if e.is_io() => return Err(read_error(e.into())),
         Err(e) if e.is_eof() && over => return Err(longer()),
-        Err(e) if e.is_eof() && ragged.is_some() => {
+        Err(e) if e.is_eof() && !ragged.is_empty() => {
             return Err(data_error(format!(
                 "it ends early, or is longer than the {limit} bytes memory allows ({e})"
             )))
@@ -159,14 +159,19 @@ pub fn read_json_input(
     if let Some(what) = reader.problem {
         return Err(data_error(what));
     }
-    let tensor = match ragged {
-        Some(axis) => HostTensor::ragged(
-            dims[..axis].to_vec(),
-            &reader.lengths,
-            dims[axis + 1..].to_vec(),
-            reader.values,
-        ),
-        None => HostTensor::new(dims.to_vec(), reader.values),
+    let tensor = if ragged.is_empty() {
+        HostTensor::new(dims.to_vec(), reader.values)
+    } else {
+        let mut levels = Vec::with_capacity(ragged.len());
+        for (&axis, lengths) in ragged.iter().zip(&reader.lengths) {
+            levels.push(
+                shape_core::RaggedAxis::from_lengths(axis, lengths)
+                    .map_err(|e| data_error(e.to_string()))?,
+            );
+        }
+        let inner = levels.pop().expect("a ragged level");
+        shape_core::RaggedAxis::nested(levels, inner, dims)
+            .and_then(|rows| HostTensor::with_rows(dims.to_vec(), rows, reader.values))
     };
     tensor.map_err(|e| data_error(e.to_string()))
 }
@@ -256,11 +261,11 @@ impl<'de> Visitor<'de> for ProbeLevel<'_> {
 /// What the parse has read so far.
 struct Reader<'d> {
     dims: &'d [u64],
-    ragged: Option<usize>,
+    ragged: &'d [usize],
     /// The values, in order.
     values: Vec<f32>,
-    /// The length of each list at the ragged axis, in order.
-    lengths: Vec<u64>,
+    /// The length of each list at each ragged axis, in order.
+    lengths: Vec<Vec<u64>>,
     /// The index of the value being read.
     at: Vec<u64>,
     /// The first fault in document order; once there is one, the rest of
@@ -304,7 +309,7 @@ impl Level<'_, '_> {
         let r = self.reader;
         let what = if self.level == r.dims.len() {
             format!("{} is {found}, not a number", place(&r.at))
-        } else if Some(self.level) == r.ragged {
+        } else if r.ragged.contains(&self.level) {
             format!(
                 "{} is {found}, where a list (a row of any length) is expected",
                 place(&r.at)
@@ -423,14 +428,14 @@ impl<'de> Visitor<'de> for Level<'_, '_> {
         }
         let level = self.level;
         let r = self.reader;
-        let ragged = Some(level) == r.ragged;
+        let ragged = r.ragged.iter().position(|&a| a == level);
         let size = r.dims[level];
         // A list is read when it begins after no fault (see `deserialize`),
         // so any fault found now is in what it holds, and its own length,
         // which comes first in document order, takes its place.
         let mut count: u64 = 0;
         loop {
-            let more = if ragged || count < size {
+            let more = if ragged.is_some() || count < size {
                 r.at.push(count);
                 let more = seq.next_element_seed(Level {
                     reader: &mut *r,
@@ -447,16 +452,16 @@ impl<'de> Visitor<'de> for Level<'_, '_> {
             }
             count += 1;
         }
-        if !ragged && count != size {
+        if ragged.is_none() && count != size {
             r.problem = Some(format!(
                 "{} has {count} entries, where axis {level} has {size}",
                 place(&r.at)
             ));
-        } else if ragged && r.problem.is_none() {
-            if !Reader::room(&mut r.lengths, &mut r.memory) {
+        } else if let (Some(l), None) = (ragged, &r.problem) {
+            if !Reader::room(&mut r.lengths[l], &mut r.memory) {
                 return Err(stop());
             }
-            r.lengths.push(count);
+            r.lengths[l].push(count);
         }
         Ok(())
     }
@@ -471,13 +476,13 @@ fn place(at: &[u64]) -> String {
     }
 }
 
-fn lengths(dims: &[u64], ragged: Option<usize>) -> String {
+fn lengths(dims: &[u64], ragged: &[usize]) -> String {
     if dims.is_empty() {
         "() (a bare value)".to_string()
     } else {
         let d: Vec<String> = (dims.iter().enumerate())
             .map(|(j, n)| {
-                if Some(j) == ragged {
+                if ragged.contains(&j) {
                     "var".to_string()
                 } else {
                     n.to_string()

@@ -1,16 +1,18 @@
 //! `run --out DIR`: results written as `DIR/NAME.npy`, all or nothing.
 //!
-//! A result's files are a set: `NAME.npy`, and for a ragged result
-//! `NAME.offsets.npy` beside it. [`OutDir::prepare`] checks the directory
+//! A result's files are a set: `NAME.npy`, and for a ragged result one
+//! offsets file per ragged axis beside it (`NAME.offsets.npy` for the
+//! outermost, then `NAME.offsets.1.npy`, `NAME.offsets.2.npy`, …). [`OutDir::prepare`] checks the directory
 //! before the run: it exists or can be created, is a directory, a file can
 //! be created in it, and every result's file name fits. [`OutDir::write`]
 //! then replaces every result's set as a whole, all results or none:
 //!
 //! 1. It checks every path of every set before it writes anything: none
 //!    may be a directory (which no rename replaces), and the error names
-//!    the first that is. A dense result's `NAME.offsets.npy`, left by an
-//!    earlier run in which it was ragged, is part of its set: it no longer
-//!    applies and is removed, in the same step.
+//!    the first that is. An offsets file of a level the result no longer
+//!    has (a dense result's `NAME.offsets.npy`, or `NAME.offsets.2.npy` of
+//!    a result with two ragged axes now), left by an earlier run, is part
+//!    of its set: it no longer applies and is removed, in the same step.
 //! 2. It writes every file to a temporary file in the directory (created
 //!    new, so it never follows a link) and syncs it.
 //! 3. Only when every one is complete, it moves each existing file of a
@@ -48,10 +50,19 @@ pub struct ResultFile<'a> {
     pub shape: Vec<u64>,
     /// The values.
     pub data: &'a [f32],
-    /// For a ragged result, where each row starts along the first axis of
-    /// `shape` (then the total): written beside the values as
-    /// `NAME.offsets.npy` (int64).
-    pub offsets: Option<&'a [u64]>,
+    /// For a ragged result, each ragged axis's row offsets (outermost
+    /// first: where each row starts, then the total): written beside the
+    /// values as `NAME.offsets.npy`, `NAME.offsets.1.npy`, … (int64).
+    /// Empty for a dense result.
+    pub offsets: Vec<&'a [u64]>,
+}
+
+/// The file of a ragged result's offsets at `level` (0: the outermost).
+pub fn offsets_file(name: &str, level: usize) -> String {
+    match level {
+        0 => format!("{name}.offsets.npy"),
+        k => format!("{name}.offsets.{k}.npy"),
+    }
 }
 
 fn write_error(path: &Path, source: std::io::Error) -> CliError {
@@ -87,15 +98,15 @@ impl OutDir {
             Err(e) => return Err(write_error(dir, e)),
         }
         for (name, shape) in results {
-            // Room for a ragged result's `NAME.offsets.npy` too.
+            // Room for a ragged result's `NAME.offsets.99.npy` too.
             let file = format!("{name}.npy");
-            if file.len() + ".offsets".len() > MAX_FILE_NAME {
+            if file.len() + ".offsets.99".len() > MAX_FILE_NAME {
                 return Err(refused(
                     &dir.join(format!("{}....npy", &name[..16.min(name.len())])),
                     &format!(
                         "the file name of `{}...` is {} bytes long, more than the {MAX_FILE_NAME} a file system allows",
                         &name[..16.min(name.len())],
-                        file.len() + ".offsets".len()
+                        file.len() + ".offsets.99".len()
                     ),
                 ));
             }
@@ -123,6 +134,38 @@ impl OutDir {
         })
     }
 
+    /// For each result, one past the highest offsets level found in the
+    /// directory (`NAME.offsets.npy` is level 0, `NAME.offsets.K.npy`
+    /// level K): one listing of the directory, whatever the number of
+    /// results.
+    fn offsets_levels(&self, results: &[ResultFile<'_>]) -> Result<Vec<usize>, CliError> {
+        let mut found: std::collections::HashMap<&str, usize> = results
+            .iter()
+            .map(|r| (r.name, 0usize))
+            .collect();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| write_error(&self.dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| write_error(&self.dir, e))?;
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else { continue };
+            let Some(stem) = file.strip_suffix(".npy") else {
+                continue;
+            };
+            let (name, level) = match stem.rsplit_once(".offsets") {
+                Some((name, "")) => (name, 0),
+                Some((name, rest)) => match rest.strip_prefix('.').map(str::parse::<usize>) {
+                    Some(Ok(k)) if k > 0 => (name, k),
+                    _ => continue,
+                },
+                None => continue,
+            };
+            if let Some(n) = found.get_mut(name) {
+                *n = (*n).max(level + 1);
+            }
+        }
+        Ok(results.iter().map(|r| found[r.name]).collect())
+    }
+
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir
@@ -147,9 +190,9 @@ impl OutDir {
                 self.dir.join(format!("{}.npy", r.name)),
                 Contents::Values(&r.shape, r.data),
             ));
-            if let Some(offsets) = r.offsets {
+            for (level, offsets) in r.offsets.iter().enumerate() {
                 files.push((
-                    self.dir.join(format!("{}.offsets.npy", r.name)),
+                    self.dir.join(offsets_file(r.name, level)),
                     Contents::Offsets(offsets),
                 ));
             }
@@ -164,8 +207,14 @@ impl OutDir {
             }
         }
         let mut stale: Vec<PathBuf> = Vec::new();
-        for r in results.iter().filter(|r| r.offsets.is_none()) {
-            let companion = self.dir.join(format!("{}.offsets.npy", r.name));
+        let mut companions: Vec<(PathBuf, &str)> = Vec::new();
+        let levels_found = self.offsets_levels(results)?;
+        for (r, found) in results.iter().zip(levels_found) {
+            for level in r.offsets.len()..found {
+                companions.push((self.dir.join(offsets_file(r.name, level)), r.name));
+            }
+        }
+        for (companion, name) in companions {
             if files.iter().any(|(dest, _)| *dest == companion) {
                 continue;
             }
@@ -174,8 +223,7 @@ impl OutDir {
                     return Err(refused(
                         &companion,
                         &format!(
-                            "it is a directory, where the row offsets of `{}` from a run in which it was ragged would be removed (it is dense now); no file was written",
-                            r.name
+                            "it is a directory, where the row offsets of `{name}` from a run in which it had more ragged axes would be removed; no file was written",
                         ),
                     ))
                 }
@@ -378,13 +426,13 @@ mod tests {
                 name: "b",
                 shape: vec![2],
                 data: &data[..2],
-                offsets: None,
+                offsets: Vec::new(),
             },
             ResultFile {
                 name: "c",
                 shape: vec![3],
                 data,
-                offsets: Some(offsets),
+                offsets: vec![offsets],
             },
         ]
     }

@@ -27,14 +27,14 @@ use shape_lang::data::{written_values, Written};
 /// A path ending in `.json` is read as nested lists instead
 /// ([`crate::json_values::read_json_input`]).
 ///
-/// For a tensor with a ragged axis at `ragged` (memory order), a `.json`
+/// For a tensor with ragged axes at `ragged` (memory order), a `.json`
 /// file gives each row its own length there; a `.npy` file (which has no
 /// ragged arrays) gives every row the same length.
 pub fn read_input(
     path: &Path,
     name: &str,
     shape: &SolvedShape,
-    ragged: Option<usize>,
+    ragged: &[usize],
 ) -> Result<HostTensor, CliError> {
     if is_json(path) {
         return crate::json_values::read_json_input(
@@ -48,20 +48,25 @@ pub fn read_input(
     let dims = shape.memory_dims();
     read_npy(path, &mut |found| {
         let mut dims = dims.clone();
-        if let Some(axis) = ragged.filter(|&a| a < dims.len() && found.len() == dims.len()) {
-            dims[axis] = found[axis];
+        if found.len() == dims.len() {
+            for &axis in ragged {
+                if let Some(d) = dims.get_mut(axis) {
+                    *d = found[axis];
+                }
+            }
         }
         if found != dims {
-            let expected = match ragged {
-                // Any length at the ragged axis.
-                Some(axis) => {
-                    let mut text: Vec<String> = dims.iter().map(u64::to_string).collect();
+            let expected = if ragged.is_empty() {
+                tuple(&dims)
+            } else {
+                // Any length at the ragged axes.
+                let mut text: Vec<String> = dims.iter().map(u64::to_string).collect();
+                for &axis in ragged {
                     if let Some(t) = text.get_mut(axis) {
                         *t = "any".into();
                     }
-                    format!("({})", text.join(", "))
                 }
-                None => tuple(&dims),
+                format!("({})", text.join(", "))
             };
             return Err(CliError::Data(format!(
                 "{}: `{name}` has the solved shape {shape}, so its array must have the shape {expected} (batch, then output, then input axes), but the file holds {}",
@@ -189,14 +194,14 @@ pub fn gather(
         let name = g.name(t).map_err(|e| compiled.map.locate(e, None))?;
         let shape = solved.shape(t).map_err(|e| compiled.map.locate(e, None))?;
         let ragged = solved
-            .ragged_axis(t)
+            .ragged_axes(t)
             .map_err(|e| compiled.map.locate(e, None))?;
         if let Some(path) = given.get(name) {
-            values.insert(t, read_input(path, name, shape, ragged)?);
+            values.insert(t, read_input(path, name, shape, &ragged)?);
             sources.push((t, Source::File((*path).clone())));
             continue;
         }
-        if ragged.is_some() {
+        if !ragged.is_empty() {
             return Err(CliError::Data(format!(
                 "`{name}` has the ragged shape {shape}: give its rows with --input {name}=FILE.json (nested lists, each row its own length)"
             )));

@@ -187,11 +187,18 @@ fn unsupported_ragged_uses_are_typed_errors() {
         .unwrap_err();
     assert_eq!(e.kind(), "ragged_unsupported", "{e}");
 
-    // Two ragged axes in one tensor.
+    // A reduction over an outer ragged axis (`ijk=>i` of `2, var, var`):
+    // refused, where `ijk=>ij` then `ij=>i` runs (tests/tests/nested_ragged.rs).
     let mut g = Graph::new();
     let x = g.input("x", "2, var, var").unwrap();
-    let solved = g.solve().unwrap();
-    assert_eq!(solved.ragged_axis(x).unwrap_err().kind(), "ragged_layout");
+    let t = g.einsum("ijk=>i", &[x]).unwrap();
+    let words = shape_core::RaggedAxis::from_lengths(1, &[1, 1]).unwrap();
+    let chars = shape_core::RaggedAxis::from_lengths(2, &[1, 2]).unwrap();
+    let rows = shape_core::RaggedAxis::nested(vec![words], chars, &[2, 0, 0]).unwrap();
+    let data = HostTensor::with_rows(vec![2, 0, 0], rows, vec![1.0, 2.0, 3.0]).unwrap();
+    let e = run_all(&g, &[(x, data)], t).unwrap_err();
+    assert!(e.starts_with("ragged_lowering"), "{e}");
+    assert!(e.contains("reduce along the inner one first"), "{e}");
 
     // A ragged axis moved before the axis its rows depend on.
     let mut g = Graph::new();
