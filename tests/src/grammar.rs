@@ -6,7 +6,12 @@
 //! that nearly every program infers (and runs), with a few that are meant
 //! to fail (a requirement that contradicts the rest). Each program lists
 //! its statements with the names each defines and uses, so that tests can
-//! reorder them topologically.
+//! reorder them topologically. Each program also draws the memory layout
+//! of each dense input's data (C order for about half, else a Fortran,
+//! permuted, sliced or stride-0 broadcast view: [`DataLayout`]), after its
+//! statements, from the same stream of choices; [`runnable_with_layouts`]
+//! gives the data so, and the layouts count as productions (`data:c`,
+//! `data:fortran`, ...).
 //!
 //! [`productions`] maps a parsed program to the productions it contains
 //! through exhaustive matches on the parser's syntax tree
@@ -24,7 +29,7 @@
 //! assert!(used.iter().all(|u| all_productions().contains(u)));
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use shape_core::kernel::BinaryOp;
@@ -32,6 +37,9 @@ use shape_core::spec::{AxisKind, EinsumSpec, RowSpec, RowVarName, ShapeSpec};
 use shape_core::RowKind;
 use shape_graph::{Registry, SizeBound};
 use shape_lang::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
+use shape_run::HostTensor;
+
+use crate::strided::{strided_view, ViewKind};
 
 /// One statement of a generated program, with the names it defines and
 /// the names (tensors and sizes) it uses.
@@ -56,8 +64,51 @@ pub struct GrammarProgram {
     pub ragged: bool,
     /// Whether the generator added a requirement that contradicts the rest.
     pub meant_to_fail: bool,
-    /// The productions the program's parsed text uses ([`productions`]).
+    /// The productions the program's parsed text uses ([`productions`]),
+    /// and `data:` followed by the layout of each dense input's data
+    /// ([`DataLayout::production`]).
     pub productions: BTreeSet<String>,
+    /// How each dense input's (and parameter's) data lies in memory when
+    /// the program runs ([`runnable_with_layouts`]), by name. An input
+    /// whose shape the generator does not know (one of a run-time size)
+    /// or that is ragged is not listed: it stays in C order.
+    pub layouts: BTreeMap<String, DataLayout>,
+}
+
+/// How a dense input's data lies in memory: C order, or a strided view
+/// ([`strided_view`]) of a kind with the seed of its choices. The
+/// generator draws a strided layout only where its view is not C order
+/// for the input's shape (a broadcast needs an axis longer than 1; a
+/// Fortran or permuted view, two), and C otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataLayout {
+    /// C (row-major) order, as [`runnable`] gives the data.
+    C,
+    /// A view of [`strided_view`]: its kind, and the seed of its choices
+    /// (which axes are permuted, which is broadcast).
+    Strided(ViewKind, u64),
+}
+
+impl DataLayout {
+    /// The production a layout stands for: `data:c`, `data:fortran`,
+    /// `data:permuted`, `data:sliced` or `data:broadcast`.
+    pub fn production(&self) -> &'static str {
+        match self {
+            DataLayout::C => "data:c",
+            DataLayout::Strided(ViewKind::Fortran, _) => "data:fortran",
+            DataLayout::Strided(ViewKind::Permuted, _) => "data:permuted",
+            DataLayout::Strided(ViewKind::Sliced, _) => "data:sliced",
+            DataLayout::Strided(ViewKind::Broadcast, _) => "data:broadcast",
+        }
+    }
+
+    /// Every layout's production.
+    fn productions() -> Vec<&'static str> {
+        std::iter::once(DataLayout::C)
+            .chain(ViewKind::ALL.map(|k| DataLayout::Strided(k, 0)))
+            .map(|l| l.production())
+            .collect()
+    }
 }
 
 impl GrammarProgram {
@@ -227,6 +278,7 @@ pub fn all_productions() -> BTreeSet<String> {
     all.extend(s(arg_productions()));
     all.extend(s(axis_productions()));
     all.extend(s(AFFINE_PRODUCTIONS.to_vec()));
+    all.extend(s(DataLayout::productions()));
     all.insert("decl:param without spec".into());
     all.insert("const:unknown size".into());
     all.insert("const:row variable".into());
@@ -534,6 +586,12 @@ impl Choices {
     fn size(&mut self) -> u64 {
         1 + self.below(4) as u64
     }
+    /// A seed: a whole choice (0 past the end).
+    fn seed(&mut self) -> u64 {
+        let v = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        u64::from(v)
+    }
     pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
@@ -568,6 +626,10 @@ struct Gen {
     /// count over a row variable the broadcast would widen (see the
     /// report of issue 26's items 7 and 8).
     broadcast_operand: bool,
+    /// The dense inputs and parameters declared, with their dims in
+    /// memory order (batch, output, input), whose data's layouts are
+    /// drawn last.
+    dense: Vec<(String, Vec<u64>)>,
 }
 
 /// `label:size`, with one label per size, so that labels never disagree
@@ -614,6 +676,39 @@ impl Gen {
     fn fresh(&mut self, prefix: &str) -> String {
         self.next += 1;
         format!("{prefix}{}", self.next)
+    }
+
+    /// Notes that `name` is a dense input or parameter of `rows`.
+    fn dense(&mut self, name: &str, rows: &[Vec<u64>; 3]) {
+        let dims = [B, O, I].iter().flat_map(|&k| rows[k].clone()).collect();
+        self.dense.push((name.to_string(), dims));
+    }
+
+    /// The layout of the data of a dense input of `dims` (memory order):
+    /// C for half, the rest a strided view, which falls back to C where
+    /// it would be C order anyway.
+    fn layout(&mut self, dims: &[u64]) -> DataLayout {
+        let kind = match self.c.below(8) {
+            0..=3 => None,
+            4 => Some(ViewKind::Fortran),
+            5 => Some(ViewKind::Permuted),
+            6 => Some(ViewKind::Sliced),
+            _ => Some(ViewKind::Broadcast),
+        };
+        // Drawn whatever the kind, so that one choice's change does not
+        // shift the rest of the stream.
+        let seed = self.c.seed();
+        let Some(kind) = kind else {
+            return DataLayout::C;
+        };
+        let len = dims.iter().product::<u64>() as usize;
+        let Ok(t) = HostTensor::new(dims.to_vec(), vec![0.0; len]) else {
+            return DataLayout::C;
+        };
+        match strided_view(&t, kind, seed) {
+            Some((view, _)) if !view.is_c_contiguous() => DataLayout::Strided(kind, seed),
+            _ => DataLayout::C,
+        }
     }
 
     fn push(&mut self, text: String, defines: Vec<String>, uses: Vec<String>) {
@@ -779,6 +874,7 @@ impl Gen {
         } else if kind >= 5 && self.c.chance(30) && rows[B].is_empty() {
             // A parameter without a spec: a requirement gives its shape.
             self.push(format!("param {name}"), vec![name.clone()], vec![]);
+            self.dense(&name, &rows);
             let spec = self.full_spec(&rows);
             self.push(
                 format!("require {name}: {spec}"),
@@ -793,6 +889,7 @@ impl Gen {
                 vec![name.clone()],
                 uses.clone(),
             );
+            self.dense(&name, &rows);
             for (r, count) in row_vars {
                 self.captures
                     .push((format!("..{r}.. of {name}"), name.clone(), count));
@@ -1068,6 +1165,8 @@ impl Gen {
         let m = self.c.size();
         let y = self.fresh("y");
         let rows = [t.rows[B].clone(), t.rows[I].clone(), vec![m]];
+        let wrows = [vec![], t.rows[O].clone(), vec![m]];
+        self.dense(&w, &wrows);
         // A 1 in `t`'s output row, or none, would leave `w`'s input size
         // open.
         if self.c.chance(50) && !t.rows[O].contains(&1) && !t.rows[O].is_empty() {
@@ -1085,7 +1184,6 @@ impl Gen {
             let spec = self.full_spec(&rows);
             self.push(format!("require {y}: {spec}"), vec![], vec![y.clone()]);
         } else {
-            let wrows = [vec![], t.rows[O].clone(), vec![m]];
             let spec = self.full_spec(&wrows);
             self.push(format!("param {w}: {spec}"), vec![w.clone()], vec![]);
             self.push(
@@ -1338,6 +1436,7 @@ impl Gen {
         let u = self.fresh("w");
         let uspec = self.full_spec(&b_rows);
         self.push(format!("param {u}: {uspec}"), vec![u.clone()], vec![]);
+        self.dense(&u, &b_rows);
         let f = *self
             .c
             .pick(&["einsum", "einsum_max", "einsum_min", "einsum_prod"]);
@@ -1374,6 +1473,7 @@ impl Gen {
             vec![x.clone()],
             vec![],
         );
+        self.dense(&x, &[vec![batch], vec![], vec![n, ch]]);
         let mut axis = String::new();
         if s > 1 {
             axis += &format!("{s}*");
@@ -1405,6 +1505,7 @@ impl Gen {
                 vec![w.clone()],
                 vec![],
             );
+            self.dense(&w, &[vec![], vec![], vec![k, ch, m]]);
             self.push(
                 format!("{y} = {f}(\"...|{axis}a, c;a, c, f=>...|o, f\", {x}, {w})"),
                 vec![y.clone()],
@@ -1599,6 +1700,7 @@ pub fn generate(choices: Vec<u32>) -> GrammarProgram {
         ragged: false,
         meant_to_fail: false,
         broadcast_operand: false,
+        dense: Vec::new(),
     };
     let rows = g.random_rows(true);
     g.declare(rows);
@@ -1618,16 +1720,26 @@ pub fn generate(choices: Vec<u32>) -> GrammarProgram {
         g.push(format!("require {}: {spec}", t.name), vec![], vec![t.name]);
         g.meant_to_fail = true;
     }
+    // The layouts last: the statements of a stream stay what they were
+    // before layouts were drawn.
+    let mut layouts = BTreeMap::new();
+    for (name, dims) in std::mem::take(&mut g.dense) {
+        let layout = g.layout(&dims);
+        layouts.insert(name, layout);
+    }
     let mut p = GrammarProgram {
         statements: g.stmts,
         run_time: g.run_time,
         ragged: g.ragged,
         meant_to_fail: g.meant_to_fail,
         productions: BTreeSet::new(),
+        layouts,
     };
     if let Ok(parsed) = shape_lang::syntax::parse(&p.text()) {
         p.productions = productions(&parsed);
     }
+    p.productions
+        .extend(p.layouts.values().map(|l| l.production().to_string()));
     p
 }
 
@@ -1762,4 +1874,53 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
         results: compiled.results.clone(),
         options: shape_run::RunOptions::default(),
     })
+}
+
+/// [`runnable`] with each dense input's data in the layout `program`
+/// drew for it ([`GrammarProgram::layouts`]): the program on C-ordered
+/// data, and the same program with the same values in the drawn layouts
+/// (a broadcast makes the values constant along its axis in both).
+pub fn runnable_with_layouts(
+    program: &GrammarProgram,
+    run_time_value: u64,
+) -> Result<(crate::programs::Program, crate::programs::Program), String> {
+    let c = runnable(&program.text(), run_time_value)?;
+    with_layouts(&c, &program.layouts)
+}
+
+/// The program `c` (on C-ordered data) with the data of each input named
+/// in `layouts` laid out as it says: `(contiguous, strided)`, the same
+/// values in both. `Err` when a strided layout would leave an input in C
+/// order after all: the generator drew it for other dims than the
+/// input's.
+pub fn with_layouts(
+    c: &crate::programs::Program,
+    layouts: &BTreeMap<String, DataLayout>,
+) -> Result<(crate::programs::Program, crate::programs::Program), String> {
+    let (mut contiguous, mut strided) = (c.clone(), c.clone());
+    for t in c.graph.tensor_ids() {
+        let Ok(name) = c.graph.name(t) else {
+            continue;
+        };
+        let Some(&DataLayout::Strided(kind, seed)) = layouts.get(name) else {
+            continue;
+        };
+        // Later versions of the name (assigned to) are results: no data.
+        let Some(given) = c.inputs.get(t) else {
+            continue;
+        };
+        match strided_view(given, kind, seed) {
+            Some((view, copy)) if !view.is_c_contiguous() => {
+                strided.inputs.insert(t, view);
+                contiguous.inputs.insert(t, copy);
+            }
+            _ => {
+                return Err(format!(
+                    "the {kind:?} layout drawn for `{name}` leaves its dims {:?} in C order",
+                    given.dims()
+                ))
+            }
+        }
+    }
+    Ok((contiguous, strided))
 }

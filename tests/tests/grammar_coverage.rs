@@ -2,7 +2,9 @@
 //! ([`shape_tests::grammar`]): over a fixed range of seeds, every
 //! production of the syntax tree is drawn by at least 20 programs that
 //! infer and (where they can run without data: no ragged inputs) run on
-//! the CPU reference.
+//! the CPU reference, each dense input's data in the layout the program
+//! drew for it (`data:c`, `data:fortran`, `data:permuted`, `data:sliced`,
+//! `data:broadcast`).
 
 use std::collections::BTreeMap;
 
@@ -10,7 +12,7 @@ use backend_cpu::CpuBackend;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use shape_tests::differential::ProgramRunner;
-use shape_tests::grammar::{all_productions, programs, runnable, Inferred};
+use shape_tests::grammar::{all_productions, programs, runnable, with_layouts, Inferred};
 
 const PROGRAMS: usize = 2000;
 const AT_LEAST: usize = 20;
@@ -25,6 +27,8 @@ fn every_production_is_drawn_by_programs_that_solve_and_run() {
     let all = all_productions();
     let mut counts: BTreeMap<String, usize> = all.iter().map(|p| (p.clone(), 0)).collect();
     let (mut solved, mut ran, mut failed_meant, mut failed) = (0, 0, 0, Vec::new());
+    // Strided layouts drawn for dims other than the input's.
+    let mut misdrawn = Vec::new();
     let mut reference = CpuBackend::reference();
     for _ in 0..PROGRAMS {
         let p = strategy.new_tree(&mut runner).expect("a program").current();
@@ -38,9 +42,15 @@ fn every_production_is_drawn_by_programs_that_solve_and_run() {
                 if p.ragged {
                     true
                 } else {
-                    match runnable(&text, 3).and_then(|prog| {
-                        let s = prog.graph.solve().map_err(|e| e.to_string())?;
-                        reference.run_solved(&s, &prog)
+                    let laid_out = runnable(&text, 3).and_then(|prog| {
+                        with_layouts(&prog, &p.layouts).map_err(|e| {
+                            misdrawn.push(format!("{e}\n{text}"));
+                            e
+                        })
+                    });
+                    match laid_out.and_then(|(_, strided)| {
+                        let s = strided.graph.solve().map_err(|e| e.to_string())?;
+                        reference.run_solved(&s, &strided)
                     }) {
                         Ok(_) => {
                             ran += 1;
@@ -75,6 +85,12 @@ fn every_production_is_drawn_by_programs_that_solve_and_run() {
     for f in failed.iter().take(8) {
         println!("---\n{f}");
     }
+    assert!(
+        misdrawn.is_empty(),
+        "{} programs drew a strided layout that their inputs' dims leave in C order; the first:\n{}",
+        misdrawn.len(),
+        misdrawn[0]
+    );
     let short: Vec<String> = counts
         .iter()
         .filter(|(_, &n)| n < AT_LEAST)
