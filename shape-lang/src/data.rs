@@ -63,6 +63,19 @@ pub fn program_inputs(
     solved: &SolvedGraph,
     seed: u64,
 ) -> Result<Inputs, ProgramError> {
+    program_inputs_with(compiled, solved, seed, &mut |_, _, _| None)
+}
+
+/// [`program_inputs`], with the data of each ragged input from `ragged`
+/// (its name, solved shape and ragged axes in memory order), which may
+/// give none (then the input is refused as [`program_inputs`] refuses
+/// it): test harnesses draw rows' lengths this way.
+pub fn program_inputs_with(
+    compiled: &Compiled,
+    solved: &SolvedGraph,
+    seed: u64,
+    ragged: &mut dyn FnMut(&str, &shape_core::SolvedShape, &[usize]) -> Option<HostTensor>,
+) -> Result<Inputs, ProgramError> {
     let g = &compiled.graph;
     let locate = |e| compiled.map.locate(e, None);
     let refuse = |message: String| ProgramError::Run {
@@ -77,10 +90,15 @@ pub fn program_inputs(
         }
         let name = g.name(t).map_err(locate)?;
         let shape = solved.shape(t).map_err(locate)?;
-        if solved.ragged_axis(t).map_err(locate)?.is_some() {
-            return Err(refuse(format!(
-                "`{name}` has the ragged shape {shape}: its rows' lengths come with its data"
-            )));
+        let axes = solved.ragged_axes(t).map_err(locate)?;
+        if !axes.is_empty() {
+            let Some(data) = ragged(name, shape, &axes) else {
+                return Err(refuse(format!(
+                    "`{name}` has the ragged shape {shape}: its rows' lengths come with its data"
+                )));
+            };
+            inputs.insert(t, data);
+            continue;
         }
         let too_large = || {
             refuse(format!(

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use shape_core::kernel::BinaryOp;
 use shape_core::spec::{AxisKind, EinsumSpec, RowSpec, RowVarName, ShapeSpec};
-use shape_core::RowKind;
+use shape_core::{RaggedAxis, RowKind};
 use shape_graph::{Registry, SizeBound};
 use shape_lang::syntax::{Arg, BinOp, DeclKind, Expr, ExprKind, Program, SizeSource, Statement};
 use shape_run::HostTensor;
@@ -293,6 +293,8 @@ pub fn all_productions() -> BTreeSet<String> {
     all.insert("flank:before".into());
     all.insert("flank:after".into());
     all.insert("einsum:two operands".into());
+    all.insert("ragged:nested".into());
+    all.insert("ragged:first axis".into());
     for place in place_productions() {
         all.insert(format!("spec:{place}"));
     }
@@ -348,6 +350,16 @@ pub fn productions(program: &Program) -> BTreeSet<String> {
                     Some(spec) => {
                         if let Ok(parsed) = ShapeSpec::parse(&spec.text) {
                             shape_spec(&parsed, Place::Declaration, &sizes, &mut out);
+                            let ragged: Vec<bool> = parsed
+                                .axes()
+                                .map(|(_, a)| matches!(a.kind, AxisKind::Ragged))
+                                .collect();
+                            if ragged.iter().filter(|&&r| r).count() > 1 {
+                                out.insert("ragged:nested".into());
+                            }
+                            if ragged.first() == Some(&true) {
+                                out.insert("ragged:first axis".into());
+                            }
                             if *kind == DeclKind::Const
                                 && values.is_some()
                                 && parsed.axes().any(|(_, a)| {
@@ -1032,17 +1044,25 @@ impl Gen {
             20 => {
                 // A ragged input (multi-character mode): after an axis, or
                 // first in memory (one row, as DyND's top-level var).
+                // Or nested: sentences of words of characters, summed
+                // along the characters.
                 self.ragged = true;
                 let x = self.fresh("xv");
                 let n = self.c.size();
-                let spec = if self.c.chance(50) {
-                    format!("{n}, var")
-                } else {
-                    format!("var, {n}")
+                let nested = match self.c.below(3) {
+                    0 => None,
+                    1 => Some(format!("var, {n}")),
+                    _ => Some(format!("{n}, var")),
                 };
+                let spec = nested.clone().unwrap_or_else(|| format!("{n}, var, var"));
                 self.push(format!("input {x}: {spec}"), vec![x.clone()], vec![]);
                 let y = self.fresh("yv");
-                self.push(format!("{y} = relu({x})"), vec![y], vec![x]);
+                self.push(format!("{y} = relu({x})"), vec![y.clone()], vec![x]);
+                if nested.is_none() {
+                    let z = self.fresh("zv");
+                    let sum = format!("{z} = einsum(\"ijk=>ij\", {y}) * 2");
+                    self.push(sum, vec![z], vec![y]);
+                }
             }
             _ => {
                 // A requirement restating a shape.
@@ -1866,14 +1886,48 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
     } else {
         solved
     };
-    let inputs =
-        shape_lang::data::program_inputs(&compiled, &solved, 7).map_err(|e| e.to_string())?;
+    let inputs = shape_lang::data::program_inputs_with(&compiled, &solved, 7, &mut |name, shape, axes| {
+        ragged_data(7, name, &shape.memory_dims(), axes)
+    })
+    .map_err(|e| e.to_string())?;
     Ok(crate::programs::Program {
         graph: compiled.graph.clone(),
         inputs,
         results: compiled.results.clone(),
         options: shape_run::RunOptions::default(),
     })
+}
+
+/// Seeded data for a ragged input of memory-order `dims` with ragged
+/// `axes`: every level's rows of 0 to 3 positions, drawn from `seed` and
+/// the name, and seeded values.
+pub fn ragged_data(seed: u64, name: &str, dims: &[u64], axes: &[usize]) -> Option<HostTensor> {
+    let mut state = name
+        .bytes()
+        .fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut levels = Vec::new();
+    let (mut rows, mut from) = (1u64, 0usize);
+    for &axis in axes {
+        rows = dims.get(from..axis)?.iter().try_fold(rows, |n, &d| n.checked_mul(d))?;
+        if rows > 1 << 16 {
+            return None;
+        }
+        let lengths: Vec<u64> = (0..rows)
+            .map(|_| {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let z = (state ^ (state >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                (z ^ (z >> 29)) % 4
+            })
+            .collect();
+        rows = lengths.iter().sum();
+        levels.push(RaggedAxis::from_lengths(axis, &lengths).ok()?);
+        from = axis + 1;
+    }
+    let inner = levels.pop()?;
+    let rows = RaggedAxis::nested(levels, inner, dims).ok()?;
+    let len = usize::try_from(rows.buffer_len(dims)).ok()?;
+    let values = shape_lang::data::random_values(seed, name, len)?;
+    HostTensor::with_rows(dims.to_vec(), rows, values).ok()
 }
 
 /// [`runnable`] with each dense input's data in the layout `program`
