@@ -409,3 +409,77 @@ fn an_assignment_into_an_input_keeps_its_rows_and_writes_the_last_version() {
         out.stderr
     );
 }
+
+/// The int64 values at the end of a `.npy` file of `n` of them.
+fn int64s(path: &Path, n: usize) -> Vec<i64> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    bytes[bytes.len() - 8 * n..]
+        .chunks(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn nested_rows_read_print_and_write_one_offsets_file_per_level() {
+    // DyND's `3 * var * var`: sentences of words of characters.
+    let dir = setup("ragged_nested");
+    std::fs::write(
+        dir.join("n.shape"),
+        "input t: 3, var, var\ninput w: 3, var, 1\ny = t * w\ns = einsum(\"ijk=>ij\", y)\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("t.json"), "[[[1, 2], [3], []], [[4, 5, 6]], []]").unwrap();
+    std::fs::write(dir.join("w.json"), "[[[10], [20], [30]], [[2]], []]").unwrap();
+    let args = [
+        "run", "n.shape", "--input", "t=t.json", "--input", "w=w.json", "--json",
+    ];
+    let out = shapec(&dir, &args);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    let result = |name: &str| {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(result("y")["dims"], json!([3, "var", "var"]));
+    assert_eq!(
+        result("y")["values"],
+        json!([[[10.0, 20.0], [60.0], []], [[8.0, 10.0, 12.0]], []])
+    );
+    assert_eq!(result("s")["values"], json!([[30.0, 60.0, 0.0], [30.0], []]));
+    // A list of the wrong depth is placed in the file.
+    std::fs::write(dir.join("flat.json"), "[[1, 2], [3], []]").unwrap();
+    let out = shapec(
+        &dir,
+        &["run", "n.shape", "--input", "t=flat.json", "--input", "w=w.json"],
+    );
+    assert_ne!(out.status, 0);
+    assert!(out.stderr.contains("(3, var, var)"), "{}", out.stderr);
+    // --out: the values, then one offsets file per level; a stale
+    // deeper level from an earlier run is removed with the set.
+    std::fs::create_dir_all(dir.join("res")).unwrap();
+    std::fs::write(dir.join("res/y.offsets.2.npy"), "stale").unwrap();
+    std::fs::write(dir.join("res/s.offsets.1.npy"), "stale").unwrap();
+    let out = shapec(
+        &dir,
+        &[
+            "run", "n.shape", "--input", "t=t.json", "--input", "w=w.json", "--out", "res",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        v["written"]["files"],
+        json!(["y.npy", "y.offsets.npy", "y.offsets.1.npy", "s.npy", "s.offsets.npy"])
+    );
+    assert_eq!(int64s(&dir.join("res/y.offsets.npy"), 4), [0, 3, 4, 4]);
+    assert_eq!(int64s(&dir.join("res/y.offsets.1.npy"), 5), [0, 2, 3, 3, 6]);
+    assert_eq!(int64s(&dir.join("res/s.offsets.npy"), 4), [0, 3, 4, 4]);
+    assert!(!dir.join("res/y.offsets.2.npy").exists());
+    assert!(!dir.join("res/s.offsets.1.npy").exists());
+}

@@ -1392,8 +1392,10 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
 /// a ragged axis with an inner axis and a batch axis before it, a chain
 /// of operations on ragged results, and a ragged source assigned one way
 /// into a declared strided shape (`[[1, 2, 3], [4]]` into `2, 3` gives
-/// `[[1, 2, 3], [4, 4, 4]]`), and a ragged axis first (one row). A row
-/// that does not broadcast is the same error on every backend.
+/// `[[1, 2, 3], [4, 4, 4]]`), a ragged axis first (one row), and nested
+/// ragged axes (`3 * var * var`: broadcasting at both levels, a weight
+/// per word, sums along the characters then the words). A row that does
+/// not broadcast is the same error on every backend.
 pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     use shape_graph::ops::Reduction;
     let ragged = |outer: Vec<u64>, lengths: &[u64], inner: Vec<u64>, values: Vec<f32>| {
@@ -1496,6 +1498,69 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let out = agree(backend, &p, tolerance);
     assert_eq!(out[&shifted], [11., 22., 33., 14., 25., 36.], "{name}");
     assert_eq!(out[&across], [66., 75.], "{name}");
+
+    // Nested ragged axes (DyND's `3 * var * var`: sentences of words of
+    // characters), one level of offsets each: a function of every
+    // character, a weight per word, a sentence of one word broadcast over
+    // another's words (var with 1 gives var, at the outer level), and sums
+    // along the characters then the words.
+    let nested = |words: &[u64], chars: &[u64], values: Vec<f32>| {
+        let dims = vec![words.len() as u64, 0, 0];
+        let words = shape_core::RaggedAxis::from_lengths(1, words).expect("words");
+        let chars = shape_core::RaggedAxis::from_lengths(2, chars).expect("characters");
+        let rows = shape_core::RaggedAxis::nested(vec![words], chars, &dims).expect("levels");
+        HostTensor::with_rows(dims, rows, values).expect("nested data")
+    };
+    let mut g = Graph::new();
+    let text = g.input("text", "3, var, var").expect("a nested ragged spec");
+    let weight = g.input("weight", "3, var, 1").expect("a ragged spec");
+    let other = g.input("other", "3, var, var").expect("a nested ragged spec");
+    let relu = g.unary("relu", text).expect("relu");
+    let weighted = g.mul(relu, weight).expect("var, var with var, 1");
+    let both = g.add(text, other).expect("var, var with var, var");
+    let words = g.einsum("ijk=>ij", &[weighted]).expect("a sum along characters");
+    let sentences = g.einsum("ij=>i", &[words]).expect("a sum along words");
+    let p = program(
+        g,
+        vec![weighted, both, words, sentences],
+        vec![
+            // [[[1, -2], [3], []], [[4, 5, 6]], []]
+            (text, nested(&[3, 1, 0], &[2, 1, 0, 3], vec![1., -2., 3., 4., 5., 6.])),
+            (weight, ragged(vec![3], &[3, 1, 0], vec![1], vec![10., 20., 30., 2.])),
+            // [[[1, 1], [1], []], [[100]], []]: sentence 1 has one word of
+            // one character, read for every character of every word.
+            (other, nested(&[3, 1, 0], &[2, 1, 0, 1], vec![1., 1., 1., 100.])),
+        ],
+    );
+    let solved = p.graph.solve().expect("solves");
+    assert_eq!(
+        solved.shape(words).expect("a shape").to_string(),
+        "|->3, var",
+        "{name}"
+    );
+    let out = agree(backend, &p, tolerance);
+    assert_eq!(out[&weighted], [10., 0., 60., 8., 10., 12.], "{name}");
+    assert_eq!(out[&both], [2., -1., 4., 104., 105., 106.], "{name}");
+    assert_eq!(out[&words], [10., 60., 0., 30.], "{name}");
+    assert_eq!(out[&sentences], [70., 30., 0.], "{name}");
+    let mut run = solved
+        .run(backend, p.inputs.clone(), &[weighted], &p.options)
+        .expect("runs");
+    assert_eq!(
+        run.remove(weighted).expect("a result").to_string(),
+        "[[[10, 0], [60], []], [[8, 10, 12]], []]",
+        "{name}"
+    );
+    // Two words against three: refused alike everywhere, naming the row.
+    let mut bad = p.clone();
+    bad.inputs.insert(
+        other,
+        nested(&[2, 1, 0], &[2, 1, 3], vec![1., 1., 1., 1., 1., 1.]),
+    );
+    let reference = CpuBackend::reference().run_solved(&solved, &bad).unwrap_err();
+    let here = backend.run_solved(&solved, &bad).unwrap_err();
+    assert_eq!(here, reference, "{name}");
+    assert!(here.contains("row (0)") && here.contains("must be 1 or 3"), "{here}");
 
     // Row 1 has 2 values where 3 are needed: refused alike everywhere.
     let mut g = Graph::new();
