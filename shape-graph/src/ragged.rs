@@ -470,105 +470,6 @@ impl SolvedGraph {
         Ok(r)
     }
 
-    /// The row of operand `t` at the level of its ragged axis `upto`, at
-    /// `point` (only the row iterators of the axes before `upto` are
-    /// read): its axes before `upto` walked through its data's levels, a
-    /// ragged row of length 1 read at 0 (it broadcasts).
-    fn walk(
-        r: &RaggedOp<'_>,
-        loops: &RowLoops,
-        t: usize,
-        upto: usize,
-        point: &[u64],
-        pos_of: &[usize],
-    ) -> Result<usize, GraphError> {
-        let tensor = &r.tensors[t];
-        let Some((_, Some(data))) = tensor.ragged else {
-            return Ok(0);
-        };
-        let too_few = |rows: usize| {
-            r.unsupported(format!(
-                "operand {} has {rows} rows where its shape has more",
-                t - 1
-            ))
-        };
-        let mut idx = 0u64;
-        for (j, a) in axes_of(&loops.structure, t)[..upto].iter().enumerate() {
-            let p = match a {
-                AxisIndex::Iterator(k) => pos_of
-                    .get(*k)
-                    .and_then(|&p| point.get(p))
-                    .copied()
-                    .unwrap_or(0),
-                AxisIndex::Fixed(c) => *c,
-                _ => 0,
-            };
-            idx = match data.level_at(j) {
-                Some(level) => {
-                    let row = usize::try_from(idx).unwrap_or(usize::MAX);
-                    if row >= level.rows() {
-                        return Err(too_few(level.rows()));
-                    }
-                    let p = if level.row_len(row) == 1 { 0 } else { p };
-                    level.row_start(row).saturating_add(p)
-                }
-                None => idx.saturating_mul(tensor.dims[j]).saturating_add(p),
-            };
-        }
-        let level = data.level_at(upto).unwrap_or(data);
-        let row = usize::try_from(idx).unwrap_or(usize::MAX);
-        if row >= level.rows() {
-            return Err(too_few(level.rows()));
-        }
-        Ok(row)
-    }
-
-    /// The length the members of ragged class `c` must have at `point`
-    /// (the row iterators before the class's are set), every member
-    /// checked (DyND's rule: 1 or that length), and whether a row of 1
-    /// broadcast against another length.
-    fn class_length(
-        &self,
-        r: &RaggedOp<'_>,
-        loops: &RowLoops,
-        c: usize,
-        point: &[u64],
-        depth: usize,
-        pos_of: &[usize],
-        inner: &[u64],
-    ) -> Result<(u64, bool), GraphError> {
-        let class = &loops.classes[c];
-        let tensors = &r.tensors;
-        let mut extents: Vec<Option<u64>> = Vec::with_capacity(class.members.len());
-        for &(t, j, _) in &class.members {
-            let tensor = &tensors[t];
-            extents.push(if !tensor.is_var(j) {
-                Some(tensor.dims[j])
-            } else if t == 0 {
-                None
-            } else if tensor.ragged.is_some_and(|(v, _)| v == j) && depth == usize::MAX {
-                // At a row: the innermost length, walked already.
-                Some(inner[t])
-            } else {
-                let row = Self::walk(r, loops, t, j, point, pos_of)?;
-                let level = tensor.ragged.and_then(|(_, d)| d).and_then(|d| d.level_at(j));
-                Some(level.map_or(0, |l| l.row_len(row)))
-            });
-        }
-        let required = class.required(&extents);
-        let mut broadcast = false;
-        for (&(t, j, tied), &n) in class.members.iter().zip(&extents) {
-            let Some(n) = n else { continue };
-            let fits = n == required || (n == 1 && !tied);
-            if !fits {
-                let at = if depth == usize::MAX { point } else { &point[..depth] };
-                return Err(self.row_error(r.op, t, j, at, n, required, tensors[t].is_var(j)));
-            }
-            broadcast |= n != required && tensors[t].is_var(j);
-        }
-        Ok((required, broadcast))
-    }
-
     /// Every row of the operation, walked level by level (a depth-first
     /// walk of the row iterators, an outer ragged axis's length read per
     /// row), each row's lengths checked as DyND checks broadcasting, and
@@ -577,10 +478,8 @@ impl SolvedGraph {
         let tensors = &r.tensors;
         let width = tensors.len();
         let n = loops.row_iters.len();
-        let mut pos_of = vec![usize::MAX; loops.structure.sizes.len()];
-        for (p, &k) in loops.row_iters.iter().enumerate() {
-            pos_of[k] = p;
-        }
+        let walker = Walker::new(r, loops);
+        let pos_of = walker.pos_of.clone();
         let structure = &loops.structure;
         // The result's levels: the axis, and the depth of its iterator
         // among the row iterators (`None`: along a row's launch).
@@ -602,7 +501,10 @@ impl SolvedGraph {
         let too_many = || r.unsupported("it has more rows than fit in memory".into());
         let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
             v.try_reserve(x.len()).map_err(|_| too_many())?;
-            v.extend_from_slice(x);
+            // A few words: pushed one by one (no call to copy them).
+            for &w in x {
+                v.push(w);
+            }
             Ok(())
         };
         let mut out = Rows {
@@ -640,8 +542,7 @@ impl SolvedGraph {
                 let s = match loops.row_sizes[d] {
                     RowSize::Dense(s) => s,
                     RowSize::Ragged(c) => {
-                        let (s, broadcast) =
-                            self.class_length(r, loops, c, &point, d, &pos_of, &ls)?;
+                        let (s, broadcast) = walker.class_length(self, c, &point, Some(d), &ls)?;
                         out.outer_broadcast |= broadcast;
                         s
                     }
@@ -665,16 +566,19 @@ impl SolvedGraph {
                 starts.fill(0);
                 for (t, tensor) in tensors.iter().enumerate().skip(1) {
                     if let Some((var, Some(data))) = tensor.ragged {
-                        let row = Self::walk(r, loops, t, var, &point, &pos_of)?;
+                        let row = walker.row(t, var, &point)?;
                         ls[t] = data.row_len(row);
                         starts[t] = data.row_start(row).saturating_mul(tensor.inner(var));
                     }
                 }
                 for &c in &leaf_classes {
-                    let (required, _) =
-                        self.class_length(r, loops, c, &point, usize::MAX, &pos_of, &ls)?;
+                    let (required, _) = walker.class_length(self, c, &point, None, &ls)?;
                     if let Some((var, _)) = tensors[0].ragged {
-                        if loops.classes[c].members.iter().any(|&(t, j, _)| t == 0 && j == var) {
+                        if loops.classes[c]
+                            .members
+                            .iter()
+                            .any(|&(t, j, _)| t == 0 && j == var)
+                        {
                             ls[0] = required;
                         }
                     }
@@ -758,11 +662,18 @@ impl SolvedGraph {
         let mut plans: Vec<RowPlan> = Vec::new();
         let mut plan_of: HashMap<&[u64], usize> = HashMap::new();
         let mut runs: Vec<RowRun> = Vec::new();
+        let mut offsets: Vec<u64> = Vec::with_capacity(width);
+        let mut last: Option<(&[u64], usize)> = None;
         for i in 0..rows.count(width) {
             let point = &rows.points[i * n..(i + 1) * n];
             let lowered = &rows.lowered[i * width..(i + 1) * width];
-            let id = match plan_of.get(lowered) {
-                Some(&id) => id,
+            // Consecutive rows mostly share a plan: no hash then.
+            let known = match last {
+                Some((l, id)) if l == lowered => Some(id),
+                _ => plan_of.get(lowered).copied(),
+            };
+            let id = match known {
+                Some(id) => id,
                 None => {
                     let Some((step, projections)) = lower_at(r, loops, lowered, options)? else {
                         return Err(r.unsupported(
@@ -780,8 +691,14 @@ impl SolvedGraph {
                     plans.len() - 1
                 }
             };
+            last = Some((lowered, id));
             let plan = &plans[id];
-            let offsets = plan.offsets(point, &rows.starts[i * width..(i + 1) * width]);
+            offsets.clear();
+            plan.offsets_into(
+                point,
+                &rows.starts[i * width..(i + 1) * width],
+                &mut offsets,
+            );
             let next_in_run = point.last().is_some_and(|&v| v > 0);
             let joined = match runs.last_mut() {
                 Some(run) if next_in_run && plan.innermost.is_some() => run.join(id, &offsets),
@@ -790,7 +707,7 @@ impl SolvedGraph {
             if !joined {
                 runs.push(RowRun {
                     plan: id,
-                    offsets,
+                    offsets: offsets.clone(),
                     along: None,
                 });
             }
@@ -951,7 +868,9 @@ impl SolvedGraph {
                 Some((var, data)) => {
                     let same_rows = t == 0
                         || data.is_some_and(|d| {
-                            d.levels().map(|l| (l.axis(), l.offsets())).eq(rows.levels().map(|l| (l.axis(), l.offsets())))
+                            d.levels()
+                                .map(|l| (l.axis(), l.offsets()))
+                                .eq(rows.levels().map(|l| (l.axis(), l.offsets())))
                         });
                     // Within the row, only its own axes (the rows laid end
                     // to end have no row iterator).
@@ -1064,6 +983,179 @@ impl SolvedGraph {
     }
 }
 
+/// What walking an operation's rows reads: the operation, its loops,
+/// each iterator's position among the row iterators, the operands whose
+/// rows are a linear function of the point (no ragged axis before their
+/// innermost one), and scratch space.
+struct Walker<'w, 'a> {
+    r: &'w RaggedOp<'a>,
+    loops: &'w RowLoops,
+    /// Per iterator: its position among the row iterators
+    /// (`usize::MAX`: not one).
+    pos_of: Vec<usize>,
+    /// Per tensor with one level: its row at a point, as a constant (fixed
+    /// indices) plus each row iterator's position times its row-major
+    /// weight.
+    linear: Vec<Option<LinearRow>>,
+}
+
+/// A row number as a linear function of a point of the row iterators: a
+/// constant, and each `(position, weight)`.
+type LinearRow = (u64, Vec<(usize, u64)>);
+
+impl<'w, 'a> Walker<'w, 'a> {
+    fn new(r: &'w RaggedOp<'a>, loops: &'w RowLoops) -> Walker<'w, 'a> {
+        let mut pos_of = vec![usize::MAX; loops.structure.sizes.len()];
+        for (p, &k) in loops.row_iters.iter().enumerate() {
+            pos_of[k] = p;
+        }
+        let linear = (r.tensors.iter().enumerate())
+            .map(|(t, tensor)| {
+                let (var, _) = tensor.ragged?;
+                if !tensor.outer_vars.is_empty() {
+                    return None;
+                }
+                let (mut base, mut terms, mut mult) = (0u64, Vec::new(), 1u64);
+                for (j, a) in axes_of(&loops.structure, t)[..var].iter().enumerate().rev() {
+                    match a {
+                        AxisIndex::Iterator(k) if pos_of[*k] != usize::MAX => {
+                            terms.push((pos_of[*k], mult))
+                        }
+                        AxisIndex::Fixed(c) => base = base.wrapping_add(c.wrapping_mul(mult)),
+                        _ => {}
+                    }
+                    mult = mult.wrapping_mul(tensor.dims[j]);
+                }
+                Some((base, terms))
+            })
+            .collect();
+        Walker {
+            r,
+            loops,
+            pos_of,
+            linear,
+        }
+    }
+
+    /// The row of operand `t` at the level of its ragged axis `upto`, at
+    /// `point` (only the row iterators of the axes before `upto` are
+    /// read): its axes before `upto` walked through its data's levels, a
+    /// ragged row of length 1 read at 0 (it broadcasts).
+    fn row(&self, t: usize, upto: usize, point: &[u64]) -> Result<usize, GraphError> {
+        let r = self.r;
+        let tensor = &r.tensors[t];
+        let Some((var, Some(data))) = tensor.ragged else {
+            return Ok(0);
+        };
+        let too_few = |rows: usize| {
+            r.unsupported(format!(
+                "operand {} has {rows} rows where its shape has more",
+                t - 1
+            ))
+        };
+        let idx = match &self.linear[t] {
+            Some((base, terms)) if upto == var => terms
+                .iter()
+                .fold(*base, |i, &(p, m)| i.wrapping_add(point[p].wrapping_mul(m))),
+            _ => {
+                let mut idx = 0u64;
+                for (j, a) in axes_of(&self.loops.structure, t)[..upto].iter().enumerate() {
+                    let p = match a {
+                        AxisIndex::Iterator(k) => self
+                            .pos_of
+                            .get(*k)
+                            .and_then(|&p| point.get(p))
+                            .copied()
+                            .unwrap_or(0),
+                        AxisIndex::Fixed(c) => *c,
+                        _ => 0,
+                    };
+                    idx = match data.level_at(j) {
+                        Some(level) => {
+                            let row = usize::try_from(idx).unwrap_or(usize::MAX);
+                            if row >= level.rows() {
+                                return Err(too_few(level.rows()));
+                            }
+                            let p = if level.row_len(row) == 1 { 0 } else { p };
+                            level.row_start(row).saturating_add(p)
+                        }
+                        None => idx.saturating_mul(tensor.dims[j]).saturating_add(p),
+                    };
+                }
+                idx
+            }
+        };
+        let level = data.level_at(upto).unwrap_or(data);
+        let row = usize::try_from(idx).unwrap_or(usize::MAX);
+        if row >= level.rows() {
+            return Err(too_few(level.rows()));
+        }
+        Ok(row)
+    }
+
+    /// The length the members of ragged class `c` must have at `point`
+    /// (at `depth`: the row iterators before it are set; `None`: at a
+    /// row, where `inner` holds each tensor's innermost length), every
+    /// member checked (DyND's rule: 1 or that length), and whether a row
+    /// of 1 broadcast against another length.
+    fn class_length(
+        &self,
+        graph: &SolvedGraph,
+        c: usize,
+        point: &[u64],
+        depth: Option<usize>,
+        inner: &[u64],
+    ) -> Result<(u64, bool), GraphError> {
+        let class = &self.loops.classes[c];
+        let tensors = &self.r.tensors;
+        // A member's length here (`None` for the result's ragged axes,
+        // which take the class's).
+        let extent = |t: usize, j: usize| -> Result<Option<u64>, GraphError> {
+            let tensor = &tensors[t];
+            Ok(if !tensor.is_var(j) {
+                Some(tensor.dims[j])
+            } else if t == 0 {
+                None
+            } else if depth.is_none() && tensor.ragged.is_some_and(|(v, _)| v == j) {
+                // At a row: the innermost length, walked already.
+                Some(inner[t])
+            } else {
+                let row = self.row(t, j, point)?;
+                let level = tensor
+                    .ragged
+                    .and_then(|(_, d)| d)
+                    .and_then(|d| d.level_at(j));
+                Some(level.map_or(0, |l| l.row_len(row)))
+            })
+        };
+        // The length the class's rows must have: the result's own size
+        // when it is a number (a destination does not broadcast), else the
+        // first length other than 1 among the operands, else 1; then every
+        // member checked.
+        let (mut result_size, mut operand) = (None, None);
+        for &(t, j, _) in &class.members {
+            match (t, extent(t, j)?) {
+                (0, Some(n)) => result_size = result_size.or(Some(n)),
+                (_, Some(n)) if n != 1 && t != 0 => operand = operand.or(Some(n)),
+                _ => {}
+            }
+        }
+        let required = result_size.or(operand).unwrap_or(1);
+        let mut broadcast = false;
+        for &(t, j, tied) in &class.members {
+            let Some(n) = extent(t, j)? else { continue };
+            let fits = n == required || (n == 1 && !tied);
+            if !fits {
+                let at = depth.map_or(point, |d| &point[..d]);
+                let ragged = tensors[t].is_var(j);
+                return Err(graph.row_error(self.r.op, t, j, at, n, required, ragged));
+            }
+            broadcast |= n != required && tensors[t].is_var(j);
+        }
+        Ok((required, broadcast))
+    }
+}
+
 /// The axes of an operation's tensors in one class with a ragged axis
 /// (lined up by a broadcast, or tied as equal): `(tensor, axis, tied)`,
 /// axes in memory order, with the iterator they run along.
@@ -1092,7 +1184,12 @@ impl VarClass {
         let mut roots: Vec<usize> = Vec::new();
         for (t, &b) in tensors.iter().zip(&base) {
             if let Some((var, _)) = t.ragged {
-                roots.extend(t.outer_vars.iter().chain([&var]).map(|&v| slot_classes[b + v].0));
+                roots.extend(
+                    t.outer_vars
+                        .iter()
+                        .chain([&var])
+                        .map(|&v| slot_classes[b + v].0),
+                );
             }
         }
         roots.sort_unstable();
@@ -1116,24 +1213,6 @@ impl VarClass {
             }
         }
         classes
-    }
-
-    /// The length the class's rows must have, from each member's extent
-    /// (`None` for the result's ragged axes, which take it): the result's
-    /// own size when it is a number (a destination does not broadcast),
-    /// else the first length other than 1 among the operands, else 1.
-    fn required(&self, extents: &[Option<u64>]) -> u64 {
-        let members = self.members.iter().zip(extents);
-        let mut result_size = None;
-        let mut operand = None;
-        for (&(t, _, _), &n) in members {
-            match (t, n) {
-                (0, Some(n)) => result_size = result_size.or(Some(n)),
-                (_, Some(n)) if n != 1 && t != 0 => operand = operand.or(Some(n)),
-                _ => {}
-            }
-        }
-        result_size.or(operand).unwrap_or(1)
     }
 
     /// The size of a dense member other than 1, if the class has one.
@@ -1246,16 +1325,9 @@ impl RowPlan {
         })
     }
 
-    /// Each layout's offset (result first) for the row at `point`: the
-    /// plan's, moved by the pinned iterators, plus a ragged tensor's row
-    /// start (`starts`, per tensor).
-    fn offsets(&self, point: &[u64], starts: &[u64]) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.slots.len());
-        self.offsets_into(point, starts, &mut out);
-        out
-    }
-
-    /// [`RowPlan::offsets`], appended to `out`.
+    /// Each layout's offset (result first) for the row at `point`,
+    /// appended to `out`: the plan's, moved by the pinned iterators, plus
+    /// a ragged tensor's row start (`starts`, per tensor).
     fn offsets_into(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
         let launch = &self.step.launch;
         let layouts = std::iter::once(&launch.result).chain(&launch.operands);

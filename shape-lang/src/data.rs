@@ -66,6 +66,11 @@ pub fn program_inputs(
     program_inputs_with(compiled, solved, seed, &mut |_, _, _| None)
 }
 
+/// Data for a ragged input from its name, solved shape and ragged axes
+/// (memory order), or none.
+pub type RaggedData<'a> =
+    dyn FnMut(&str, &shape_core::SolvedShape, &[usize]) -> Option<HostTensor> + 'a;
+
 /// [`program_inputs`], with the data of each ragged input from `ragged`
 /// (its name, solved shape and ragged axes in memory order), which may
 /// give none (then the input is refused as [`program_inputs`] refuses
@@ -74,7 +79,7 @@ pub fn program_inputs_with(
     compiled: &Compiled,
     solved: &SolvedGraph,
     seed: u64,
-    ragged: &mut dyn FnMut(&str, &shape_core::SolvedShape, &[usize]) -> Option<HostTensor>,
+    ragged: &mut RaggedData<'_>,
 ) -> Result<Inputs, ProgramError> {
     let g = &compiled.graph;
     let locate = |e| compiled.map.locate(e, None);

@@ -370,12 +370,13 @@ impl<B: Backend> Execution<'_, B> {
             })?;
             let dims = solved.shape(t)?.memory_dims();
             let tensor = match rows.remove(&t) {
-                Some(r) => HostTensor::with_rows(dims, r, data)
-                .map_err(|e| GraphError::RaggedLayout {
-                    tensor: graph.tensor_ref(t).ok().map(Box::new),
-                    shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
-                    reason: format!("the values returned do not fill its rows: {e}"),
-                })?,
+                Some(r) => {
+                    HostTensor::with_rows(dims, r, data).map_err(|e| GraphError::RaggedLayout {
+                        tensor: graph.tensor_ref(t).ok().map(Box::new),
+                        shape: solved.shape(t).map(|s| s.to_string()).unwrap_or_default(),
+                        reason: format!("the values returned do not fill its rows: {e}"),
+                    })?
+                }
                 None => {
                     let found = data.len();
                     match HostTensor::new(dims, data) {

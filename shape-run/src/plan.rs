@@ -179,7 +179,10 @@ impl Memory {
 
     /// A ragged tensor's offsets, held to the end of the run.
     fn offsets(&mut self, rows: &shape_core::RaggedAxis) {
-        self.live += rows.levels().map(|l| l.offsets().len() as u128 * 8).sum::<u128>();
+        self.live += rows
+            .levels()
+            .map(|l| l.offsets().len() as u128 * 8)
+            .sum::<u128>();
         self.note();
     }
 

@@ -139,10 +139,8 @@ impl OutDir {
     /// level K): one listing of the directory, whatever the number of
     /// results.
     fn offsets_levels(&self, results: &[ResultFile<'_>]) -> Result<Vec<usize>, CliError> {
-        let mut found: std::collections::HashMap<&str, usize> = results
-            .iter()
-            .map(|r| (r.name, 0usize))
-            .collect();
+        let mut found: std::collections::HashMap<&str, usize> =
+            results.iter().map(|r| (r.name, 0usize)).collect();
         let entries = std::fs::read_dir(&self.dir).map_err(|e| write_error(&self.dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| write_error(&self.dir, e))?;

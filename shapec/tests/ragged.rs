@@ -450,12 +450,22 @@ fn nested_rows_read_print_and_write_one_offsets_file_per_level() {
         result("y")["values"],
         json!([[[10.0, 20.0], [60.0], []], [[8.0, 10.0, 12.0]], []])
     );
-    assert_eq!(result("s")["values"], json!([[30.0, 60.0, 0.0], [30.0], []]));
+    assert_eq!(
+        result("s")["values"],
+        json!([[30.0, 60.0, 0.0], [30.0], []])
+    );
     // A list of the wrong depth is placed in the file.
     std::fs::write(dir.join("flat.json"), "[[1, 2], [3], []]").unwrap();
     let out = shapec(
         &dir,
-        &["run", "n.shape", "--input", "t=flat.json", "--input", "w=w.json"],
+        &[
+            "run",
+            "n.shape",
+            "--input",
+            "t=flat.json",
+            "--input",
+            "w=w.json",
+        ],
     );
     assert_ne!(out.status, 0);
     assert!(out.stderr.contains("(3, var, var)"), "{}", out.stderr);
@@ -475,7 +485,13 @@ fn nested_rows_read_print_and_write_one_offsets_file_per_level() {
     let v = json_of(&out.stdout);
     assert_eq!(
         v["written"]["files"],
-        json!(["y.npy", "y.offsets.npy", "y.offsets.1.npy", "s.npy", "s.offsets.npy"])
+        json!([
+            "y.npy",
+            "y.offsets.npy",
+            "y.offsets.1.npy",
+            "s.npy",
+            "s.offsets.npy"
+        ])
     );
     assert_eq!(int64s(&dir.join("res/y.offsets.npy"), 4), [0, 3, 4, 4]);
     assert_eq!(int64s(&dir.join("res/y.offsets.1.npy"), 5), [0, 2, 3, 3, 6]);

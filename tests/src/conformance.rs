@@ -1512,24 +1512,39 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         HostTensor::with_rows(dims, rows, values).expect("nested data")
     };
     let mut g = Graph::new();
-    let text = g.input("text", "3, var, var").expect("a nested ragged spec");
+    let text = g
+        .input("text", "3, var, var")
+        .expect("a nested ragged spec");
     let weight = g.input("weight", "3, var, 1").expect("a ragged spec");
-    let other = g.input("other", "3, var, var").expect("a nested ragged spec");
+    let other = g
+        .input("other", "3, var, var")
+        .expect("a nested ragged spec");
     let relu = g.unary("relu", text).expect("relu");
     let weighted = g.mul(relu, weight).expect("var, var with var, 1");
     let both = g.add(text, other).expect("var, var with var, var");
-    let words = g.einsum("ijk=>ij", &[weighted]).expect("a sum along characters");
+    let words = g
+        .einsum("ijk=>ij", &[weighted])
+        .expect("a sum along characters");
     let sentences = g.einsum("ij=>i", &[words]).expect("a sum along words");
     let p = program(
         g,
         vec![weighted, both, words, sentences],
         vec![
             // [[[1, -2], [3], []], [[4, 5, 6]], []]
-            (text, nested(&[3, 1, 0], &[2, 1, 0, 3], vec![1., -2., 3., 4., 5., 6.])),
-            (weight, ragged(vec![3], &[3, 1, 0], vec![1], vec![10., 20., 30., 2.])),
+            (
+                text,
+                nested(&[3, 1, 0], &[2, 1, 0, 3], vec![1., -2., 3., 4., 5., 6.]),
+            ),
+            (
+                weight,
+                ragged(vec![3], &[3, 1, 0], vec![1], vec![10., 20., 30., 2.]),
+            ),
             // [[[1, 1], [1], []], [[100]], []]: sentence 1 has one word of
             // one character, read for every character of every word.
-            (other, nested(&[3, 1, 0], &[2, 1, 0, 1], vec![1., 1., 1., 100.])),
+            (
+                other,
+                nested(&[3, 1, 0], &[2, 1, 0, 1], vec![1., 1., 1., 100.]),
+            ),
         ],
     );
     let solved = p.graph.solve().expect("solves");
@@ -1557,10 +1572,15 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         other,
         nested(&[2, 1, 0], &[2, 1, 3], vec![1., 1., 1., 1., 1., 1.]),
     );
-    let reference = CpuBackend::reference().run_solved(&solved, &bad).unwrap_err();
+    let reference = CpuBackend::reference()
+        .run_solved(&solved, &bad)
+        .unwrap_err();
     let here = backend.run_solved(&solved, &bad).unwrap_err();
     assert_eq!(here, reference, "{name}");
-    assert!(here.contains("row (0)") && here.contains("must be 1 or 3"), "{here}");
+    assert!(
+        here.contains("row (0)") && here.contains("must be 1 or 3"),
+        "{here}"
+    );
 
     // Row 1 has 2 values where 3 are needed: refused alike everywhere.
     let mut g = Graph::new();

@@ -1886,10 +1886,11 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
     } else {
         solved
     };
-    let inputs = shape_lang::data::program_inputs_with(&compiled, &solved, 7, &mut |name, shape, axes| {
-        ragged_data(7, name, &shape.memory_dims(), axes)
-    })
-    .map_err(|e| e.to_string())?;
+    let inputs =
+        shape_lang::data::program_inputs_with(&compiled, &solved, 7, &mut |name, shape, axes| {
+            ragged_data(7, name, &shape.memory_dims(), axes)
+        })
+        .map_err(|e| e.to_string())?;
     Ok(crate::programs::Program {
         graph: compiled.graph.clone(),
         inputs,
@@ -1902,13 +1903,16 @@ pub fn runnable(text: &str, run_time_value: u64) -> Result<crate::programs::Prog
 /// `axes`: every level's rows of 0 to 3 positions, drawn from `seed` and
 /// the name, and seeded values.
 pub fn ragged_data(seed: u64, name: &str, dims: &[u64], axes: &[usize]) -> Option<HostTensor> {
-    let mut state = name
-        .bytes()
-        .fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut state = name.bytes().fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
     let mut levels = Vec::new();
     let (mut rows, mut from) = (1u64, 0usize);
     for &axis in axes {
-        rows = dims.get(from..axis)?.iter().try_fold(rows, |n, &d| n.checked_mul(d))?;
+        rows = dims
+            .get(from..axis)?
+            .iter()
+            .try_fold(rows, |n, &d| n.checked_mul(d))?;
         if rows > 1 << 16 {
             return None;
         }

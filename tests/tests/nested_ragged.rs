@@ -82,7 +82,10 @@ fn run_everywhere(
         let mut r = solved
             .run(b, inputs, outs, &RunOptions::default())
             .map_err(|e| format!("{}: {e}", e.kind()))?;
-        Ok(outs.iter().map(|&t| r.remove(t).unwrap().to_string()).collect())
+        Ok(outs
+            .iter()
+            .map(|&t| r.remove(t).unwrap().to_string())
+            .collect())
     }
     let reference = go(&solved, &mut CpuBackend::reference(), inputs(), outs);
     let coalesced = go(&solved, &mut CpuBackend::coalesced(), inputs(), outs);
@@ -140,7 +143,10 @@ fn sentences_of_words_of_characters() {
     assert_eq!(out[2], "[[[2, 4], [6], []], [[8, 10, 12]], []]");
     assert_eq!(out[3], "[[3, 3, 0], [15], []]");
     assert_eq!(out[4], "[6, 15, 0]");
-    assert_eq!(nested(&x).to_string(), "[[[1, 2], [3], []], [[4, 5, 6]], []]");
+    assert_eq!(
+        nested(&x).to_string(),
+        "[[[1, 2], [3], []], [[4, 5, 6]], []]"
+    );
 }
 
 #[test]
@@ -148,7 +154,10 @@ fn broadcasting_at_every_level() {
     // A sentence of one word broadcasts over the other's words; a word of
     // one character over the other's characters (DyND: var with 1 gives
     // var, var with var gives var row by row).
-    let x: Nested = vec![vec![vec![1., 2.], vec![3., 4.]], vec![vec![5.], vec![6., 7., 8.]]];
+    let x: Nested = vec![
+        vec![vec![1., 2.], vec![3., 4.]],
+        vec![vec![5.], vec![6., 7., 8.]],
+    ];
     let y: Nested = vec![vec![vec![10., 20.]], vec![vec![100.], vec![1., 2., 3.]]];
     let mut g = Graph::new();
     let xs = g.input("x", "2, var, var").unwrap();
@@ -157,8 +166,15 @@ fn broadcasting_at_every_level() {
     let sum = g.add(xs, ys).unwrap();
     let with_v = g.add(xs, v).unwrap();
     let v_data = HostTensor::ragged(vec![2, 1], &[2, 1], vec![], vec![0.5, 0.25, 9.]).unwrap();
-    let out = run_everywhere(&g, &[(xs, nested(&x)), (ys, nested(&y)), (v, v_data)], &[sum]);
-    assert_eq!(out.unwrap()[0], "[[[11, 22], [13, 24]], [[105], [7, 9, 11]]]");
+    let out = run_everywhere(
+        &g,
+        &[(xs, nested(&x)), (ys, nested(&y)), (v, v_data)],
+        &[sum],
+    );
+    assert_eq!(
+        out.unwrap()[0],
+        "[[[11, 22], [13, 24]], [[105], [7, 9, 11]]]"
+    );
     // v's rows: [0.5, 0.25] against words of 2, then [9] against any word.
     let v_data = HostTensor::ragged(vec![2, 1], &[2, 1], vec![], vec![0.5, 0.25, 9.]).unwrap();
     let out = run_everywhere(&g, &[(xs, nested(&x)), (v, v_data)], &[with_v]).unwrap();
@@ -169,7 +185,10 @@ fn broadcasting_at_every_level() {
     assert!(e.starts_with("ragged_row"), "{e}");
     assert!(e.contains("at row (0)"), "{e}");
     // A word of 3 characters against one of 2.
-    let z: Nested = vec![vec![vec![1., 2.], vec![3., 4., 5.]], vec![vec![5.], vec![6.]]];
+    let z: Nested = vec![
+        vec![vec![1., 2.], vec![3., 4., 5.]],
+        vec![vec![5.], vec![6.]],
+    ];
     let e = run_everywhere(&g, &[(xs, nested(&x)), (ys, nested(&z))], &[sum]).unwrap_err();
     assert!(e.starts_with("ragged_row"), "{e}");
     assert!(e.contains("at row (0, 1)"), "{e}");
