@@ -146,9 +146,21 @@ pub struct LowerOptions {
     /// backend that runs them: [`shape_core::Backend::runs_row_tables`])
     /// rather than a launch per run of rows.
     pub row_tables: bool,
+    /// Whether a ragged operation whose rows could run as one launch over
+    /// the rows laid end to end is lowered over a row table instead
+    /// (with [`LowerOptions::row_tables`], where its rows change length):
+    /// what fuses it with a neighbour lowered over a row table.
+    pub tables_over_flat: bool,
 }
 
 impl LowerOptions {
+    /// These options with a row table preferred to a launch over the rows
+    /// laid end to end, or not.
+    pub fn with_tables_over_flat(mut self, tables: bool) -> LowerOptions {
+        self.tables_over_flat = tables;
+        self
+    }
+
     /// These options with row tables allowed or not.
     pub fn with_row_tables(mut self, row_tables: bool) -> LowerOptions {
         self.row_tables = row_tables;

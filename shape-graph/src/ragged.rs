@@ -391,7 +391,12 @@ impl SolvedGraph {
             r.tensors[0].len = rows.total().saturating_mul(r.tensors[0].inner(var));
         }
         let result_rows = walked.result_rows.take();
-        let steps = match self.flat_step(&r, &loops, &result_rows, options)? {
+        let flat = if options.row_tables && options.tables_over_flat {
+            None
+        } else {
+            self.flat_step(&r, &loops, &result_rows, options)?
+        };
+        let steps = match flat {
             Some(step) => vec![step],
             None => match self.row_table_step(&r, &loops, &walked, options)? {
                 Some(step) => vec![step],
@@ -500,18 +505,34 @@ impl SolvedGraph {
         let mut result_total: Vec<u64> = vec![0; result_levels.len()];
         let too_many = || r.unsupported("it has more rows than fit in memory".into());
         let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
-            v.try_reserve(x.len()).map_err(|_| too_many())?;
+            if v.capacity() - v.len() < x.len() {
+                v.try_reserve(x.len()).map_err(|_| too_many())?;
+            }
             // A few words: pushed one by one (no call to copy them).
             for &w in x {
                 v.push(w);
             }
             Ok(())
         };
+        // Row iterators of dense sizes only: the number of rows is known,
+        // and each list is allocated once.
+        let known: Option<usize> = loops.row_sizes.iter().try_fold(1usize, |n, s| match s {
+            RowSize::Dense(s) => usize::try_from(*s).ok().and_then(|s| n.checked_mul(s)),
+            RowSize::Ragged(_) => None,
+        });
+        let list = |per: usize| -> Result<Vec<u64>, GraphError> {
+            let mut v = Vec::new();
+            if let Some(rows) = known {
+                v.try_reserve_exact(rows.saturating_mul(per))
+                    .map_err(|_| too_many())?;
+            }
+            Ok(v)
+        };
         let mut out = Rows {
-            points: Vec::new(),
-            lengths: Vec::new(),
-            lowered: Vec::new(),
-            starts: Vec::new(),
+            points: list(n)?,
+            lengths: list(width)?,
+            lowered: list(width)?,
+            starts: list(width)?,
             outer_broadcast: false,
             result_rows: None,
         };
@@ -572,7 +593,12 @@ impl SolvedGraph {
                     }
                 }
                 for &c in &leaf_classes {
-                    let (required, _) = walker.class_length(self, c, &point, None, &ls)?;
+                    // A class of one operand's innermost ragged axis (and
+                    // the result's): its length, nothing to check.
+                    let required = match loops.classes[c].lone_operand(tensors) {
+                        Some(t) => ls[t],
+                        None => walker.class_length(self, c, &point, None, &ls)?.0,
+                    };
                     if let Some((var, _)) = tensors[0].ragged {
                         if loops.classes[c]
                             .members
@@ -1085,7 +1111,11 @@ impl<'w, 'a> Walker<'w, 'a> {
                 idx
             }
         };
-        let level = data.level_at(upto).unwrap_or(data);
+        let level = if upto == data.axis() {
+            data
+        } else {
+            data.level_at(upto).unwrap_or(data)
+        };
         let row = usize::try_from(idx).unwrap_or(usize::MAX);
         if row >= level.rows() {
             return Err(too_few(level.rows()));
@@ -1213,6 +1243,22 @@ impl VarClass {
             }
         }
         classes
+    }
+
+    /// The operand whose innermost ragged axis is the class's only member
+    /// besides the result's ragged axes, if that is so: then the class's
+    /// length at a row is that operand's, and nothing can fail to fit.
+    fn lone_operand(&self, tensors: &[Tensor<'_>]) -> Option<usize> {
+        let mut lone = None;
+        for &(t, j, _) in &self.members {
+            let innermost = tensors[t].ragged.is_some_and(|(v, _)| v == j);
+            match (t, innermost) {
+                (0, true) => {}
+                (_, true) if t != 0 && lone.is_none() => lone = Some(t),
+                _ => return None,
+            }
+        }
+        lone
     }
 
     /// The size of a dense member other than 1, if the class has one.

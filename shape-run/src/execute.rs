@@ -159,6 +159,24 @@ pub(crate) fn lower_group(
         lens.push(r.result_len);
     }
     if !plan.options.unfused && members.len() > 1 {
+        // A member over a row table fuses only with members over row
+        // tables: those lowered as one launch over the rows laid end to
+        // end are lowered again over a table where their rows allow one.
+        let over_table = |l: &Lowered| matches!(l.steps.as_slice(), [s] if s.launch.rows.is_some());
+        if lowered.iter().flatten().any(over_table) {
+            let tables = options.clone().with_tables_over_flat(true);
+            for (i, &op) in members.iter().enumerate() {
+                if lowered[i].as_ref().is_some_and(|l| !over_table(l)) {
+                    let (_, operands, _) = graph.op(op).ok_or(GraphError::UnknownOp(op.index()))?;
+                    let operand_rows: Vec<Option<&RaggedAxis>> =
+                        operands.iter().map(|t| rows.get(t)).collect();
+                    let again = solved.lower_ragged(op, &operand_rows, &tables)?;
+                    if over_table(&again.lowered) {
+                        lowered[i] = Some(again.lowered);
+                    }
+                }
+            }
+        }
         let outputs: HashSet<TensorId> = plan.outputs.iter().copied().collect();
         let none = HashSet::new();
         crate::fusion::fuse_pointwise(graph, &members, &mut lowered, &outputs, &none, true);

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use shape_core::kernel::{Expr, Kernel, Launch, Layout};
+use shape_core::kernel::{Expr, Kernel, Launch, Layout, RowTable};
 use shape_graph::{BufferRef, Graph, Lowered, OpId, Step, TensorId};
 
 use crate::plan::read_tensors;
@@ -172,7 +172,6 @@ fn fuse_step(
         s.result == BufferRef::Result
             && s.call.is_none()
             && s.launch.races == shape_core::Races::Refused
-            && s.launch.rows.is_none()
             && s.kernel.epilogue.is_none()
             && s.operands
                 .iter()
@@ -187,6 +186,10 @@ fn fuse_step(
     let count = outer.operands.len() - 1 + inner.operands.len();
     let small = expr_nodes(&outer.kernel.body) + expr_nodes(&inner.kernel.body) <= FUSED_NODES;
     if !(buffers_ok(outer) && buffers_ok(inner) && pointwise && small && count <= FUSED_OPERANDS) {
+        return None;
+    }
+    // Launches over row tables fuse only with each other, row for row.
+    if outer.launch.rows.is_some() != inner.launch.rows.is_some() {
         return None;
     }
     let at = read_once(outer.launch.operands.get(j)?, &outer.launch.sizes, inner)?;
@@ -222,6 +225,14 @@ fn fuse_step(
         std::cmp::Ordering::Equal => inner_body.clone(),
         std::cmp::Ordering::Greater => Expr::Load(k - 1 + n),
     });
+    let mut launch = Launch::new(
+        outer.launch.sizes.clone(),
+        outer.launch.result.clone(),
+        layouts,
+    );
+    if let (Some(o), Some(i)) = (&outer.launch.rows, &inner.launch.rows) {
+        launch = launch.with_rows(fused_rows(o, j, i, &at)?);
+    }
     Some(Step {
         kernel: Kernel::new(
             outer.kernel.iterators.clone(),
@@ -229,15 +240,47 @@ fn fuse_step(
             body,
             outer.kernel.accumulate,
         ),
-        launch: Launch::new(
-            outer.launch.sizes.clone(),
-            outer.launch.result.clone(),
-            layouts,
-        ),
+        launch,
         result: BufferRef::Result,
         operands: refs,
         call: None,
     })
+}
+
+/// The row table of `outer` with its operand `j` computed by `inner`, row
+/// for row: each row's length and offsets, `inner`'s operands' offsets in
+/// place of operand `j`'s. `None` unless the tables have the same rows of
+/// the same lengths along the same iterator (`at` maps `inner`'s
+/// iterators to `outer`'s), and each row of `outer` reads operand `j`
+/// exactly where that row of `inner` writes it.
+fn fused_rows(
+    outer: &RowTable,
+    j: usize,
+    inner: &RowTable,
+    at: &[Option<usize>],
+) -> Option<RowTable> {
+    if outer.len() != inner.len() || at.get(inner.along).copied().flatten() != Some(outer.along) {
+        return None;
+    }
+    // The fused launch's operands: the outer ones less `j`, and the inner.
+    let operands = (outer.tensors + inner.tensors).checked_sub(3)?;
+    let mut entries: Vec<u64> = Vec::new();
+    entries
+        .try_reserve_exact(outer.len().saturating_mul(2 + operands))
+        .ok()?;
+    for r in 0..outer.len() {
+        let ((len, o), (inner_len, i)) = (outer.row(r), inner.row(r));
+        // Offsets: the result first, then each operand.
+        if len != inner_len || o.get(1 + j) != i.first() {
+            return None;
+        }
+        entries.push(len);
+        entries.push(o[0]);
+        entries.extend_from_slice(&o[1..1 + j]);
+        entries.extend_from_slice(&i[1..]);
+        entries.extend_from_slice(&o[2 + j..]);
+    }
+    RowTable::new(outer.along, operands, entries)
 }
 
 /// A step's buffer reference with operand `i` named: the tensor

@@ -205,14 +205,15 @@ impl OutDir {
             }
         }
         let mut stale: Vec<PathBuf> = Vec::new();
-        let mut companions: Vec<(PathBuf, &str)> = Vec::new();
+        let mut companions: Vec<(PathBuf, &str, bool)> = Vec::new();
         let levels_found = self.offsets_levels(results)?;
         for (r, found) in results.iter().zip(levels_found) {
             for level in r.offsets.len()..found {
-                companions.push((self.dir.join(offsets_file(r.name, level)), r.name));
+                let path = self.dir.join(offsets_file(r.name, level));
+                companions.push((path, r.name, r.offsets.is_empty()));
             }
         }
-        for (companion, name) in companions {
+        for (companion, name, dense) in companions {
             if files.iter().any(|(dest, _)| *dest == companion) {
                 continue;
             }
@@ -221,7 +222,8 @@ impl OutDir {
                     return Err(refused(
                         &companion,
                         &format!(
-                            "it is a directory, where the row offsets of `{name}` from a run in which it had more ragged axes would be removed; no file was written",
+                            "it is a directory, where the row offsets of `{name}` from a run in which it {} would be removed; no file was written",
+                            if dense { "was ragged (it is dense now)" } else { "had more ragged axes" }
                         ),
                     ))
                 }

@@ -1212,3 +1212,35 @@ fn a_ragged_axis_first_is_one_row() {
         .unwrap_err();
     assert_eq!(e.kind(), "ragged_row", "{e}");
 }
+
+#[test]
+fn launches_over_row_tables_fuse_row_for_row() {
+    // s = sum_j relu(x[i, j] + b[i]) over rows of changing lengths: three
+    // launches over row tables unfused, one fused (the producer's row
+    // offsets in the consumer's table), with the bits of launches per row.
+    let mut g = Graph::new();
+    let x = g.input("x", "12, var").unwrap();
+    let b = g.input("b", "12, 1").unwrap();
+    let y = g.add(x, b).unwrap();
+    let r = g.unary("relu", y).unwrap();
+    let s = g.einsum("ij=>i", &[r]).unwrap();
+    let solved = g.solve().unwrap();
+    let lengths: Vec<u64> = (0..12).map(|i| (i * 5 + 2) % 7).collect();
+    let total: u64 = lengths.iter().sum();
+    let values: Vec<f32> = (0..total).map(|v| (v % 9) as f32 / 4.0 - 1.0).collect();
+    let inputs = Inputs::new()
+        .with(x, HostTensor::ragged(vec![12], &lengths, vec![], values).unwrap())
+        .with(b, dense(&[12, 1], &[-0.5; 12]));
+    let run = |row_tables: bool, options: &RunOptions| {
+        let mut counting = Counting::reference(row_tables);
+        let out = solved.run(&mut counting, &inputs, &[s], options).unwrap();
+        (counting.launches, out.get(s).unwrap().values().to_vec())
+    };
+    let (fused, fused_values) = run(true, &RunOptions::default());
+    let (unfused, unfused_values) = run(true, &RunOptions::default().unfused());
+    let (_, per_row) = run(false, &RunOptions::default().unfused());
+    assert_eq!((fused, unfused), (1, 3));
+    assert_eq!(fused_values, per_row);
+    assert_eq!(unfused_values, per_row);
+    same_everywhere(&solved, &inputs, &[s], &[per_row]);
+}
