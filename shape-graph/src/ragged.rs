@@ -504,15 +504,20 @@ impl SolvedGraph {
         let mut result_start: Vec<u64> = vec![0; result_levels.len()];
         let mut result_total: Vec<u64> = vec![0; result_levels.len()];
         let too_many = || r.unsupported("it has more rows than fit in memory".into());
-        let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
-            if v.capacity() - v.len() < x.len() {
-                v.try_reserve(x.len()).map_err(|_| too_many())?;
+        /// Appends a few words (one by one: no call to copy them), or
+        /// says that memory ran out.
+        #[inline(always)]
+        fn append(v: &mut Vec<u64>, x: &[u64]) -> bool {
+            if v.capacity() - v.len() < x.len() && v.try_reserve(x.len()).is_err() {
+                return false;
             }
-            // A few words: pushed one by one (no call to copy them).
             for &w in x {
                 v.push(w);
             }
-            Ok(())
+            true
+        }
+        let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
+            append(v, x).then_some(()).ok_or_else(too_many)
         };
         // Row iterators of dense sizes only: the number of rows is known,
         // and each list is allocated once.
@@ -636,10 +641,13 @@ impl SolvedGraph {
                         }
                     };
                 }
-                push(&mut out.points, &point)?;
-                push(&mut out.lengths, &ls)?;
-                push(&mut out.lowered, &lowered)?;
-                push(&mut out.starts, &starts)?;
+                let appended = append(&mut out.points, &point)
+                    && append(&mut out.lengths, &ls)
+                    && append(&mut out.lowered, &lowered)
+                    && append(&mut out.starts, &starts);
+                if !appended {
+                    return Err(too_many());
+                }
             }
             loop {
                 if d == 0 {
