@@ -1004,26 +1004,50 @@ impl Launch {
                 return Err(LaunchError::WriteConflict { iterator, size });
             }
         }
-        let mut sizes = self.sizes.clone();
-        let mut written = self.sizes.clone();
+        // Only the varying iterator's size changes from row to row: each
+        // layout's extent along the others is summed once.
+        let along = rows.along;
+        let others_empty = (self.sizes.iter().enumerate()).any(|(k, &n)| k != along && n == 0);
+        let extent_without = |l: &Layout, parallel_only: bool| -> u128 {
+            (l.strides.iter().zip(&self.sizes).enumerate())
+                .filter(|&(k, _)| k != along)
+                .filter(|&(k, _)| {
+                    !parallel_only || kernel.iterators.get(k) == Some(&IterKind::Parallel)
+                })
+                .map(|(_, (&s, &n))| s as u128 * (n as u128).saturating_sub(1))
+                .sum()
+        };
+        let layouts: Vec<&Layout> = std::iter::once(&self.result)
+            .chain(&self.operands)
+            .collect();
+        let bases: Vec<u128> = layouts.iter().map(|l| extent_without(l, false)).collect();
+        let written_base = extent_without(&self.result, true);
         let mut written_to: Option<u128> = None;
         for r in 0..rows.len() {
             let (len, offsets) = rows.row(r);
-            if len > self.sizes[rows.along] {
+            if len > self.sizes[along] {
                 return bad(format!(
                     "row {r} has length {len}, longer than the launch's {}",
-                    self.sizes[rows.along]
+                    self.sizes[along]
                 ));
             }
-            sizes[rows.along] = len;
-            self.check_extents(&sizes, |t| Some(offsets[t]))?;
+            if !others_empty && len > 0 {
+                for (t, (l, base)) in layouts.iter().zip(&bases).enumerate() {
+                    let last =
+                        offsets[t] as u128 + base + l.strides[along] as u128 * (len as u128 - 1);
+                    if last >= l.len as u128 {
+                        return Err(LaunchError::OutOfBounds {
+                            tensor: LaunchTensor::of(t.checked_sub(1)),
+                            last,
+                            len: l.len,
+                        });
+                    }
+                }
+            }
             // The elements a row writes: along a reduction, even an empty
             // row writes each of its results (the reduction's identity).
-            written.clone_from(&sizes);
-            if !along_parallel {
-                written[rows.along] = 1;
-            }
-            if self.races == Races::Refused && !written.contains(&0) {
+            let written_len = if along_parallel { len } else { 1 };
+            if self.races == Races::Refused && !others_empty && written_len > 0 {
                 // The rows' results in order and apart.
                 let first = offsets[0] as u128;
                 if written_to.is_some_and(|end| first <= end) {
@@ -1031,13 +1055,12 @@ impl Launch {
                         "row {r} writes the result from element {first}, which an earlier row wrote"
                     ));
                 }
-                let last = first
-                    + (self.result.strides.iter().zip(&written))
-                        .zip(&kernel.iterators)
-                        .filter(|(_, k)| **k == IterKind::Parallel)
-                        .map(|((&s, &n), _)| s as u128 * (n as u128 - 1))
-                        .sum::<u128>();
-                written_to = Some(last);
+                let along_written = if along_parallel {
+                    self.result.strides[along] as u128 * (written_len as u128 - 1)
+                } else {
+                    0
+                };
+                written_to = Some(first + written_base + along_written);
             }
         }
         Ok(())

@@ -1075,6 +1075,7 @@ impl<'w, 'a> Walker<'w, 'a> {
     /// `point` (only the row iterators of the axes before `upto` are
     /// read): its axes before `upto` walked through its data's levels, a
     /// ragged row of length 1 read at 0 (it broadcasts).
+    #[inline]
     fn row(&self, t: usize, upto: usize, point: &[u64]) -> Result<usize, GraphError> {
         let r = self.r;
         let tensor = &r.tensors[t];
@@ -1285,14 +1286,16 @@ impl VarClass {
 struct RowPlan {
     /// The step; a ragged tensor's offset is relative to its row's start.
     step: Step,
-    /// The tensor (0: the result) of each layout, result first, with its
-    /// innermost ragged axis if it has one.
-    slots: Vec<(usize, Option<usize>)>,
     /// The step's iterator for each row iterator that indexes a tensor,
     /// with the row iterator's position.
     pins: Vec<(usize, usize)>,
     /// The step's iterator for the innermost row iterator, if any.
     innermost: Option<usize>,
+    /// Per layout (result first): its offset in the plan, the tensor whose
+    /// row start it adds (ragged tensors only), and its stride along each
+    /// pin, flat: what a row's offsets are computed from.
+    moves: Vec<(u64, Option<usize>)>,
+    pin_strides: Vec<u64>,
 }
 
 impl RowPlan {
@@ -1371,11 +1374,19 @@ impl RowPlan {
         for &(k, _) in &pins {
             launch.sizes[k] = 1;
         }
+        let layouts = std::iter::once(&launch.result).chain(&launch.operands);
+        let mut moves = Vec::with_capacity(slots.len());
+        let mut pin_strides = Vec::with_capacity(slots.len() * pins.len());
+        for (layout, &(t, var)) in layouts.zip(&slots) {
+            moves.push((layout.offset, var.map(|_| t)));
+            pin_strides.extend(pins.iter().map(|&(k, _)| layout.strides[k]));
+        }
         Ok(RowPlan {
             step,
-            slots,
             pins,
             innermost,
+            moves,
+            pin_strides,
         })
     }
 
@@ -1383,14 +1394,15 @@ impl RowPlan {
     /// appended to `out`: the plan's, moved by the pinned iterators, plus
     /// a ragged tensor's row start (`starts`, per tensor).
     fn offsets_into(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
-        let launch = &self.step.launch;
-        let layouts = std::iter::once(&launch.result).chain(&launch.operands);
-        out.extend(layouts.zip(&self.slots).map(|(layout, &(t, var))| {
-            let moved = self.pins.iter().fold(layout.offset, |acc, &(k, p)| {
-                acc.saturating_add(layout.strides[k].saturating_mul(point[p]))
-            });
-            moved.saturating_add(var.map_or(0, |_| starts[t]))
-        }));
+        let pins = self.pins.len();
+        for (i, &(offset, ragged)) in self.moves.iter().enumerate() {
+            let strides = &self.pin_strides[i * pins..(i + 1) * pins];
+            let mut o = offset;
+            for (&stride, &(_, p)) in strides.iter().zip(&self.pins) {
+                o = o.saturating_add(stride.saturating_mul(point[p]));
+            }
+            out.push(o.saturating_add(ragged.map_or(0, |t| starts[t])));
+        }
     }
 
     /// The step of a run of rows: its first row's offsets, and for several

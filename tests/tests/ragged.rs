@@ -1229,7 +1229,10 @@ fn launches_over_row_tables_fuse_row_for_row() {
     let total: u64 = lengths.iter().sum();
     let values: Vec<f32> = (0..total).map(|v| (v % 9) as f32 / 4.0 - 1.0).collect();
     let inputs = Inputs::new()
-        .with(x, HostTensor::ragged(vec![12], &lengths, vec![], values).unwrap())
+        .with(
+            x,
+            HostTensor::ragged(vec![12], &lengths, vec![], values).unwrap(),
+        )
         .with(b, dense(&[12, 1], &[-0.5; 12]));
     let run = |row_tables: bool, options: &RunOptions| {
         let mut counting = Counting::reference(row_tables);
