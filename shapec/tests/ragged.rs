@@ -48,6 +48,17 @@ fn setup(name: &str) -> PathBuf {
     dir
 }
 
+/// The entry of `results` named `name` in `shapec run --json`'s output.
+fn result_named(v: &Value, name: &str) -> Value {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .cloned()
+        .unwrap()
+}
+
 fn json_of(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
@@ -81,15 +92,7 @@ fn runs_read_and_print_rows_of_their_own_lengths() {
     let out = shapec(&dir, &args);
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
-    let result = |name: &str| {
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let result = |name: &str| result_named(&v, name);
     assert_eq!(v["data"][0]["dims"], json!([2, "var"]));
     assert_eq!(result("c")["dims"], json!([2, "var"]));
     assert_eq!(result("c")["values"], json!([[5.0, 6.0, 7.0], [9.0]]));
@@ -436,15 +439,7 @@ fn nested_rows_read_print_and_write_one_offsets_file_per_level() {
     let out = shapec(&dir, &args);
     assert_eq!(out.status, 0, "{}", out.stderr);
     let v = json_of(&out.stdout);
-    let result = |name: &str| {
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let result = |name: &str| result_named(&v, name);
     assert_eq!(result("y")["dims"], json!([3, "var", "var"]));
     assert_eq!(
         result("y")["values"],

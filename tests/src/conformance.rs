@@ -309,11 +309,7 @@ pub fn assignments_into_existing_tensors<B: Backend>(backend: &mut B, tolerance:
         ],
     );
     let solved = bad.graph.solve().expect("solves");
-    let reference = CpuBackend::reference()
-        .run_solved(&solved, &bad)
-        .unwrap_err();
-    let here = backend.run_solved(&solved, &bad).unwrap_err();
-    assert_eq!(here, reference, "{name}");
+    let here = refused_alike(backend, &solved, &bad);
     assert!(
         here.contains("row (1)") && here.contains("must be 1 or 3"),
         "{here}"
@@ -1377,12 +1373,21 @@ pub fn run_time_sizes<B: Backend>(backend: &mut B, tolerance: Tolerance) {
     let mut bad = p.clone();
     bad.inputs
         .insert(x, HostTensor::new(vec![3, 3], ramp(9)).expect("data"));
-    let reference = CpuBackend::reference()
-        .run_solved(&solved, &bad)
-        .unwrap_err();
-    let here = backend.run_solved(&solved, &bad).unwrap_err();
-    assert_eq!(here, reference, "{}", backend.name());
+    let here = refused_alike(backend, &solved, &bad);
     assert!(here.contains("cannot broadcast to 4"), "{here}");
+}
+
+/// The error `backend` gives for `bad`, which must be the CPU
+/// reference's, word for word.
+fn refused_alike<B: Backend>(
+    backend: &mut B,
+    solved: &shape_graph::SolvedGraph,
+    bad: &Program,
+) -> String {
+    let reference = CpuBackend::reference().run_solved(solved, bad).unwrap_err();
+    let here = backend.run_solved(solved, bad).unwrap_err();
+    assert_eq!(here, reference, "{}", backend.name());
+    here
 }
 
 /// Ragged (`var`) dims, with DyND's document's examples: `[[1], [2, 3]]`
@@ -1572,11 +1577,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         other,
         nested(&[2, 1, 0], &[2, 1, 3], vec![1., 1., 1., 1., 1., 1.]),
     );
-    let reference = CpuBackend::reference()
-        .run_solved(&solved, &bad)
-        .unwrap_err();
-    let here = backend.run_solved(&solved, &bad).unwrap_err();
-    assert_eq!(here, reference, "{name}");
+    let here = refused_alike(backend, &solved, &bad);
     assert!(
         here.contains("row (0)") && here.contains("must be 1 or 3"),
         "{here}"
@@ -1596,11 +1597,7 @@ pub fn ragged_dims<B: Backend>(backend: &mut B, tolerance: Tolerance) {
         )],
     );
     let solved = bad.graph.solve().expect("solves");
-    let reference = CpuBackend::reference()
-        .run_solved(&solved, &bad)
-        .unwrap_err();
-    let here = backend.run_solved(&solved, &bad).unwrap_err();
-    assert_eq!(here, reference, "{name}");
+    let here = refused_alike(backend, &solved, &bad);
     assert!(
         here.contains("row (1)") && here.contains("must be 1 or 3"),
         "{here}"
