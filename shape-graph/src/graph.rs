@@ -585,7 +585,7 @@ pub enum GraphError {
     },
     /// A row of ragged data whose length does not broadcast with what it
     /// meets (DyND's check, made when the data is known).
-    #[error("in {op}, {} {tensor} has length {length} at row ({row}), along axis {axis} (memory order), where {required} is needed: {}", if *ragged { "the ragged axis of" } else { "the axis of" }, if *ragged { format!("a row's length must be 1 or {required}") } else { format!("the rows it meets have length {required}") })]
+    #[error("in {op}, {} {tensor} has length {length} at {}, along axis {axis} (memory order), where {required} is needed: {}", if *ragged { "the ragged axis of" } else { "the axis of" }, if row.is_empty() { "its only row".to_string() } else { format!("row ({row})") }, if *ragged { format!("a row's length must be 1 or {required}") } else { format!("the rows it meets have length {required}") })]
     RaggedRow {
         /// The operation.
         op: Arc<OpRef>,
@@ -594,7 +594,8 @@ pub enum GraphError {
         /// The axis, in memory order.
         axis: usize,
         /// The row: the values of the iterators over the axes before the
-        /// ragged axes.
+        /// ragged axes (empty for a ragged axis first, whose value is its
+        /// only row: the message says so).
         row: String,
         /// The length found.
         length: u64,

@@ -1211,6 +1211,10 @@ fn a_ragged_axis_first_is_one_row() {
         )
         .unwrap_err();
     assert_eq!(e.kind(), "ragged_row", "{e}");
+    assert!(
+        e.to_string().contains("has length 3 at its only row"),
+        "{e}"
+    );
 }
 
 #[test]
