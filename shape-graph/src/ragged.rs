@@ -295,7 +295,9 @@ struct Rows {
     lengths: Vec<u64>,
     /// `tensors.len()` entries a row: the innermost ragged axis's size in
     /// the row's lowering (its length, or, pinned, 1 where a row of 1
-    /// broadcasts and the pinned size otherwise).
+    /// broadcasts and the pinned size otherwise). Empty where no tensor's
+    /// innermost ragged axis is pinned: then it is `lengths`
+    /// ([`Rows::lowered`]).
     lowered: Vec<u64>,
     /// `tensors.len()` entries a row: the row's first value in the
     /// tensor's buffer.
@@ -310,6 +312,16 @@ impl Rows {
     /// The number of rows.
     fn count(&self, width: usize) -> usize {
         self.lengths.len() / width.max(1)
+    }
+
+    /// The sizes row `i` is lowered at (`width` entries).
+    fn lowered(&self, i: usize, width: usize) -> &[u64] {
+        let all = if self.lowered.is_empty() {
+            &self.lengths
+        } else {
+            &self.lowered
+        };
+        &all[i * width..(i + 1) * width]
     }
 }
 
@@ -533,14 +545,6 @@ impl SolvedGraph {
             }
             Ok(v)
         };
-        let mut out = Rows {
-            points: list(n)?,
-            lengths: list(width)?,
-            lowered: list(width)?,
-            starts: list(width)?,
-            outer_broadcast: false,
-            result_rows: None,
-        };
         // The innermost ragged axis's iterator position of each tensor
         // (`usize::MAX` along the row's launch).
         let pinned_at: Vec<Option<(usize, usize)>> = (0..width)
@@ -552,6 +556,15 @@ impl SolvedGraph {
                 }
             })
             .collect();
+        let pinned_any = pinned_at.iter().any(Option::is_some);
+        let mut out = Rows {
+            points: list(n)?,
+            lengths: list(width)?,
+            lowered: if pinned_any { list(width)? } else { Vec::new() },
+            starts: list(width)?,
+            outer_broadcast: false,
+            result_rows: None,
+        };
         let leaf_classes: Vec<usize> = (0..loops.classes.len())
             .filter(|&c| {
                 loops.classes[c]
@@ -643,7 +656,7 @@ impl SolvedGraph {
                 }
                 let appended = append(&mut out.points, &point)
                     && append(&mut out.lengths, &ls)
-                    && append(&mut out.lowered, &lowered)
+                    && (!pinned_any || append(&mut out.lowered, &lowered))
                     && append(&mut out.starts, &starts);
                 if !appended {
                     return Err(too_many());
@@ -700,7 +713,7 @@ impl SolvedGraph {
         let mut last: Option<(&[u64], usize)> = None;
         for i in 0..rows.count(width) {
             let point = &rows.points[i * n..(i + 1) * n];
-            let lowered = &rows.lowered[i * width..(i + 1) * width];
+            let lowered = rows.lowered(i, width);
             // Consecutive rows mostly share a plan: no hash then.
             let known = match last {
                 Some((l, id)) if l == lowered => Some(id),
@@ -805,13 +818,17 @@ impl SolvedGraph {
         let mut longest = 0;
         let mut varies = false;
         let first_len = rows.lengths.get(first).copied().unwrap_or(0);
-        for (ls, lowered) in rows.lengths.chunks(width).zip(rows.lowered.chunks(width)) {
+        for (i, ls) in rows.lengths.chunks(width).enumerate() {
+            let lowered = rows.lowered(i, width);
             let len = ls[first];
             if ragged.iter().any(|&t| ls[t] != len) {
                 return Ok(None);
             }
             // A pinned ragged row of 1 broadcast: its own plan.
-            if pinned.iter().any(|&t| lowered[t] != rows.lowered[t]) {
+            if pinned
+                .iter()
+                .any(|&t| lowered[t] != rows.lowered(0, width)[t])
+            {
                 return Ok(None);
             }
             varies |= len != first_len;
@@ -822,7 +839,7 @@ impl SolvedGraph {
         }
         // One plan for every row, lowered at the longest length.
         let padded = longest.max(2);
-        let mut ls: Vec<u64> = rows.lowered[..width].to_vec();
+        let mut ls: Vec<u64> = rows.lowered(0, width).to_vec();
         for &t in &ragged {
             ls[t] = padded;
         }
