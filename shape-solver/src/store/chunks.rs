@@ -1,5 +1,7 @@
 //! A persistent vector in two levels: shared chunks of [`CHUNK`] entries
 //! behind one flat list, and the last, partly filled chunk kept apart.
+//! For the stores and the origin table, which grow by one entry per
+//! variable or origin.
 //!
 //! Why not `imbl::Vector`: a store only ever appends, reads and writes by
 //! index, and truncates, and it is cloned about once per solve. A read
@@ -58,6 +60,11 @@ impl<E: Clone> ChunkVec<E> {
             Some(chunk) => chunk.get(i % CHUNK),
             None => self.tail.get(i - self.full.len() * CHUNK),
         }
+    }
+
+    /// The last entry, if there is one.
+    pub fn last(&self) -> Option<&E> {
+        self.get(self.len().checked_sub(1)?)
     }
 
     /// Entry `i` to write, its chunk copied first if a clone shares it.

@@ -23,7 +23,7 @@
 //!   [`Store::compress_into`] does the same for a store that no longer
 //!   changes, in a [`LinkCache`] beside it.
 
-mod chunks;
+pub(crate) mod chunks;
 mod ids;
 mod overlay;
 
