@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
@@ -309,7 +311,7 @@ pub struct ConflictingData {
 /// Operations of one name, by spec text, then by operand count (an entry
 /// such as `concat` builds a different operation for each count): looked
 /// up by `&str` without allocating.
-type BySpec = HashMap<Arc<str>, HashMap<usize, Arc<dyn Operation>>>;
+type BySpec = FxHashMap<Arc<str>, FxHashMap<usize, Arc<dyn Operation>>>;
 
 /// An operation with its operands and result.
 pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId);
@@ -764,13 +766,15 @@ pub struct Graph {
     registry: Arc<Registry>,
     /// Operations built by name so far, by name, spec text ("" for none)
     /// and operand count: a spec used many times is parsed once, and a
-    /// function's applications share one instance.
-    built: HashMap<Arc<str>, BySpec>,
+    /// function's applications share one instance. (These three maps are
+    /// read once or more per operation, keyed by text: FxHash, as SipHash
+    /// over spec texts showed in profiles.)
+    built: FxHashMap<Arc<str>, BySpec>,
     /// Declared shape specs parsed so far, by their text (which origins
     /// share rather than copy).
-    specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
+    specs: FxHashMap<Arc<str>, Arc<ShapeSpec>>,
     /// Operation names in messages, shared by their uses.
-    op_names: HashSet<Arc<str>>,
+    op_names: FxHashSet<Arc<str>>,
     /// The named sizes in inputs' declared shapes, which
     /// [`Graph::solve`] requires something other than a default to give.
     input_labels: Vector<(TensorId, Arc<str>, DimVar)>,
@@ -855,9 +859,9 @@ impl Graph {
             shape_vars: OnceLock::new(),
             ops: Vector::new(),
             registry,
-            built: HashMap::new(),
-            specs: HashMap::new(),
-            op_names: HashSet::new(),
+            built: FxHashMap::default(),
+            specs: FxHashMap::default(),
+            op_names: FxHashSet::default(),
             input_labels: Vector::new(),
             sizes: Vector::new(),
             size_dims: HashMap::new(),
