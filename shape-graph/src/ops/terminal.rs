@@ -161,20 +161,20 @@ pub(crate) fn declared_shape(
 ) -> Result<Shape, GraphError> {
     let mut names = SpecNames::with_sizes(sizes);
     let mut constraints = Vec::new();
-    let mut rows = Vec::with_capacity(3);
-    for kind in RowKind::ALL {
+    // In `RowKind::ALL`'s order, on the stack.
+    let [batch, input, output]: [Row; 3] = std::array::from_fn(|k| {
+        let kind = RowKind::ALL[k];
         let origin = Origin::Declared {
             tensor: tensor.clone(),
             kind,
             spec: spec_text.clone(),
         };
         let why = Why::of(solver.add_origin(origin));
-        rows.push(match spec.row(kind) {
+        match spec.row(kind) {
             Some(r) => row_from_spec(solver, r, &mut names, why, &mut constraints),
             None => Row::empty(),
-        });
-    }
-    let [batch, input, output]: [Row; 3] = rows.try_into().expect("three rows");
+        }
+    });
     // The count is one constraint with its own origin, over the axes of
     // all three rows (the product does not depend on their order, so the
     // one row variable a counted spec may have stands first); it is not
