@@ -9,6 +9,8 @@ use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
+
+use crate::chunks::ChunkList;
 use shape_core::spec::{ShapeSpec, SpecError};
 use shape_core::{
     Dim, DimVar, KnownDim, Row, RowConstraint, RowKind, RowTail, RowVar, Shape, SolvedShape,
@@ -758,11 +760,11 @@ impl NotGiven {
 #[derive(Clone, Debug)]
 pub struct Graph {
     solver: Solver,
-    tensors: Vector<Tensor>,
+    tensors: ChunkList<Tensor>,
     /// The tensors' shapes spelled out for [`Graph::shape_vars`], made on
     /// its first call after a tensor is added.
     shape_vars: OnceLock<Arc<[Shape]>>,
-    ops: Vector<OpNode>,
+    ops: ChunkList<OpNode>,
     registry: Arc<Registry>,
     /// Operations built by name so far, by name, spec text ("" for none)
     /// and operand count: a spec used many times is parsed once, and a
@@ -855,9 +857,9 @@ impl Graph {
     pub fn with_registry(registry: Arc<Registry>) -> Graph {
         Graph {
             solver: Solver::default(),
-            tensors: Vector::new(),
+            tensors: ChunkList::default(),
             shape_vars: OnceLock::new(),
-            ops: Vector::new(),
+            ops: ChunkList::default(),
             registry,
             built: FxHashMap::default(),
             specs: FxHashMap::default(),
