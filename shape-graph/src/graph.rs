@@ -2,11 +2,15 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
+
+use crate::chunks::ChunkList;
 use shape_core::spec::{ShapeSpec, SpecError};
 use shape_core::{
     Dim, DimVar, KnownDim, Row, RowConstraint, RowKind, RowTail, RowVar, Shape, SolvedShape,
@@ -309,7 +313,7 @@ pub struct ConflictingData {
 /// Operations of one name, by spec text, then by operand count (an entry
 /// such as `concat` builds a different operation for each count): looked
 /// up by `&str` without allocating.
-type BySpec = HashMap<Arc<str>, HashMap<usize, Arc<dyn Operation>>>;
+type BySpec = FxHashMap<Arc<str>, FxHashMap<usize, Arc<dyn Operation>>>;
 
 /// An operation with its operands and result.
 pub(crate) type OpParts<'a> = (&'a Arc<dyn Operation>, &'a [TensorId], TensorId);
@@ -757,21 +761,23 @@ impl NotGiven {
 #[derive(Clone, Debug)]
 pub struct Graph {
     solver: Solver,
-    tensors: Vector<Tensor>,
+    tensors: ChunkList<Tensor>,
     /// The tensors' shapes spelled out for [`Graph::shape_vars`], made on
     /// its first call after a tensor is added.
     shape_vars: OnceLock<Arc<[Shape]>>,
-    ops: Vector<OpNode>,
+    ops: ChunkList<OpNode>,
     registry: Arc<Registry>,
     /// Operations built by name so far, by name, spec text ("" for none)
     /// and operand count: a spec used many times is parsed once, and a
-    /// function's applications share one instance.
-    built: HashMap<Arc<str>, BySpec>,
+    /// function's applications share one instance. (These three maps are
+    /// read once or more per operation, keyed by text: FxHash, as SipHash
+    /// over spec texts showed in profiles.)
+    built: FxHashMap<Arc<str>, BySpec>,
     /// Declared shape specs parsed so far, by their text (which origins
     /// share rather than copy).
-    specs: HashMap<Arc<str>, Arc<ShapeSpec>>,
+    specs: FxHashMap<Arc<str>, Arc<ShapeSpec>>,
     /// Operation names in messages, shared by their uses.
-    op_names: HashSet<Arc<str>>,
+    op_names: FxHashSet<Arc<str>>,
     /// The named sizes in inputs' declared shapes, which
     /// [`Graph::solve`] requires something other than a default to give.
     input_labels: Vector<(TensorId, Arc<str>, DimVar)>,
@@ -852,13 +858,13 @@ impl Graph {
     pub fn with_registry(registry: Arc<Registry>) -> Graph {
         Graph {
             solver: Solver::default(),
-            tensors: Vector::new(),
+            tensors: ChunkList::default(),
             shape_vars: OnceLock::new(),
-            ops: Vector::new(),
+            ops: ChunkList::default(),
             registry,
-            built: HashMap::new(),
-            specs: HashMap::new(),
-            op_names: HashSet::new(),
+            built: FxHashMap::default(),
+            specs: FxHashMap::default(),
+            op_names: FxHashSet::default(),
             input_labels: Vector::new(),
             sizes: Vector::new(),
             size_dims: HashMap::new(),

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod binding;
+mod chunks;
 mod explain;
 mod graph;
 mod lowering;

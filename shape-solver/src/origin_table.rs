@@ -20,7 +20,9 @@
 
 use std::sync::Arc;
 
-use imbl::{OrdMap, Vector};
+use imbl::OrdMap;
+
+use crate::store::chunks::ChunkVec;
 use shape_core::RowKind;
 
 use crate::origin::{OpRef, Origin, Relation, RowSite, TensorRef};
@@ -162,33 +164,33 @@ pub(crate) struct OriginMark {
 /// part (persistent vectors).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OriginTable {
-    entries: Vector<Packed>,
+    entries: ChunkVec<Packed>,
     /// Operations, each once for the run of origins that name it.
-    ops: Vector<OpRecord>,
+    ops: ChunkVec<OpRecord>,
     /// The last operation recorded, as given, and its first text index:
     /// origins of it that follow are recognised by pointer, and handed
     /// back without a rebuild.
     last_op: Option<(Arc<OpRef>, u32)>,
     /// The tensors operations name, each once for a run of operations
     /// that name it alike.
-    refs: Vector<TensorRef>,
+    refs: ChunkVec<TensorRef>,
     /// The last [`REF_WINDOW`] entries of `refs` (a ring, `next` the
     /// oldest), to find a tensor recorded lately without reading `refs`.
     recent: [(RefKey, u32); REF_WINDOW],
     next: usize,
     /// The names of operations, each once for a run of operations.
-    names: Vector<Arc<str>>,
+    names: ChunkVec<Arc<str>>,
     /// The last [`NAME_WINDOW`] names recorded, by address (kept alive by
     /// `names`), and their index there; `next_name` the oldest.
     recent_names: [(usize, u32); NAME_WINDOW],
     next_name: usize,
     /// Operations kept whole ([`OpRecord::Whole`]).
-    whole: Vector<Arc<OpRef>>,
+    whole: ChunkVec<Arc<OpRef>>,
     /// The texts of [`Origin::OpRow`]s.
-    texts: Vector<Arc<str>>,
+    texts: ChunkVec<Arc<str>>,
     /// The tensors and spec texts of declarations and requirements.
-    tensors: Vector<(TensorRef, Arc<str>)>,
-    others: Vector<Origin>,
+    tensors: ChunkVec<(TensorRef, Arc<str>)>,
+    others: ChunkVec<Origin>,
     /// Origins renamed since they were recorded
     /// ([`OriginTable::rename`]), which take precedence over `entries`.
     renamed: OrdMap<u32, Origin>,

@@ -1525,8 +1525,19 @@ impl Solver {
                         });
                     }
                     let nv = self.mint_row(depth);
-                    let fresh: Vec<Dim> = (0..ls - lc).map(|_| Dim::Var(self.mint_dim())).collect();
-                    self.bind_row(cv, &fresh, RowTail::Open(nv), why);
+                    // Usually one to three axes: on the stack (a list for
+                    // each broadcast that grows a row was a tenth of the
+                    // allocations of building the benchmark network).
+                    let n = ls - lc;
+                    if n <= FRESH_INLINE {
+                        let fresh: [Dim; FRESH_INLINE] = std::array::from_fn(|i| {
+                            Dim::Var(if i < n { self.mint_dim() } else { DimVar(0) })
+                        });
+                        self.bind_row(cv, &fresh[..n], RowTail::Open(nv), why);
+                    } else {
+                        let fresh: Vec<Dim> = (0..n).map(|_| Dim::Var(self.mint_dim())).collect();
+                        self.bind_row(cv, &fresh, RowTail::Open(nv), why);
+                    }
                     // Now long enough. Only `cv` changed, and `subr` does not
                     // pass through it (its resolution stops at its own open
                     // variable, which is not `cv`), so only `cur` is resolved
@@ -2216,6 +2227,10 @@ struct Checkpoint {
     /// transaction ends.
     outer_queue: Option<WorkQueue>,
 }
+
+/// How many fresh axes a row grown by a broadcast takes without an
+/// allocation (see `row_ineq`).
+const FRESH_INLINE: usize = 4;
 
 /// Pending constraints, by class: dim constraints first, then row
 /// constraints, then the row-level ones that wait for whole rows. Taking the

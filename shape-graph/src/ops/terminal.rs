@@ -20,16 +20,20 @@ use shape_solver::{Origin, TensorRef, Why};
 
 /// Variables named in one spec; a label that names one of the program's
 /// sizes (`size d = 64`) is that size's variable.
+///
+/// Lists searched in order, keyed by the spec's own text: a spec names a
+/// few labels, and hash maps of copied names were four allocations per
+/// declaration.
 #[derive(Default)]
-pub(crate) struct SpecNames<'g> {
-    dims: HashMap<String, DimVar>,
-    rows: HashMap<RowVarName, RowVar>,
+pub(crate) struct SpecNames<'g, 's> {
+    dims: Vec<(&'s str, DimVar)>,
+    rows: Vec<(&'s RowVarName, RowVar)>,
     sizes: Option<&'g HashMap<Arc<str>, DimVar>>,
 }
 
-impl<'g> SpecNames<'g> {
+impl<'g> SpecNames<'g, '_> {
     /// Names that see the program's sizes.
-    pub(crate) fn with_sizes(sizes: &'g HashMap<Arc<str>, DimVar>) -> SpecNames<'g> {
+    pub(crate) fn with_sizes(sizes: &'g HashMap<Arc<str>, DimVar>) -> Self {
         SpecNames {
             sizes: (!sizes.is_empty()).then_some(sizes),
             ..SpecNames::default()
@@ -37,12 +41,26 @@ impl<'g> SpecNames<'g> {
     }
 }
 
+/// The value `key` has in `list`, added as `make()` if it has none.
+fn lookup_or<'s, K: PartialEq + ?Sized, V: Copy>(
+    list: &mut Vec<(&'s K, V)>,
+    key: &'s K,
+    make: impl FnOnce() -> V,
+) -> V {
+    if let Some(&(_, v)) = list.iter().find(|(k, _)| *k == key) {
+        return v;
+    }
+    let v = make();
+    list.push((key, v));
+    v
+}
+
 /// Builds a row of fresh variables for a spec row; fixed sizes become
 /// equations recorded in `constraints`.
-pub(crate) fn row_from_spec(
+pub(crate) fn row_from_spec<'s>(
     solver: &mut Solver,
-    r: &RowSpec,
-    names: &mut SpecNames<'_>,
+    r: &'s RowSpec,
+    names: &mut SpecNames<'_, 's>,
     why: Why,
     constraints: &mut Vec<Constraint>,
 ) -> Row {
@@ -59,10 +77,7 @@ pub(crate) fn row_from_spec(
     );
     match &r.row_var {
         Some((name, _)) => {
-            let v = *names
-                .rows
-                .entry(name.clone())
-                .or_insert_with(|| solver.fresh_row());
+            let v = lookup_or(&mut names.rows, name, || solver.fresh_row());
             shape_solver::flank::flanked_row(
                 before,
                 v,
@@ -78,10 +93,10 @@ pub(crate) fn row_from_spec(
 
 /// Fresh variables for axis entries; fixed sizes become equations recorded
 /// in `constraints`, for the reason `why_at(i)` of entry `i`.
-fn dims_from_spec(
+fn dims_from_spec<'s>(
     solver: &mut Solver,
-    axes: &[AxisSpec],
-    names: &mut SpecNames<'_>,
+    axes: &'s [AxisSpec],
+    names: &mut SpecNames<'_, 's>,
     why_at: impl Fn(usize) -> Why,
     constraints: &mut Vec<Constraint>,
 ) -> Vec<Dim> {
@@ -90,7 +105,7 @@ fn dims_from_spec(
         let known = match &a.kind {
             AxisKind::Label(l) => {
                 let sizes = names.sizes;
-                let v = *names.dims.entry(l.clone()).or_insert_with(|| {
+                let v = lookup_or(&mut names.dims, l.as_str(), || {
                     (sizes.and_then(|m| m.get(l.as_str()).copied()))
                         .unwrap_or_else(|| solver.fresh_dim())
                 });
@@ -146,20 +161,20 @@ pub(crate) fn declared_shape(
 ) -> Result<Shape, GraphError> {
     let mut names = SpecNames::with_sizes(sizes);
     let mut constraints = Vec::new();
-    let mut rows = Vec::with_capacity(3);
-    for kind in RowKind::ALL {
+    // In `RowKind::ALL`'s order, on the stack.
+    let [batch, input, output]: [Row; 3] = std::array::from_fn(|k| {
+        let kind = RowKind::ALL[k];
         let origin = Origin::Declared {
             tensor: tensor.clone(),
             kind,
             spec: spec_text.clone(),
         };
         let why = Why::of(solver.add_origin(origin));
-        rows.push(match spec.row(kind) {
+        match spec.row(kind) {
             Some(r) => row_from_spec(solver, r, &mut names, why, &mut constraints),
             None => Row::empty(),
-        });
-    }
-    let [batch, input, output]: [Row; 3] = rows.try_into().expect("three rows");
+        }
+    });
     // The count is one constraint with its own origin, over the axes of
     // all three rows (the product does not depend on their order, so the
     // one row variable a counted spec may have stands first); it is not

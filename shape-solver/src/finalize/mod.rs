@@ -70,14 +70,14 @@ struct Queues {
 impl Queues {
     /// Queues, for every rule, what changed in `env` since the last call.
     fn absorb(&mut self, env: &mut Env) {
-        for v in env.dims.take_changes() {
+        env.dims.drain_changes(|v| {
             self.dims.insert(v);
             self.top_dims.insert(v);
-        }
-        for r in env.rows.take_changes() {
+        });
+        env.rows.drain_changes(|r| {
             self.rows.insert(r);
             self.top_rows.insert(r);
-        }
+        });
     }
 }
 
@@ -443,9 +443,12 @@ impl Solver {
         // Depth first, without recursion (chains of uses are as long as
         // the program). A variable is looked at once its uppers are known;
         // one met again on its own path (bounds in a cycle) is not free.
-        let mut stack = vec![(v, false)];
+        // The first variable outside the stack: most walks end at it, and
+        // then nothing is allocated.
+        let mut first = Some((v, false));
+        let mut stack = Vec::new();
         let mut on_path = BTreeSet::new();
-        while let Some((w, uppers_known)) = stack.pop() {
+        while let Some((w, uppers_known)) = first.take().or_else(|| stack.pop()) {
             if memo.free.get(w).is_some() {
                 continue;
             }
@@ -772,7 +775,7 @@ impl Solver {
         let mut stack = vec![r];
         let mut waits = false;
         'walk: while let Some(w) = stack.pop() {
-            for (v, carry) in self.resolved_lowers(w)? {
+            for (v, carry, _) in self.resolved_lowers(w)?.iter() {
                 let (not_free, not_passing) = self.upper_kinds(v, blocked)?;
                 if carry > 0 && not_free || carry == 0 && not_passing {
                     waits = true;
@@ -804,7 +807,7 @@ impl Solver {
         let mut seen = BTreeSet::from([r]);
         let mut stack = vec![r];
         while let Some(w) = stack.pop() {
-            for (v, carry) in self.resolved_lowers(w)? {
+            for (v, carry, _) in self.resolved_lowers(w)?.iter() {
                 if carry > 0 {
                     if self.upper_kinds(v, blocked)?.0 {
                         return Ok(true);
@@ -819,23 +822,26 @@ impl Solver {
 
     /// The open operand rows of `r` other than `r` itself, each with the
     /// axes `r`'s row adds to it (`[..r.., d] ≥ [..v..]` adds one).
-    fn resolved_lowers(&mut self, r: RowVar) -> Result<Vec<(RowVar, usize)>, ShapeError> {
-        let stored: Vec<(RowVar, usize, RowTail)> = match self.env.row_bounds(r) {
-            Some(b) => b
-                .lowers()
-                .map(|c| (c.subr, c.cur.dims.len(), c.cur.tail))
-                .collect(),
-            None => return Ok(Vec::new()),
+    ///
+    /// Each as `(v, axes, tail)` where the tail is always `r`: in an
+    /// [`UpperList`], so that the usual one or two need no allocation.
+    fn resolved_lowers(&mut self, r: RowVar) -> Result<UpperList, ShapeError> {
+        let mut stored = UpperList::default();
+        let mut found = UpperList::default();
+        let Some(b) = self.env.row_bounds(r) else {
+            return Ok(found);
         };
-        let mut found = Vec::new();
-        for (subr, len, tail) in stored {
+        for c in b.lowers() {
+            stored.push((c.subr, c.cur.dims.len(), c.cur.tail));
+        }
+        for (subr, len, tail) in stored.iter() {
             let (ls, st) = self.env.extent(0, RowTail::Open(subr))?;
             let RowTail::Open(v) = st else {
                 continue;
             };
             let (lc, ct) = self.env.extent(len, tail)?;
             if v != r && ct == RowTail::Open(r) {
-                found.push((v, lc.saturating_sub(ls)));
+                found.push((v, lc.saturating_sub(ls), ct));
             }
         }
         Ok(found)
@@ -1263,7 +1269,7 @@ impl RowMemo {
     }
 }
 
-/// Upper bounds copied out of a row's bounds: `(operand, result dims,
+/// Bounds copied out of a row's bounds: `(operand, result dims,
 /// result tail)`, the first few without an allocation.
 #[derive(Default)]
 struct UpperList {

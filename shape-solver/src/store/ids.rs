@@ -93,12 +93,21 @@ impl ChangeList {
         }
     }
 
-    /// Every id added since the last call, in the order they came.
-    pub fn take(&mut self) -> Vec<u32> {
+    /// Hands `f` every id added since the last call, in the order they
+    /// came, and empties the list (keeping its buffer).
+    pub fn drain(&mut self, mut f: impl FnMut(u32)) {
         for &id in &self.ids {
             self.seen.set(id as usize, false);
+            f(id);
         }
-        std::mem::take(&mut self.ids)
+        self.ids.clear();
+    }
+
+    #[cfg(test)]
+    pub fn take(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.drain(|id| out.push(id));
+        out
     }
 
     #[cfg(test)]

@@ -4,8 +4,9 @@
 //! A [`Store`] maps dense variable ids to entries and keeps, beside the
 //! entries, everything that versions them:
 //!
-//! - a persistent vector (`imbl`): cloning a store shares it, and an update
-//!   copies O(log n) nodes, which is what lets a solver state be forked;
+//! - a persistent vector (`chunks`): cloning a store shares its chunks of
+//!   64 entries, and an update copies the chunk it writes to if a clone
+//!   shares it, which is what lets a solver state be forked;
 //! - an undo log with nested snapshots: [`Store::snapshot`] opens one,
 //!   [`Store::rollback_to`] takes back everything since (an inner snapshot
 //!   rolls back alone, its outer one stays open), [`Store::commit`] keeps
@@ -22,6 +23,7 @@
 //!   [`Store::compress_into`] does the same for a store that no longer
 //!   changes, in a [`LinkCache`] beside it.
 
+pub(crate) mod chunks;
 mod ids;
 mod overlay;
 
@@ -29,8 +31,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use imbl::Vector;
-
+use chunks::ChunkVec;
 use ids::{ChangeList, IdSet};
 use overlay::Overlay;
 
@@ -100,7 +101,7 @@ pub(crate) struct Snapshot {
 /// Entries by dense id, versioned (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Store<E: Entry> {
-    map: Vector<E>,
+    map: ChunkVec<E>,
     /// Entries written since [`Store::start_overlay`], which take
     /// precedence over `map`; shared by clones, copied on write.
     overlay: Option<Arc<Overlay<E>>>,
@@ -119,7 +120,7 @@ pub(crate) struct Store<E: Entry> {
 impl<E: Entry> Default for Store<E> {
     fn default() -> Store<E> {
         Store {
-            map: Vector::new(),
+            map: ChunkVec::default(),
             overlay: None,
             open: IdSet::default(),
             log: Vec::new(),
@@ -148,7 +149,7 @@ impl<E: Entry> Clone for Store<E> {
 /// fields, so that the caller can still push to the log.
 #[inline]
 fn slot<'a, E: Entry>(
-    map: &'a mut Vector<E>,
+    map: &'a mut ChunkVec<E>,
     overlay: &'a mut Option<Arc<Overlay<E>>>,
     i: u32,
 ) -> Option<&'a mut E> {
@@ -387,7 +388,8 @@ impl<E: Entry> Store<E> {
             // front, so that neither list grows at the peak (at a million
             // operations the rows' index doubled from 9 to 19 MB there,
             // both held at once).
-            self.overlay = Some(Arc::new(Overlay::new(self.len(), self.open.len())));
+            let overlay = Overlay::new(&self.map, self.open.iter(), self.open.len());
+            self.overlay = Some(Arc::new(overlay));
         }
     }
 
@@ -399,11 +401,20 @@ impl<E: Entry> Store<E> {
     /// The variables created or written since the last call, and those
     /// that a solved variable recorded relations with: each once, in the
     /// order they changed.
+    #[cfg(test)]
     pub fn take_changes(&mut self) -> Vec<u32> {
-        self.changes
-            .as_mut()
-            .map(ChangeList::take)
-            .unwrap_or_default()
+        let mut out = Vec::new();
+        self.drain_changes(|i| out.push(i));
+        out
+    }
+
+    /// [`Store::take_changes`] handed to `f` one at a time; the list keeps
+    /// its buffer (finalization drains it after every step: a new list
+    /// each time was an allocation per step).
+    pub fn drain_changes(&mut self, f: impl FnMut(u32)) {
+        if let Some(c) = &mut self.changes {
+            c.drain(f);
+        }
     }
 }
 
