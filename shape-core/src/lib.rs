@@ -18,6 +18,7 @@
 
 pub mod backend;
 pub mod call;
+pub mod chunks;
 pub mod coalesce;
 pub mod data_error;
 pub mod dim;

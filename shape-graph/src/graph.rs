@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
 
-use crate::chunks::ChunkList;
+use shape_core::chunks::ChunkVec;
 use shape_core::spec::{ShapeSpec, SpecError};
 use shape_core::{
     Dim, DimVar, KnownDim, Row, RowConstraint, RowKind, RowTail, RowVar, Shape, SolvedShape,
@@ -761,11 +761,11 @@ impl NotGiven {
 #[derive(Clone, Debug)]
 pub struct Graph {
     solver: Solver,
-    tensors: ChunkList<Tensor>,
+    tensors: ChunkVec<Tensor>,
     /// The tensors' shapes spelled out for [`Graph::shape_vars`], made on
     /// its first call after a tensor is added.
     shape_vars: OnceLock<Arc<[Shape]>>,
-    ops: ChunkList<OpNode>,
+    ops: ChunkVec<OpNode>,
     registry: Arc<Registry>,
     /// Operations built by name so far, by name, spec text ("" for none)
     /// and operand count: a spec used many times is parsed once, and a
@@ -858,9 +858,9 @@ impl Graph {
     pub fn with_registry(registry: Arc<Registry>) -> Graph {
         Graph {
             solver: Solver::default(),
-            tensors: ChunkList::default(),
+            tensors: ChunkVec::default(),
             shape_vars: OnceLock::new(),
-            ops: ChunkList::default(),
+            ops: ChunkVec::default(),
             registry,
             built: FxHashMap::default(),
             specs: FxHashMap::default(),

@@ -24,7 +24,6 @@
 #![warn(missing_docs)]
 
 mod binding;
-mod chunks;
 mod explain;
 mod graph;
 mod lowering;

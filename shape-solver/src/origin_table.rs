@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use imbl::OrdMap;
 
-use crate::store::chunks::ChunkVec;
+use shape_core::chunks::ChunkVec;
 use shape_core::RowKind;
 
 use crate::origin::{OpRef, Origin, Relation, RowSite, TensorRef};

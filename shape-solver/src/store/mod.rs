@@ -23,7 +23,6 @@
 //!   [`Store::compress_into`] does the same for a store that no longer
 //!   changes, in a [`LinkCache`] beside it.
 
-pub(crate) mod chunks;
 mod ids;
 mod overlay;
 
@@ -31,9 +30,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use chunks::ChunkVec;
 use ids::{ChangeList, IdSet};
 use overlay::Overlay;
+use shape_core::chunks::ChunkVec;
 
 /// Where a variable's value leads: what chains of solved variables are
 /// made of.

@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::chunks::ChunkVec;
+use shape_core::chunks::ChunkVec;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Overlay<E> {

@@ -1,7 +1,8 @@
 //! A persistent vector in two levels: shared chunks of [`CHUNK`] entries
 //! behind one flat list, and the last, partly filled chunk kept apart.
-//! For the stores and the origin table, which grow by one entry per
-//! variable or origin.
+//! For the lists that grow by one entry per variable, origin, tensor or
+//! operation and are cloned about once per solve: the solver's stores and
+//! origin table, the graph's tensors and operations.
 //!
 //! Why not `imbl::Vector`: a store only ever appends, reads and writes by
 //! index, and truncates, and it is cloned about once per solve. A read
@@ -24,11 +25,24 @@
 use std::sync::Arc;
 
 /// Entries per shared chunk.
-const CHUNK: usize = 1024;
+pub const CHUNK: usize = 1024;
 
-/// See the module documentation.
-#[derive(Debug)]
-pub(crate) struct ChunkVec<E> {
+/// A persistent vector of shared chunks (see the module documentation):
+/// cloning it shares every full chunk, and a write to a shared chunk
+/// copies that chunk first.
+///
+/// ```
+/// use shape_core::chunks::ChunkVec;
+/// let mut v = ChunkVec::default();
+/// for i in 0..3000u32 {
+///     v.push_back(i);
+/// }
+/// let earlier = v.clone();
+/// *v.get_mut(5).unwrap() = 0;
+/// assert_eq!((v[5], earlier[5], v.len()), (0, 5, 3000));
+/// assert!(earlier.iter().copied().eq(0..3000));
+/// ```
+pub struct ChunkVec<E> {
     /// Full chunks of [`CHUNK`] entries each.
     full: Vec<Arc<[E]>>,
     /// The entries after the full chunks, fewer than [`CHUNK`]; owned by
@@ -45,7 +59,8 @@ impl<E> Default for ChunkVec<E> {
     }
 }
 
-/// Shares the full chunks and copies the tail (at most 63 entries).
+/// Shares the full chunks and copies the tail (fewer than [`CHUNK`]
+/// entries).
 impl<E: Clone> Clone for ChunkVec<E> {
     fn clone(&self) -> ChunkVec<E> {
         ChunkVec {
@@ -55,11 +70,23 @@ impl<E: Clone> Clone for ChunkVec<E> {
     }
 }
 
-impl<E: Clone> ChunkVec<E> {
+/// As a list.
+impl<E: std::fmt::Debug> std::fmt::Debug for ChunkVec<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<E> ChunkVec<E> {
     /// The number of entries.
     #[inline]
     pub fn len(&self) -> usize {
         self.full.len() * CHUNK + self.tail.len()
+    }
+
+    /// Whether it has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Entry `i`, if there is one.
@@ -76,6 +103,22 @@ impl<E: Clone> ChunkVec<E> {
         self.get(self.len().checked_sub(1)?)
     }
 
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+        self.full.iter().flat_map(|c| c.iter()).chain(&self.tail)
+    }
+}
+
+impl<E> std::ops::Index<usize> for ChunkVec<E> {
+    type Output = E;
+
+    /// Entry `i`; panics past the end, as a slice does.
+    fn index(&self, i: usize) -> &E {
+        self.get(i).expect("an index below the length")
+    }
+}
+
+impl<E: Clone> ChunkVec<E> {
     /// Entry `i` to write, its chunk copied first if a clone shares it.
     #[inline]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut E> {
@@ -157,5 +200,30 @@ mod tests {
         v.push_back(5);
         assert_eq!(v.get(0), Some(&5));
         assert_eq!(shared.len(), total);
+    }
+
+    #[test]
+    fn reads_and_iterates_like_a_vec() {
+        let mut l = ChunkVec::default();
+        let total = 2 * CHUNK + 7;
+        for i in 0..total {
+            l.push_back(i);
+        }
+        let copy = l.clone();
+        l.push_back(total);
+        assert_eq!(l.len(), total + 1);
+        assert_eq!(copy.len(), total);
+        assert!((0..=total).all(|i| l[i] == i && l.get(i) == Some(&i)));
+        assert_eq!(l.get(total + 1), None);
+        *l.get_mut(3).unwrap() = 0;
+        *l.get_mut(total).unwrap() = 0;
+        assert_eq!((l[3], copy[3], l[total]), (0, 3, 0));
+        *l.get_mut(3).unwrap() = 3;
+        *l.get_mut(total).unwrap() = total;
+        assert!(l.iter().copied().eq(0..=total));
+        assert_eq!(
+            format!("{:?}", copy).len(),
+            format!("{:?}", (0..total).collect::<Vec<_>>()).len()
+        );
     }
 }
