@@ -308,6 +308,36 @@ struct Rows {
     result_rows: Option<RaggedAxis>,
 }
 
+thread_local! {
+    /// Lists of rows given back by [`Rows`] when it is dropped, taken by
+    /// the next operation's walk: large lists would otherwise be mapped
+    /// and unmapped, their pages faulted in, at every operation.
+    static SPARE: std::cell::RefCell<Vec<Vec<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The most words of spare lists a thread keeps (32 MiB).
+const SPARE_WORDS: usize = 1 << 22;
+
+impl Drop for Rows {
+    fn drop(&mut self) {
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            for mut list in [
+                std::mem::take(&mut self.points),
+                std::mem::take(&mut self.lengths),
+                std::mem::take(&mut self.lowered),
+                std::mem::take(&mut self.starts),
+            ] {
+                let kept: usize = spare.iter().map(Vec::capacity).sum();
+                if list.capacity() > 0 && kept + list.capacity() <= SPARE_WORDS && spare.len() < 8 {
+                    list.clear();
+                    spare.push(list);
+                }
+            }
+        });
+    }
+}
+
 impl Rows {
     /// The number of rows.
     fn count(&self, width: usize) -> usize {
@@ -538,7 +568,9 @@ impl SolvedGraph {
             RowSize::Ragged(_) => None,
         });
         let list = |per: usize| -> Result<Vec<u64>, GraphError> {
-            let mut v = Vec::new();
+            let mut v = SPARE
+                .with(|spare| spare.borrow_mut().pop())
+                .unwrap_or_default();
             if let Some(rows) = known {
                 v.try_reserve_exact(rows.saturating_mul(per))
                     .map_err(|_| too_many())?;
