@@ -604,6 +604,30 @@ impl SolvedGraph {
                     .is_none_or(|k| pos_of.get(k).is_none_or(|&p| p == usize::MAX))
             })
             .collect();
+        // What every row reads, found once: each operand's innermost
+        // ragged axis, values per position and rows; each class checked
+        // at a row, its lone operand if it has one, and whether it gives
+        // the result's innermost length.
+        let leaf_tensors: Vec<(usize, usize, u64, &RaggedAxis)> = (tensors.iter().enumerate())
+            .skip(1)
+            .filter_map(|(t, tensor)| match tensor.ragged {
+                Some((var, Some(data))) => Some((t, var, tensor.inner(var), data)),
+                _ => None,
+            })
+            .collect();
+        let leaf_checks: Vec<(usize, Option<usize>, bool)> = leaf_classes
+            .iter()
+            .map(|&c| {
+                let class = &loops.classes[c];
+                let sets_result = tensors[0].ragged.is_some_and(|(var, _)| {
+                    class.members.iter().any(|&(t, j, _)| t == 0 && j == var)
+                });
+                (c, class.lone_operand(tensors), sets_result)
+            })
+            .collect();
+        let result_inner = tensors[0]
+            .ragged
+            .map_or(0, |(var, _)| tensors[0].inner(var));
         let (mut point, mut sizes) = (vec![0u64; n], vec![0u64; n]);
         let (mut ls, mut lowered, mut starts) =
             (vec![0u64; width], vec![0u64; width], vec![0u64; width]);
@@ -635,33 +659,23 @@ impl SolvedGraph {
             if d == n {
                 ls.fill(0);
                 starts.fill(0);
-                for (t, tensor) in tensors.iter().enumerate().skip(1) {
-                    if let Some((var, Some(data))) = tensor.ragged {
-                        let row = walker.row(t, var, &point)?;
-                        ls[t] = data.row_len(row);
-                        starts[t] = data.row_start(row).saturating_mul(tensor.inner(var));
-                    }
+                for &(t, var, inner, data) in &leaf_tensors {
+                    let row = walker.row(t, var, &point)?;
+                    ls[t] = data.row_len(row);
+                    starts[t] = data.row_start(row).saturating_mul(inner);
                 }
-                for &c in &leaf_classes {
+                for &(c, lone, sets_result) in &leaf_checks {
                     // A class of one operand's innermost ragged axis (and
                     // the result's): its length, nothing to check.
-                    let required = match loops.classes[c].lone_operand(tensors) {
+                    let required = match lone {
                         Some(t) => ls[t],
                         None => walker.class_length(self, c, &point, None, &ls)?.0,
                     };
-                    if let Some((var, _)) = tensors[0].ragged {
-                        if loops.classes[c]
-                            .members
-                            .iter()
-                            .any(|&(t, j, _)| t == 0 && j == var)
-                        {
-                            ls[0] = required;
-                        }
+                    if sets_result {
+                        ls[0] = required;
                     }
                 }
-                if let (Some((var, _)), Some(&(_, depth))) =
-                    (tensors[0].ragged, result_levels.last())
-                {
+                if let Some(&(_, depth)) = result_levels.last() {
                     let last = result_levels.len() - 1;
                     match depth {
                         Some(depth) => ls[0] = sizes[depth],
@@ -671,20 +685,22 @@ impl SolvedGraph {
                             push(&mut result_lengths[last], &[ls[0]])?;
                         }
                     }
-                    starts[0] = result_start[last].saturating_mul(tensors[0].inner(var));
+                    starts[0] = result_start[last].saturating_mul(result_inner);
                 }
-                for t in 0..width {
-                    lowered[t] = match (tensors[t].ragged, pinned_at[t]) {
-                        (None, _) => 0,
-                        (Some(_), None) => ls[t],
-                        (Some(_), Some((k, p))) => {
-                            if ls[t] == 1 && sizes[p] != 1 {
-                                1
-                            } else {
-                                loops.pinned_size.get(&k).copied().unwrap_or(2)
+                if pinned_any {
+                    for t in 0..width {
+                        lowered[t] = match (tensors[t].ragged, pinned_at[t]) {
+                            (None, _) => 0,
+                            (Some(_), None) => ls[t],
+                            (Some(_), Some((k, p))) => {
+                                if ls[t] == 1 && sizes[p] != 1 {
+                                    1
+                                } else {
+                                    loops.pinned_size.get(&k).copied().unwrap_or(2)
+                                }
                             }
-                        }
-                    };
+                        };
+                    }
                 }
                 let appended = append(&mut out.points, &point)
                     && append(&mut out.lengths, &ls)
