@@ -345,6 +345,7 @@ impl Rows {
     }
 
     /// The sizes row `i` is lowered at (`width` entries).
+    #[inline]
     fn lowered(&self, i: usize, width: usize) -> &[u64] {
         let all = if self.lowered.is_empty() {
             &self.lengths
@@ -1458,6 +1459,7 @@ impl RowPlan {
     /// Each layout's offset (result first) for the row at `point`,
     /// appended to `out`: the plan's, moved by the pinned iterators, plus
     /// a ragged tensor's row start (`starts`, per tensor).
+    #[inline]
     fn offsets_into(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
         let pins = self.pins.len();
         for (i, &(offset, ragged)) in self.moves.iter().enumerate() {
