@@ -116,17 +116,29 @@ impl RaggedAxis {
     /// ```
     pub fn nested(
         outer: Vec<RaggedAxis>,
-        inner: RaggedAxis,
+        mut inner: RaggedAxis,
         dims: &[u64],
     ) -> Result<RaggedAxis, DataError> {
-        let bad = |reason: String| DataError::RaggedOffsets { reason };
+        // Every level moved, not copied, into one flat list.
         let mut levels: Vec<RaggedAxis> = Vec::new();
-        for level in outer.into_iter().chain(inner.outer.iter().cloned()) {
-            levels.push(level.innermost_only());
+        for mut level in outer {
+            levels.append(&mut level.outer);
+            levels.push(level);
         }
-        levels.push(inner.innermost_only());
+        levels.append(&mut inner.outer);
+        inner.outer = levels;
+        inner.check(dims)?;
+        Ok(inner)
+    }
+
+    /// Checks that these levels fit a tensor of memory-order `dims` (a
+    /// ragged axis's entry is not read): their axes increase, and each
+    /// level has as many rows as the dims before it, and the level before
+    /// it, make ([`RaggedAxis::nested`]).
+    pub fn check(&self, dims: &[u64]) -> Result<(), DataError> {
+        let bad = |reason: String| DataError::RaggedOffsets { reason };
         let (mut rows, mut from) = (1u128, 0usize);
-        for (l, level) in levels.iter().enumerate() {
+        for (l, level) in self.levels().enumerate() {
             if level.axis < from || level.axis >= dims.len() {
                 return Err(bad(format!(
                     "level {l} is at axis {}, which is not after the level before it among {} axes",
@@ -147,9 +159,7 @@ impl RaggedAxis {
             rows = level.total() as u128;
             from = level.axis + 1;
         }
-        let mut inner = levels.pop().expect("the inner level");
-        inner.outer = levels;
-        Ok(inner)
+        Ok(())
     }
 
     /// Full rows at every one of `axes` (increasing, memory order) of a
@@ -190,15 +200,6 @@ impl RaggedAxis {
             });
         };
         RaggedAxis::nested(levels, inner, dims)
-    }
-
-    /// This level without the levels before it.
-    fn innermost_only(&self) -> RaggedAxis {
-        RaggedAxis {
-            axis: self.axis,
-            offsets: self.offsets.clone(),
-            outer: Vec::new(),
-        }
     }
 
     /// The levels before this one (outermost first): empty for a tensor

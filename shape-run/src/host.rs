@@ -285,7 +285,7 @@ impl HostTensor {
         rows: RaggedAxis,
         values: Vec<f32>,
     ) -> Result<HostTensor, DataError> {
-        let rows = RaggedAxis::nested(Vec::new(), rows, &dims)?;
+        rows.check(&dims)?;
         for level in rows.levels() {
             dims[level.axis()] = level.longest();
         }

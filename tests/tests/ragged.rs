@@ -785,7 +785,18 @@ fn counted(
     outs: &[TensorId],
     options: &RunOptions,
 ) -> (usize, Vec<Vec<f32>>) {
-    let mut counting = Counting::reference(false);
+    counted_with(false, solved, inputs, outs, options)
+}
+
+/// [`counted`] on a counting reference that runs row tables or not.
+fn counted_with(
+    row_tables: bool,
+    solved: &shape_graph::SolvedGraph,
+    inputs: &Inputs,
+    outs: &[TensorId],
+    options: &RunOptions,
+) -> (usize, Vec<Vec<f32>>) {
+    let mut counting = Counting::reference(row_tables);
     let out = solved.run(&mut counting, inputs, outs, options).unwrap();
     let values = outs
         .iter()
@@ -1239,9 +1250,7 @@ fn launches_over_row_tables_fuse_row_for_row() {
         )
         .with(b, dense(&[12, 1], &[-0.5; 12]));
     let run = |row_tables: bool, options: &RunOptions| {
-        let mut counting = Counting::reference(row_tables);
-        let out = solved.run(&mut counting, &inputs, &[s], options).unwrap();
-        (counting.launches, out.get(s).unwrap().values().to_vec())
+        counted_with(row_tables, &solved, &inputs, &[s], options)
     };
     let (fused, fused_values) = run(true, &RunOptions::default());
     let (unfused, unfused_values) = run(true, &RunOptions::default().unfused());
@@ -1249,5 +1258,5 @@ fn launches_over_row_tables_fuse_row_for_row() {
     assert_eq!((fused, unfused), (1, 3));
     assert_eq!(fused_values, per_row);
     assert_eq!(unfused_values, per_row);
-    same_everywhere(&solved, &inputs, &[s], &[per_row]);
+    same_everywhere(&solved, &inputs, &[s], &per_row);
 }
