@@ -177,10 +177,10 @@ pub(crate) fn lower_group(
                 }
             }
         }
-        let outputs: HashSet<TensorId> = plan.outputs.iter().copied().collect();
+        let outputs = &plan.output_set;
         let none = HashSet::new();
-        crate::fusion::fuse_pointwise(graph, &members, &mut lowered, &outputs, &none, true);
-        crate::fusion::fuse_epilogues(graph, &members, &mut lowered, &outputs, &none);
+        crate::fusion::fuse_pointwise(graph, &members, &mut lowered, outputs, &none, true);
+        crate::fusion::fuse_epilogues(graph, &members, &mut lowered, outputs, &none);
     }
     Ok(members
         .into_iter()

@@ -43,6 +43,8 @@ pub struct RunPlan {
     pub(crate) ops: Vec<PlannedOp>,
     pub(crate) leaves: Vec<TensorId>,
     pub(crate) outputs: Vec<TensorId>,
+    /// `outputs` as a set, for the fusions run with each ragged group.
+    pub(crate) output_set: HashSet<TensorId>,
     pub(crate) leaf_releases: Vec<TensorId>,
     pub(crate) peak_bytes: u128,
     pub(crate) allocated_bytes: u128,
@@ -271,6 +273,7 @@ pub(crate) fn plan(
         ops,
         leaves: uses.leaves,
         outputs: wanted,
+        output_set: seen,
         leaf_releases: uses.leaf_releases,
         peak_bytes: memory.peak,
         allocated_bytes: memory.allocated,
@@ -407,15 +410,21 @@ fn group_ragged(
             }
         }
     }
-    for (i, &op) in order.iter().enumerate() {
-        let Some(mut root) = joins.get(&op).copied() else {
-            continue;
-        };
-        while let Some(&next) = joins.get(&root) {
-            root = next;
+    // Each joining operation's group is its reader's: found from the last
+    // operation back, a reader's before its producers', so that a chain
+    // of n joins takes n steps, not n^2 (each op walking to the root).
+    let mut root_of: HashMap<OpId, OpId> = HashMap::with_capacity(joins.len());
+    for &op in order.iter().rev() {
+        if let Some(&reader) = joins.get(&op) {
+            let root = root_of.get(&reader).copied().unwrap_or(reader);
+            root_of.insert(op, root);
         }
-        groups.fused.entry(root).or_default().push(op);
-        lowered[i] = None;
+    }
+    for (i, &op) in order.iter().enumerate() {
+        if let Some(&root) = root_of.get(&op) {
+            groups.fused.entry(root).or_default().push(op);
+            lowered[i] = None;
+        }
     }
 }
 
