@@ -68,6 +68,9 @@ fn main() {
     let x = g.input("x", "512,512").expect("spec");
     let y = g.input("y", "512,512").expect("spec");
     let mm = g.einsum("ik;kj=>ij", &[x, y]).expect("contraction");
+    let xl = g.input("xl", "1024,1024").expect("spec");
+    let yl = g.input("yl", "1024,1024").expect("spec");
+    let mml = g.einsum("ik;kj=>ij", &[xl, yl]).expect("contraction");
     let big: Vec<f32> = (0..n * n).map(|i| (i % 1000) as f32 * 0.5).collect();
     let column: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let m: Vec<f32> = (0..512 * 512).map(|i| (i % 17) as f32 * 0.25).collect();
@@ -92,10 +95,20 @@ fn main() {
     );
     compare(
         "contraction 512^3",
-        11,
+        31,
         &kernel_of(&g, mm),
         &[&m, &m],
         &mut prod,
+        many,
+    );
+    let ml: Vec<f32> = (0..1024 * 1024).map(|i| (i % 19) as f32 * 0.25).collect();
+    let mut prodl = vec![0.0f32; 1024 * 1024];
+    compare(
+        "contraction 1024^3",
+        11,
+        &kernel_of(&g, mml),
+        &[&ml, &ml],
+        &mut prodl,
         many,
     );
 

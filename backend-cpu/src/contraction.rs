@@ -28,6 +28,12 @@ const KC: usize = 256;
 /// per strip left two threads 1.07 times as fast as one at 512^3).
 const MC_TILES: usize = 16;
 
+/// The most values of `b` packed at once (16 MiB): a longer reduction
+/// packs its blocks in groups that fit. The unit tests use 16,384 values
+/// (two blocks of 32 columns) to reach more than one group with small
+/// operands.
+const B_PACK_MAX: usize = if cfg!(test) { 1 << 14 } else { 4 << 20 };
+
 /// The fewest result columns that take the tiled path (narrower results
 /// run on the strided path).
 const MIN_COLUMNS: u64 = 8;
@@ -42,12 +48,25 @@ struct Plan<'a> {
     cols: (&'a [f32], &'a [u64], usize),
 }
 
+/// Row tiles in the smallest job on several threads (the largest is a
+/// block of `a`, [`MC_TILES`]): a job reads every packed strip of `b`
+/// again, worth it for 3 tiles' arithmetic. Jobs shrink towards the end so
+/// that the threads end together (a sleeping vCPU took 50 us to 4 ms to
+/// wake on the 2-core VM: the thread that starts late takes fewer).
+const MIN_JOB_TILES: usize = 3;
+
 /// Runs the kernel as a register-tiled contraction when its coalesced
 /// form is one: the body is `load 0 * load 1` summed, the last parallel
 /// iterator `j` is contiguous in the result, follows one operand (with any
 /// stride) and not the other, and the one before it (`i`) does not follow
 /// that operand. Both operands are packed, so either may be transposed.
 /// Returns false (having done nothing) otherwise.
+///
+/// On more than one `worker`, each block of the reduction packs `b` once
+/// and the row tiles are handed out as jobs to whichever thread asks
+/// first; each result element is still summed by one thread per block, in
+/// the reference's order, so the values do not depend on the threads.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn try_execute(
     body: &Expr,
     accumulate: Accumulate,
@@ -56,6 +75,7 @@ pub(crate) fn try_execute(
     result: &mut [f32],
     ops: &[(&[f32], &[u64], usize)],
     fused: bool,
+    workers: usize,
 ) -> bool {
     let n = l.sizes.len();
     let is_product = matches!(body, Expr::Binary(BinaryOp::Mul, a, b)
@@ -79,46 +99,107 @@ pub(crate) fn try_execute(
         },
         _ => return false,
     };
+    // Jobs write disjoint runs of rows only where a row's elements end
+    // before the next row starts.
+    let (rows_n, cols_n) = (l.sizes[i] as usize, l.sizes[j] as usize);
+    let tiles = rows_n.div_ceil(MR);
+    let workers = if (l.result.strides[i] as usize) < cols_n {
+        1
+    } else {
+        workers.min(tiles / (2 * MIN_JOB_TILES)).max(1)
+    };
     // The packed blocks, allocated fallibly: a launch too large for them
-    // takes the strided path instead.
-    let tiles = (l.sizes[i] as usize).div_ceil(MR).min(MC_TILES);
-    let strips = (l.sizes[j] as usize).div_ceil(NR);
-    let mut packs = Packs::default();
-    let (a_len, b_len) = (tiles * MR * KC, strips.saturating_mul(NR * KC));
-    if packs.a.try_reserve_exact(a_len).is_err() || packs.b.try_reserve_exact(b_len).is_err() {
+    // takes the strided path instead. `b` is packed a group of reduction
+    // blocks at a time (all of them where they fit in `B_PACK_MAX`), so
+    // that every job runs each block of the group in turn.
+    let strips = cols_n.div_ceil(NR);
+    let block_len = strips.saturating_mul(NR * KC);
+    let steps = l.sizes[np..].iter().fold(1u64, |a, &s| a.saturating_mul(s));
+    let blocks = usize::try_from(steps)
+        .unwrap_or(usize::MAX)
+        .div_ceil(KC)
+        .max(1);
+    let group = (B_PACK_MAX / block_len.max(1)).clamp(1, blocks);
+    let a_len = tiles.min(MC_TILES) * MR * KC;
+    let b_len = block_len.saturating_mul(group);
+    // The packs of the last contraction on this thread are used again:
+    // allocating and zeroing them afresh cost up to a third of a 512^3
+    // launch in its first rounds (fresh pages).
+    let mut packs = SPARE.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    if packs.len() < workers && packs.try_reserve_exact(workers - packs.len()).is_err() {
         return false;
     }
-    packs.a.resize(a_len, 0.0);
-    packs.b.resize(b_len, 0.0);
+    while packs.len() < workers {
+        packs.push(Packs::default());
+    }
+    for p in &mut packs[..workers] {
+        if !fit(&mut p.a, a_len) || !fit(&mut p.b, b_len) {
+            return false;
+        }
+        p.current = false;
+    }
     if fused {
-        run::<true>(l, np, result, &plan, &mut packs);
+        run::<true>(l, np, result, &plan, block_len, &mut packs[..workers]);
     } else {
-        run::<false>(l, np, result, &plan, &mut packs);
+        run::<false>(l, np, result, &plan, block_len, &mut packs[..workers]);
+    }
+    let kept: usize = packs.iter().map(|p| p.a.capacity() + p.b.capacity()).sum();
+    if kept <= SPARE_MAX {
+        SPARE.with(|spare| *spare.borrow_mut() = packs);
     }
     true
 }
 
-/// The packed blocks of a contraction: a block of `a` as row tiles (for
-/// each of up to [`MC_TILES`] tiles, `KC` steps of `MR` values), and a
-/// block of `b` as column strips (for each strip, `KC` steps of `NR`
-/// values), zero-padded past the operands' edges.
+/// The most values of packs kept for the next contraction on a thread
+/// (64 MiB).
+const SPARE_MAX: usize = 16 << 20;
+
+thread_local! {
+    /// The packs of the last contraction run on this thread.
+    static SPARE: std::cell::RefCell<Vec<Packs>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Makes `v` hold exactly `len` values, allocating fallibly; false if the
+/// memory is not there.
+fn fit(v: &mut Vec<f32>, len: usize) -> bool {
+    if v.len() < len && v.try_reserve_exact(len - v.len()).is_err() {
+        return false;
+    }
+    v.resize(len, 0.0);
+    true
+}
+
+/// One thread's packed operands: a block of `a` as row tiles (for each
+/// of up to [`MC_TILES`] tiles, `KC` steps of `MR` values), and a group of
+/// blocks of `b` as column strips (for each strip, `KC` steps of `NR`
+/// values), zero-padded past the operands' edges. Each thread packs its
+/// own `b`: read by another core from the one that packed it, a shared
+/// pack made the second thread's jobs 1.6 times as slow (the 2-core VM's
+/// vCPUs may not share a cache).
 #[derive(Default)]
 struct Packs {
     a: Vec<f32>,
     b: Vec<f32>,
+    /// Whether `b` holds the current group.
+    current: bool,
 }
 
 fn dot(strides: &[u64], index: &[u64]) -> usize {
     strides.iter().zip(index).map(|(s, i)| s * i).sum::<u64>() as usize
 }
 
-#[inline(always)]
+/// Runs the contraction: for each outer index and each group of blocks
+/// of `KC` reduction steps, runs the row tiles as jobs, each over every
+/// block of the group in order, on one thread per [`Packs`]; a thread
+/// packs the group's blocks of `b` (`block_len` values a block) before its
+/// first job.
 fn run<const FUSED: bool>(
     l: &Launch,
     np: usize,
     result: &mut [f32],
     plan: &Plan<'_>,
-    packs: &mut Packs,
+    block_len: usize,
+    packs: &mut [Packs],
 ) {
     let n = l.sizes.len();
     let (i, j) = (np - 2, np - 1);
@@ -128,69 +209,193 @@ fn run<const FUSED: bool>(
     let (a, ast, aoff) = plan.rows;
     let (b, bst, boff) = plan.cols;
     let out = &l.result.strides;
-    let (ai, oi, bj) = (ast[i] as usize, out[i] as usize, bst[j] as usize);
+    let (oi, bj) = (out[i] as usize, bst[j] as usize);
     // The reduction flattened in the reference's order: for each step,
     // where it starts in `a` and in `b`.
     let mut steps: Vec<(usize, usize)> = Vec::new();
     crate::fast::for_each_index(red, |r| {
         steps.push((dot(&ast[np..n], r), dot(&bst[np..n], r)));
     });
+    // Blocks of the reduction, in order: a block's sums continue from the
+    // partial sums the one before stored in the result, so every element
+    // adds its products in the reference's order. An empty reduction
+    // still writes its zeros (one empty block).
+    let blocks: Vec<&[(usize, usize)]> = if steps.is_empty() {
+        vec![&[]]
+    } else {
+        steps.chunks(KC).collect()
+    };
+    let group = packs
+        .first()
+        .map_or(1, |p| p.b.len() / block_len.max(1))
+        .max(1);
     let tiles = rows_n.div_ceil(MR);
+    // On several threads, jobs of `MC_TILES` tiles at first and smaller
+    // ones towards the end (a part of what is left for each thread), so
+    // that the threads end together; `MC_TILES` on one.
+    let mut jobs: Vec<(usize, usize)> = Vec::new();
+    let mut first = 0;
+    while first < tiles {
+        let left = tiles - first;
+        let count = if packs.len() > 1 {
+            left.div_ceil(2 * packs.len())
+                .clamp(MIN_JOB_TILES, MC_TILES)
+        } else {
+            MC_TILES
+        }
+        .min(left);
+        jobs.push((first, count));
+        first += count;
+    }
+    // Where a job's rows start and end in the result, from the first
+    // element of its first row to the last of its last.
+    let span = |o0: usize, (first, count): (usize, usize)| {
+        let last_row = ((first + count) * MR).min(rows_n) - 1;
+        o0 + first * MR * oi..o0 + last_row * oi + cols_n
+    };
     let arch = pulp::Arch::new();
     crate::fast::for_each_index(outer, |p| {
         let a0 = aoff + dot(&ast[..i], p);
         let b0 = boff + dot(&bst[..i], p);
         let o0 = l.result.offset as usize + dot(&out[..i], p);
-        // Blocks of the reduction, in order: a block's sums continue from
-        // the partial sums the one before stored in the result, so every
-        // element adds its products in the reference's order.
-        // An empty reduction still writes its zeros (one empty block).
-        let blocks: Vec<&[(usize, usize)]> = if steps.is_empty() {
-            vec![&[]]
-        } else {
-            steps.chunks(KC).collect()
-        };
-        for (block, chunk) in blocks.into_iter().enumerate() {
-            let kc = chunk.len();
-            // Every column strip of this block of `b`, packed once.
+        for (g, chunks) in blocks.chunks(group).enumerate() {
+            let group = Group::<FUSED> {
+                a: &a[a0..],
+                ai: ast[i] as usize,
+                b: &b[b0..],
+                bj,
+                blocks: chunks,
+                continues: g > 0,
+                block_len,
+                rows_n,
+                cols_n,
+                oi,
+                arch,
+            };
+            for p in packs.iter_mut() {
+                p.current = false;
+            }
+            if let [pack] = packs {
+                for &job in &jobs {
+                    group.run_job(job, &mut result[span(o0, job)], pack);
+                }
+                continue;
+            }
+            // The jobs' rows of the result, split apart so that each
+            // thread writes only its own (rows do not overlap: checked in
+            // `try_execute`).
+            let mut rest = &mut result[..];
+            let mut consumed = 0;
+            let mut split = Vec::with_capacity(jobs.len());
+            for &job in &jobs {
+                let range = span(o0, job);
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(range.start - consumed);
+                let (mine, tail) = tail.split_at_mut(range.len());
+                split.push((job, mine));
+                rest = tail;
+                consumed = range.end;
+            }
+            crate::jobs::run(split, packs, |pack, (job, rows)| {
+                group.run_job(job, rows, pack)
+            });
+        }
+    });
+}
+
+/// A group of blocks of the reduction of one contraction, with `b`
+/// packed: what every job of the group reads.
+struct Group<'a, const FUSED: bool> {
+    /// `a` from its first element for this outer index.
+    a: &'a [f32],
+    /// `a`'s stride along the rows.
+    ai: usize,
+    /// Each block's reduction steps: where each starts in `a` (and `b`).
+    blocks: &'a [&'a [(usize, usize)]],
+    /// Whether sums continue from partial sums stored in the result (an
+    /// earlier group's).
+    continues: bool,
+    /// `b` from its first element for this outer index.
+    b: &'a [f32],
+    /// `b`'s stride along the columns.
+    bj: usize,
+    /// Values of one packed block of `b`.
+    block_len: usize,
+    rows_n: usize,
+    cols_n: usize,
+    /// The result's stride along the rows.
+    oi: usize,
+    arch: pulp::Arch,
+}
+
+impl<const FUSED: bool> Group<'_, FUSED> {
+    /// Packs every block of the group into `packed`, `block_len` values a
+    /// block.
+    fn pack_b(&self, packed: &mut [f32]) {
+        let (cols_n, bj) = (self.cols_n, self.bj);
+        for (chunk, packed) in self.blocks.iter().zip(packed.chunks_mut(self.block_len)) {
             for (s, c0) in (0..cols_n).step_by(NR).enumerate() {
                 let nr = NR.min(cols_n - c0);
-                let strip = &mut packs.b[s * NR * KC..][..kc * NR];
+                let strip = &mut packed[s * NR * KC..][..chunk.len() * NR];
                 for (k, &(_, bk)) in chunk.iter().enumerate() {
                     let row = &mut strip[k * NR..k * NR + nr];
                     if bj == 1 {
-                        row.copy_from_slice(&b[b0 + bk + c0..][..nr]);
+                        row.copy_from_slice(&self.b[bk + c0..][..nr]);
                     } else {
                         for (c, x) in row.iter_mut().enumerate() {
-                            *x = b[b0 + bk + (c0 + c) * bj];
+                            *x = self.b[bk + (c0 + c) * bj];
                         }
                     }
                     strip[k * NR + nr..(k + 1) * NR].fill(0.0);
                 }
             }
-            for first in (0..tiles).step_by(MC_TILES) {
-                let block_tiles = MC_TILES.min(tiles - first);
+        }
+    }
+
+    /// Runs the row tiles `first..first + count` over every block of the
+    /// group in order and every column strip, `MC_TILES` tiles at a time
+    /// packed into `packs.a` (with `packs.b` packed first if it is not
+    /// current); `rows` is the result from the first element of
+    /// the job's first row.
+    fn run_job(&self, (first, count): (usize, usize), rows: &mut [f32], packs: &mut Packs) {
+        let (rows_n, cols_n, oi) = (self.rows_n, self.cols_n, self.oi);
+        if !packs.current {
+            self.pack_b(&mut packs.b);
+            packs.current = true;
+        }
+        let Packs {
+            a: pack, b: b_pack, ..
+        } = packs;
+        for sub in (first..first + count).step_by(MC_TILES) {
+            let block_tiles = MC_TILES.min(first + count - sub);
+            for (bi, chunk) in self.blocks.iter().enumerate() {
+                let kc = chunk.len();
+                let continues = self.continues || bi > 0;
                 for bt in 0..block_tiles {
-                    let t = first + bt;
-                    let tile = &mut packs.a[bt * MR * KC..][..kc * MR];
+                    let t = sub + bt;
+                    let tile = &mut pack[bt * MR * KC..][..kc * MR];
                     for (k, &(ak, _)) in chunk.iter().enumerate() {
                         for row in 0..MR {
                             let r = t * MR + row;
-                            tile[k * MR + row] = if r < rows_n { a[a0 + ak + r * ai] } else { 0.0 };
+                            tile[k * MR + row] = if r < rows_n {
+                                self.a[ak + r * self.ai]
+                            } else {
+                                0.0
+                            };
                         }
                     }
                 }
+                let packed = &b_pack[bi * self.block_len..][..self.block_len];
                 for (s, c0) in (0..cols_n).step_by(NR).enumerate() {
                     let nr = NR.min(cols_n - c0);
-                    let strip = &packs.b[s * NR * KC..][..kc * NR];
+                    let strip = &packed[s * NR * KC..][..kc * NR];
                     for bt in 0..block_tiles {
-                        let t = first + bt;
+                        let t = sub + bt;
                         let mr = MR.min(rows_n - t * MR);
                         let mut acc = [[0.0f32; NR]; MR];
-                        if block > 0 {
+                        let at = |row: usize| ((t - first) * MR + row) * oi + c0;
+                        if continues {
                             for (row, acc_row) in acc.iter_mut().enumerate().take(mr) {
-                                let o = o0 + (t * MR + row) * oi + c0;
-                                acc_row[..nr].copy_from_slice(&result[o..o + nr]);
+                                acc_row[..nr].copy_from_slice(&rows[at(row)..][..nr]);
                             }
                         }
                         // The register tile is compiled again with the
@@ -200,21 +405,19 @@ fn run<const FUSED: bool>(
                         // (a closure was not, and ran on baseline SSE2).
                         // Rust never contracts `a * b + c` into a fused
                         // multiply-add: only `FUSED` asks for one.
-                        let a_tile = &packs.a[bt * MR * KC..][..kc * MR];
-                        acc = arch.dispatch(Micro::<FUSED> {
-                            a: a_tile,
+                        acc = self.arch.dispatch(Micro::<FUSED> {
+                            a: &pack[bt * MR * KC..][..kc * MR],
                             b: strip,
                             acc,
                         });
                         for (row, acc_row) in acc.iter().enumerate().take(mr) {
-                            let o = o0 + (t * MR + row) * oi + c0;
-                            result[o..o + nr].copy_from_slice(&acc_row[..nr]);
+                            rows[at(row)..][..nr].copy_from_slice(&acc_row[..nr]);
                         }
                     }
                 }
             }
         }
-    });
+    }
 }
 
 /// One register tile over a packed block, as a [`pulp::WithSimd`]

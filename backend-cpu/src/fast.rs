@@ -127,16 +127,40 @@ pub(crate) fn execute(
     let (k, l) = coalesce(kernel, launch);
     let points: u64 = l.sizes.iter().fold(1u64, |a, &s| a.saturating_mul(s));
     let wanted = (points / threads.min_work.max(1)).min(threads.count as u64) as usize;
+    // A matrix product (no batch iterator before its rows) shares its
+    // packed `b` between threads and splits its rows into jobs; a batched
+    // one splits its first iterator below, one product per part.
+    let np = parallel_count(&k);
+    if np == 2 && k.iterators.len() > np {
+        let ops = operand_views(operands, &l);
+        if crate::contraction::try_execute(
+            &k.body,
+            k.accumulate,
+            &l,
+            np,
+            result,
+            &ops,
+            fused,
+            wanted,
+        ) {
+            return;
+        }
+    }
     let first = l.sizes.first().copied().unwrap_or(0);
-    let splits = wanted.min(first as usize);
-    match (splits >= 2 && k.iterators.first() == Some(&IterKind::Parallel))
-        .then(|| split_first(&l, splits))
+    let threads = wanted.min(first as usize);
+    let parts = threads.saturating_mul(PARTS_PER_THREAD).min(first as usize);
+    match (threads >= 2 && k.iterators.first() == Some(&IterKind::Parallel))
+        .then(|| split_first(&l, parts))
         .flatten()
     {
-        Some(ranges) => run_split(&k, &l, result, operands, &ranges, fused),
+        Some(ranges) => run_split(&k, &l, result, operands, &ranges, threads, fused),
         None => execute_coalesced(&k, &l, result, operands, fused),
     }
 }
+
+/// Parts of the first iterator per thread: handed out as threads ask, so
+/// that a thread that starts late takes fewer.
+const PARTS_PER_THREAD: usize = 4;
 
 /// The first iterator's ranges, one per thread, each with the span of
 /// result elements it writes, when each range writes a contiguous run that
@@ -166,41 +190,66 @@ fn inner_extent(l: &Launch) -> u64 {
         + 1
 }
 
-/// Runs each range of the first iterator on its own thread, on its own
-/// part of `result`.
+/// Runs each range of the first iterator on its own part of `result`,
+/// the ranges handed out to `threads` threads as they ask
+/// ([`crate::jobs::run`]).
 fn run_split(
     k: &Kernel,
     l: &Launch,
     result: &mut [f32],
     operands: &[&Vec<f32>],
     ranges: &[(u64, u64)],
+    threads: usize,
     fused: bool,
 ) {
     let stride0 = l.result.strides[0];
     let inner = inner_extent(l);
     let mut rest = &mut result[..];
     let mut consumed = 0u64;
-    // rayon's pool: its threads are started once, where a scoped thread
-    // cost about 100 us to start (measured: `cargo bench -p backend-cpu
-    // --bench threads`).
-    rayon::scope(|scope| {
-        for &(start, end) in ranges {
-            let from = l.result.offset + start * stride0;
-            let to = l.result.offset + (end - 1) * stride0 + inner;
-            let taken = std::mem::take(&mut rest);
-            let (_, tail) = taken.split_at_mut((from - consumed) as usize);
-            let (mine, tail) = tail.split_at_mut((to - from) as usize);
-            rest = tail;
-            consumed = to;
-            let mut part = l.clone();
-            part.sizes[0] = end - start;
-            part.result.offset = 0;
-            for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
-                op.offset = layout.offset + start * layout.strides[0];
-            }
-            scope.spawn(move |_| execute_coalesced(k, &part, mine, operands, fused));
+    let mut parts = Vec::with_capacity(ranges.len());
+    for &(start, end) in ranges {
+        let from = l.result.offset + start * stride0;
+        let to = l.result.offset + (end - 1) * stride0 + inner;
+        let taken = std::mem::take(&mut rest);
+        let (_, tail) = taken.split_at_mut((from - consumed) as usize);
+        let (mine, tail) = tail.split_at_mut((to - from) as usize);
+        rest = tail;
+        consumed = to;
+        let mut part = l.clone();
+        part.sizes[0] = end - start;
+        part.result.offset = 0;
+        for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
+            op.offset = layout.offset + start * layout.strides[0];
         }
+        parts.push((part, mine));
+    }
+    crate::jobs::run(parts, &mut vec![(); threads], |_, (part, mine)| {
+        execute_coalesced(k, &part, mine, operands, fused)
     });
+}
+
+/// The parallel iterators of a coalesced kernel, which come first
+/// (coalescing puts the reductions innermost).
+fn parallel_count(k: &Kernel) -> usize {
+    let np = k
+        .iterators
+        .iter()
+        .take_while(|&&i| i == IterKind::Parallel)
+        .count();
+    debug_assert!(k.iterators[np..].iter().all(|&i| i == IterKind::Reduction));
+    np
+}
+
+/// Each operand's values with its strides and offset in `l`.
+fn operand_views<'a>(
+    operands: &[&'a Vec<f32>],
+    l: &'a Launch,
+) -> Vec<(&'a [f32], &'a [u64], usize)> {
+    operands
+        .iter()
+        .zip(&l.operands)
+        .map(|(b, lay)| (b.as_slice(), lay.strides.as_slice(), lay.offset as usize))
+        .collect()
 }
 
 /// Runs a coalesced kernel on one thread; `fused` lets contractions use
@@ -213,19 +262,9 @@ fn execute_coalesced(
     fused: bool,
 ) {
     let n = k.iterators.len();
-    let np = k
-        .iterators
-        .iter()
-        .take_while(|&&i| i == IterKind::Parallel)
-        .count();
-    // After coalescing, reductions are innermost.
-    debug_assert!(k.iterators[np..].iter().all(|&i| i == IterKind::Reduction));
+    let np = parallel_count(k);
     let out_strides = &l.result.strides;
-    let ops: Vec<(&[f32], &[u64], usize)> = operands
-        .iter()
-        .zip(&l.operands)
-        .map(|(b, lay)| (b.as_slice(), lay.strides.as_slice(), lay.offset as usize))
-        .collect();
+    let ops = operand_views(operands, l);
 
     if np == n {
         // No reduction: the innermost parallel iterator is the inner loop.
@@ -293,7 +332,7 @@ fn execute_coalesced(
 
     // Reductions: for each result element, run the reduction iterators with
     // the innermost one as the inner loop.
-    if crate::contraction::try_execute(&k.body, k.accumulate, l, np, result, &ops, fused) {
+    if crate::contraction::try_execute(&k.body, k.accumulate, l, np, result, &ops, fused, 1) {
         return;
     }
     let (par, red) = l.sizes.split_at(np);

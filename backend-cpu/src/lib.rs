@@ -82,6 +82,7 @@ impl CpuError {
 
 mod contraction;
 mod fast;
+mod jobs;
 mod transposed;
 
 /// Which of the two CPU execution paths runs kernels.
@@ -105,12 +106,13 @@ pub struct CpuBackend {
 }
 
 /// The least work (points of a launch) worth a thread of its own, by
-/// default: 2^21. Measured on the 2-core development machine (`cargo
-/// bench -p backend-cpu --bench threads`, docs/performance.md): handing
-/// work to the pool costs about 20 us, so a pointwise add gains from a
-/// second thread from 2^22 elements (1.30x) but loses at 2^20 (0.71x), and
-/// a 128^3 contraction (2^21 points) still loses (0.91x).
-pub const DEFAULT_MIN_WORK_PER_THREAD: u64 = 1 << 21;
+/// default: 2^20. Measured on the 2-core development machine (`cargo
+/// bench -p backend-cpu --bench threads`, docs/performance.md): the
+/// calling thread works alongside the pool, so a second thread costs a
+/// few microseconds; a pointwise add gains from 2^20 elements (1.06x to
+/// 1.12x; 1.4x to 1.7x at 2^22) and breaks even at 2^18, and a 128^3
+/// contraction (2^21 points) gains 1.2x.
+pub const DEFAULT_MIN_WORK_PER_THREAD: u64 = 1 << 20;
 
 impl Default for CpuBackend {
     fn default() -> Self {
@@ -625,6 +627,23 @@ mod loop_order_tests {
     }
 
     #[test]
+    fn reductions_longer_than_one_group_of_packed_blocks_continue_in_order() {
+        // In the unit tests a group of packed `b` holds 16,384 values: two
+        // blocks of 256 steps at 32 columns. 600 steps take two groups,
+        // the second continuing from the sums the first stored, on one
+        // thread (13 rows) and on three (72 rows: 12 tiles, jobs split
+        // between threads).
+        for m in [13, 72] {
+            let (n, k) = (32, 600);
+            let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
+            let inputs = [values((m * k) as usize, 3), values((k * n) as usize, 4)];
+            check(&kernel, &launch, &inputs, |k, l, out, ops| {
+                crate::contraction::try_execute(&k.body, k.accumulate, l, 2, out, ops, false, 3)
+            });
+        }
+    }
+
+    #[test]
     fn register_tiles_take_contractions_of_any_size() {
         // out[i, j] = sum_k a[i, k] * b[k, j], sizes off the tiles' edges.
         // Reductions past one packed block (256 steps) continue from the
@@ -646,7 +665,7 @@ mod loop_order_tests {
                     .iter()
                     .filter(|&&i| i == IterKind::Parallel)
                     .count();
-                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false)
+                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false, 1)
             });
             // `b` transposed (`b[j, k]`): packed, so it takes the tiles too
             // (with no reduction, `b` follows no iterator at all).
@@ -660,7 +679,7 @@ mod loop_order_tests {
                     .iter()
                     .filter(|&&i| i == IterKind::Parallel)
                     .count();
-                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false)
+                crate::contraction::try_execute(&k.body, k.accumulate, l, np, out, ops, false, 1)
             });
         }
     }

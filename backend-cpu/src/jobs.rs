@@ -1,0 +1,99 @@
+//! Jobs handed out to threads as they ask: the calling thread and
+//! `threads - 1` of rayon's pool take the next job from one queue until it
+//! is empty, so a thread that starts late (a sleeping vCPU took up to 4 ms
+//! to wake on the 2-core VM) takes fewer jobs instead of holding the
+//! launch up, and the caller works instead of sleeping while it waits.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Runs `work` on every job, first to last, on one thread per state in
+/// `states` (the caller with the first). Each job runs exactly once, on
+/// one thread, with that thread's state; a single state runs every job on
+/// the caller, in order.
+pub(crate) fn run<J: Send, S: Send>(
+    jobs: Vec<J>,
+    states: &mut [S],
+    work: impl Fn(&mut S, J) + Sync,
+) {
+    let Some((mine, others)) = states.split_first_mut() else {
+        return;
+    };
+    if others.is_empty() || jobs.len() < 2 {
+        for job in jobs {
+            work(mine, job);
+        }
+        return;
+    }
+    let total = jobs.len();
+    let queue = Mutex::new(jobs.into_iter());
+    let done = AtomicUsize::new(0);
+    let drain = |state: &mut S| loop {
+        // A poisoned queue (a job panicked) still hands out the rest.
+        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+        let Some(job) = next else { break };
+        // Counted even when the job panics, so the caller's wait ends and
+        // the scope passes the panic on.
+        let _counted = Counted(&done);
+        work(state, job);
+    };
+    rayon::in_place_scope(|scope| {
+        for state in others.iter_mut() {
+            scope.spawn(|_| drain(state));
+        }
+        drain(mine);
+        // Jobs are short: spinning until the last one ends keeps this
+        // thread awake, where rayon's wait would put it to sleep and cost
+        // a wake-up at the end of every launch.
+        let mut spins = 0u32;
+        while done.load(Ordering::Acquire) < total {
+            if spins < 1 << 16 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    });
+}
+
+/// Adds one to a count when dropped.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_runs_once_whatever_the_threads() {
+        for threads in 1..=4 {
+            for n in [0usize, 1, 2, 7, 100] {
+                let seen: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                let mut states = vec![0usize; threads];
+                run((0..n).collect(), &mut states, |count, j| {
+                    *count += 1;
+                    seen[j].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(seen.iter().all(|s| s.load(Ordering::Relaxed) == 1));
+                assert_eq!(states.iter().sum::<usize>(), n);
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_job_is_passed_on_not_waited_for() {
+        let caught = std::panic::catch_unwind(|| {
+            let mut states = vec![(); 2];
+            run((0..8).collect(), &mut states, |_, j: i32| {
+                assert!(j != 5, "job 5")
+            });
+        });
+        assert!(caught.is_err());
+    }
+}
