@@ -767,27 +767,32 @@ impl WgpuBackend {
             Plan::PerElement
         );
         let (per_row, _) = reduction::point_counts(kernel, &padded);
-        let words: Option<Vec<f32>> = rows
-            .entries
-            .iter()
-            .map(|&w| u32::try_from(w).ok().map(f32::from_bits))
-            .collect();
+        // The table goes up as 32-bit words, written straight into the
+        // mapped buffer (a copy converted first cost a fresh allocation
+        // of its size per run).
+        let words_fit = rows.entries.iter().all(|&w| u32::try_from(w).is_ok());
         let one_dispatch = per_element
             && binding_fits
+            && words_fit
             && !padded.sizes.contains(&0)
             && per_row.saturating_mul(rows.len() as u128) <= MAX_POINTS;
-        let (true, Some(words)) = (one_dispatch, words) else {
+        if !one_dispatch {
             for r in 0..rows.len() {
                 if let Some(row) = launch.row_launch(r) {
                     self.execute(kernel, &row, result, operands)?;
                 }
             }
             return Ok(());
-        };
+        }
         if rows.is_empty() {
             return Ok(());
         }
-        let table = self.upload(&words)?;
+        let words = rows.entries.len();
+        let table = self.upload_with(words, |bytes| {
+            // Every word fits: checked above.
+            let (words, _) = bytes.into_chunks::<4>();
+            words.write_iter(rows.entries.iter().map(|&w| (w as u32).to_le_bytes()));
+        })?;
         // The table as the kernel's last operand, read by no expression.
         let mut with_table = kernel.clone();
         with_table.operands += 1;
@@ -795,7 +800,7 @@ impl WgpuBackend {
         padded.operands.push(shape_core::kernel::Layout::new(
             0,
             vec![0; iterators],
-            words.len() as u64,
+            words as u64,
         ));
         let inputs: Vec<Bound> = operands
             .iter()
@@ -813,6 +818,35 @@ impl WgpuBackend {
             Some((per_row as u32, 0)),
         )?;
         self.check(|| format!("running the kernel `{kernel}` over {} rows", rows.len()))
+    }
+
+    /// A new buffer of `len` 32-bit words, its bytes written by `fill`
+    /// while it is mapped.
+    fn upload_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(wgpu::WriteOnly<'_, [u8]>),
+    ) -> Result<WgpuBuffer, WgpuError> {
+        let buffer = self.new_buffer(len, true)?;
+        if len > 0 {
+            let mut view = buffer
+                .slice(..len as u64 * 4)
+                .get_mapped_range_mut()
+                .map_err(|e| WgpuError::Gpu {
+                    adapter: self.adapter_name(),
+                    during: "uploading a buffer".to_string(),
+                    message: e.to_string(),
+                })?;
+            fill(view.slice(..));
+        }
+        buffer.unmap();
+        self.check(|| "uploading a buffer".to_string())?;
+        Ok(WgpuBuffer {
+            buffer,
+            len: len as u64,
+            owner: self.id,
+            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+        })
     }
 
     /// Refuses a parameter block larger than a uniform binding may be.
@@ -1165,26 +1199,8 @@ impl Backend for WgpuBackend {
     }
 
     fn upload(&mut self, data: &[f32]) -> Result<WgpuBuffer, WgpuError> {
-        let buffer = self.new_buffer(data.len(), true)?;
-        if !data.is_empty() {
-            let bytes: &[u8] = bytemuck::cast_slice(data);
-            let mut view = buffer
-                .slice(..bytes.len() as u64)
-                .get_mapped_range_mut()
-                .map_err(|e| WgpuError::Gpu {
-                    adapter: self.adapter_name(),
-                    during: "uploading a buffer".to_string(),
-                    message: e.to_string(),
-                })?;
-            view.copy_from_slice(bytes);
-        }
-        buffer.unmap();
-        self.check(|| "uploading a buffer".to_string())?;
-        Ok(WgpuBuffer {
-            buffer,
-            len: data.len() as u64,
-            owner: self.id,
-            id: NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed),
+        self.upload_with(data.len(), |mut bytes| {
+            bytes.copy_from_slice(bytemuck::cast_slice(data))
         })
     }
 

@@ -12,8 +12,10 @@
 //!   launch (`RowRun`), against
 //! - **dense**: the same values as `x: R, 4`, the strided program.
 //!
-//! Times are medians of the rounds (default 5), the three alternating; a
-//! run uploads the data, runs both operations and reads the sums back.
+//! Times are medians of the rounds (default 11); each round runs every
+//! size and case in turn, so that the ratios compare runs made under the
+//! same conditions. A run uploads the data, runs both operations and
+//! reads the sums back.
 //! The ratios to read: 20k/10k and 100k/10k for each (linear in the rows
 //! is 2 and 10), mixed/dense (rows of changing lengths, one launch over a
 //! row table per operation, against the strided tensor) and uniform/dense
@@ -77,17 +79,22 @@ fn run<B: Backend>(backend: &mut B, rows: u64, case: Case) -> f64 {
 
 fn report<B: Backend>(name: &str, backend: &mut B, rounds: usize) {
     println!("{name}:");
-    let mut medians = Vec::new();
-    for rows in [10_000u64, 20_000, 100_000] {
-        let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        for _ in 0..rounds {
+    const SIZES: [u64; 3] = [10_000, 20_000, 100_000];
+    // Every size and case in each round, so that a slower phase of the
+    // machine falls on all of them alike.
+    let mut times = vec![[Vec::new(), Vec::new(), Vec::new()]; SIZES.len()];
+    for _ in 0..rounds {
+        for (s, &rows) in SIZES.iter().enumerate() {
             for (i, case) in [Case::Mixed, Case::Uniform, Case::Dense]
                 .into_iter()
                 .enumerate()
             {
-                times[i].push(run(backend, rows, case));
+                times[s][i].push(run(backend, rows, case));
             }
         }
+    }
+    let mut medians = Vec::new();
+    for (times, rows) in times.into_iter().zip(SIZES) {
         let [m, u, d] = times.map(median);
         println!(
             "  {rows:>6} rows: mixed {:.2} ms, uniform {:.2} ms, dense {:.2} ms, mixed/dense {:.2}, uniform/dense {:.2}",
@@ -114,7 +121,7 @@ fn main() {
     let rounds: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(11);
     report("cpu (coalesced)", &mut CpuBackend::coalesced(), rounds);
     match WgpuBackend::new() {
         Ok(mut gpu) => {

@@ -632,8 +632,112 @@ impl SolvedGraph {
         let (mut point, mut sizes) = (vec![0u64; n], vec![0u64; n]);
         let (mut ls, mut lowered, mut starts) =
             (vec![0u64; width], vec![0u64; width], vec![0u64; width]);
+        // Appends a row: its point, lengths, lowered lengths (where a
+        // ragged operand is pinned) and starts.
+        let record = |out: &mut Rows,
+                      point: &[u64],
+                      ls: &[u64],
+                      sizes: &[u64],
+                      starts: &[u64],
+                      lowered: &mut [u64]|
+         -> Result<(), GraphError> {
+            if pinned_any {
+                for t in 0..width {
+                    lowered[t] = match (tensors[t].ragged, pinned_at[t]) {
+                        (None, _) => 0,
+                        (Some(_), None) => ls[t],
+                        (Some(_), Some((k, p))) => {
+                            if ls[t] == 1 && sizes[p] != 1 {
+                                1
+                            } else {
+                                loops.pinned_size.get(&k).copied().unwrap_or(2)
+                            }
+                        }
+                    };
+                }
+            }
+            let appended = append(&mut out.points, point)
+                && append(&mut out.lengths, ls)
+                && (!pinned_any || append(&mut out.lowered, lowered))
+                && append(&mut out.starts, starts);
+            appended.then_some(()).ok_or_else(too_many)
+        };
+        // The common case, walked without the general machinery: one row
+        // iterator of a dense size, every ragged operand of one level read
+        // at a row that moves by a fixed step, each length class given by
+        // one operand, and the result's rows (if ragged) along the launch.
+        // What it writes is what the general walk writes.
+        let linear_leaves: Option<Vec<LinearLeaf<'_>>> = match loops.row_sizes[..] {
+            [RowSize::Dense(count)]
+                if result_levels.iter().all(|&(_, depth)| depth.is_none())
+                    && result_levels.len() <= 1
+                    && leaf_checks.iter().all(|&(_, lone, _)| lone.is_some()) =>
+            {
+                leaf_tensors
+                    .iter()
+                    .map(|&(t, var, inner, data)| {
+                        let (base, terms) = walker.linear[t].as_ref()?;
+                        let (base, step) = match terms[..] {
+                            [] => (*base, 0),
+                            [(0, m)] => (*base, m),
+                            _ => return None,
+                        };
+                        // Every row it reads must be there: otherwise
+                        // the general walk says which is missing.
+                        let last = base.checked_add(step.checked_mul(count.checked_sub(1)?)?)?;
+                        (data.axis() == var && last < data.rows() as u64).then(|| LinearLeaf {
+                            t,
+                            base,
+                            step,
+                            inner,
+                            offsets: data.offsets(),
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|_| count > 0)
+            }
+            _ => None,
+        };
+        let walked = linear_leaves.is_some();
+        if let (Some(leaves), [RowSize::Dense(count)]) = (linear_leaves, &loops.row_sizes[..]) {
+            sizes[0] = *count;
+            let setting: Vec<usize> = leaf_checks
+                .iter()
+                .filter(|c| c.2)
+                .filter_map(|c| c.1)
+                .collect();
+            for i in 0..*count {
+                point[0] = i;
+                for &LinearLeaf {
+                    t,
+                    base,
+                    step,
+                    inner,
+                    offsets,
+                } in &leaves
+                {
+                    let row = (base + i * step) as usize;
+                    let (start, end) = (offsets[row], offsets[row + 1]);
+                    ls[t] = end - start;
+                    starts[t] = start.saturating_mul(inner);
+                }
+                for &t in &setting {
+                    ls[0] = ls[t];
+                }
+                if let Some(last) = result_levels.len().checked_sub(1) {
+                    result_start[last] = result_total[last];
+                    result_total[last] = result_total[last].saturating_add(ls[0]);
+                    push(&mut result_lengths[last], &[ls[0]])?;
+                    starts[0] = result_start[last].saturating_mul(result_inner);
+                }
+                record(&mut out, &point, &ls, &sizes, &starts, &mut lowered)?;
+            }
+        }
         let mut d = 0;
         'walk: loop {
+            if walked {
+                break;
+            }
             while d < n {
                 let s = match loops.row_sizes[d] {
                     RowSize::Dense(s) => s,
@@ -688,28 +792,7 @@ impl SolvedGraph {
                     }
                     starts[0] = result_start[last].saturating_mul(result_inner);
                 }
-                if pinned_any {
-                    for t in 0..width {
-                        lowered[t] = match (tensors[t].ragged, pinned_at[t]) {
-                            (None, _) => 0,
-                            (Some(_), None) => ls[t],
-                            (Some(_), Some((k, p))) => {
-                                if ls[t] == 1 && sizes[p] != 1 {
-                                    1
-                                } else {
-                                    loops.pinned_size.get(&k).copied().unwrap_or(2)
-                                }
-                            }
-                        };
-                    }
-                }
-                let appended = append(&mut out.points, &point)
-                    && append(&mut out.lengths, &ls)
-                    && (!pinned_any || append(&mut out.lowered, &lowered))
-                    && append(&mut out.starts, &starts);
-                if !appended {
-                    return Err(too_many());
-                }
+                record(&mut out, &point, &ls, &sizes, &starts, &mut lowered)?;
             }
             loop {
                 if d == 0 {
@@ -911,18 +994,30 @@ impl SolvedGraph {
         if empty_is_error && rows.lengths.chunks(width).any(|ls| ls[first] == 0) {
             return Ok(None);
         }
-        let mut entries: Vec<u64> = Vec::new();
         let count = rows.count(width);
-        entries
-            .try_reserve_exact(count.saturating_mul(1 + width))
+        let mut entries = RowTable::entries_with_capacity(count.saturating_mul(1 + width))
             .map_err(|_| r.unsupported("its row table does not fit in memory".into()))?;
+        // The largest point (row iterators of dense sizes) and start (a
+        // tensor's length): no offset overflows below them, checked once.
+        let max_point: Option<Vec<u64>> = (loops.row_sizes.iter())
+            .map(|s| match s {
+                RowSize::Dense(s) => Some(s.saturating_sub(1)),
+                RowSize::Ragged(_) => None,
+            })
+            .collect();
+        let max_start: Vec<u64> = tensors.iter().map(|t| t.len).collect();
+        let exact = max_point.is_some_and(|m| plan.cannot_overflow(&m, &max_start));
         for i in 0..count {
             entries.push(rows.lengths[i * width + first]);
-            plan.offsets_into(
+            let (point, starts) = (
                 &rows.points[i * n..(i + 1) * n],
                 &rows.starts[i * width..(i + 1) * width],
-                &mut entries,
             );
+            if exact {
+                plan.offsets_with::<true>(point, starts, &mut entries);
+            } else {
+                plan.offsets_into(point, starts, &mut entries);
+            }
         }
         let mut step = plan.step;
         let operands = step.operands.len();
@@ -1102,6 +1197,21 @@ struct Walker<'w, 'a> {
 /// A row number as a linear function of a point of the row iterators: a
 /// constant, and each `(position, weight)`.
 type LinearRow = (u64, Vec<(usize, u64)>);
+
+/// A ragged operand of one level whose row moves by a fixed step with
+/// the one row iterator (the walk's common case): row `base + i * step`
+/// at row `i`, its start in values `offsets[row] * inner`.
+#[derive(Clone, Copy)]
+struct LinearLeaf<'d> {
+    /// The tensor (result first).
+    t: usize,
+    base: u64,
+    step: u64,
+    /// Values per position along the ragged axis.
+    inner: u64,
+    /// The operand's row offsets.
+    offsets: &'d [u64],
+}
 
 impl<'w, 'a> Walker<'w, 'a> {
     fn new(r: &'w RaggedOp<'a>, loops: &'w RowLoops) -> Walker<'w, 'a> {
@@ -1461,15 +1571,53 @@ impl RowPlan {
     /// a ragged tensor's row start (`starts`, per tensor).
     #[inline]
     fn offsets_into(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
+        self.offsets_with::<false>(point, starts, out)
+    }
+
+    /// [`RowPlan::offsets_into`], with plain arithmetic when `EXACT`: only
+    /// where [`RowPlan::cannot_overflow`] said so for every point and start
+    /// given (saturating, each multiply was a third of a row table's
+    /// cost).
+    #[inline]
+    fn offsets_with<const EXACT: bool>(&self, point: &[u64], starts: &[u64], out: &mut Vec<u64>) {
         let pins = self.pins.len();
         for (i, &(offset, ragged)) in self.moves.iter().enumerate() {
             let strides = &self.pin_strides[i * pins..(i + 1) * pins];
             let mut o = offset;
             for (&stride, &(_, p)) in strides.iter().zip(&self.pins) {
-                o = o.saturating_add(stride.saturating_mul(point[p]));
+                o = if EXACT {
+                    o.wrapping_add(stride.wrapping_mul(point[p]))
+                } else {
+                    o.saturating_add(stride.saturating_mul(point[p]))
+                };
             }
-            out.push(o.saturating_add(ragged.map_or(0, |t| starts[t])));
+            let start = ragged.map_or(0, |t| starts[t]);
+            out.push(if EXACT {
+                o.wrapping_add(start)
+            } else {
+                o.saturating_add(start)
+            });
         }
+    }
+
+    /// Whether no offset overflows for points up to `max_point` (by row
+    /// iterator position) and starts up to `max_start` (by tensor).
+    fn cannot_overflow(&self, max_point: &[u64], max_start: &[u64]) -> bool {
+        let pins = self.pins.len();
+        self.moves.iter().enumerate().all(|(i, &(offset, ragged))| {
+            let strides = &self.pin_strides[i * pins..(i + 1) * pins];
+            let moved = strides
+                .iter()
+                .zip(&self.pins)
+                .try_fold(offset, |o, (&stride, &(_, p))| {
+                    o.checked_add(stride.checked_mul(*max_point.get(p)?)?)
+                });
+            let start = ragged.map_or(Some(0), |t| max_start.get(t).copied());
+            moved
+                .zip(start)
+                .and_then(|(o, s)| o.checked_add(s))
+                .is_some()
+        })
     }
 
     /// The step of a run of rows: its first row's offsets, and for several

@@ -285,6 +285,9 @@ impl<B: Backend> Execution<'_, B> {
             for (op, lowered, result_len) in &group {
                 self.run_lowered(*op, lowered, *result_len)?;
             }
+            for (_, lowered, _) in group {
+                crate::fusion::recycle_tables(lowered.steps);
+            }
         } else {
             self.run_lowered(planned.op, &planned.lowered, planned.result_len)?;
         }

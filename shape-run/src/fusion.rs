@@ -145,14 +145,30 @@ pub(crate) fn fuse_pointwise(
             });
             match fused {
                 Some((p, s)) => {
-                    lowered[p] = None;
+                    if let Some(l) = lowered[p].take() {
+                        recycle_tables(l.steps);
+                    }
                     if let Some(l) = lowered[c].as_mut() {
-                        l.steps = s;
+                        recycle_tables(std::mem::replace(&mut l.steps, s));
                     }
                     // Operand `j` is now the producer's first operand.
                 }
                 None => j += 1,
             }
+        }
+    }
+}
+
+/// Gives back the memory of the row tables of `steps` that nothing else
+/// holds, for the next tables ([`RowTable::recycle`]).
+pub(crate) fn recycle_tables(steps: Vec<Step>) {
+    for step in steps {
+        if let Some(table) = step
+            .launch
+            .rows
+            .and_then(|t| std::sync::Arc::try_unwrap(t).ok())
+        {
+            table.recycle();
         }
     }
 }
@@ -264,10 +280,8 @@ fn fused_rows(
     }
     // The fused launch's operands: the outer ones less `j`, and the inner.
     let operands = (outer.tensors + inner.tensors).checked_sub(3)?;
-    let mut entries: Vec<u64> = Vec::new();
-    entries
-        .try_reserve_exact(outer.len().saturating_mul(2 + operands))
-        .ok()?;
+    let mut entries =
+        RowTable::entries_with_capacity(outer.len().saturating_mul(2 + operands)).ok()?;
     for r in 0..outer.len() {
         let ((len, o), (inner_len, i)) = (outer.row(r), inner.row(r));
         // Offsets: the result first, then each operand.
