@@ -500,6 +500,7 @@ impl RowTable {
     }
 
     /// The number of rows.
+    #[inline]
     pub fn len(&self) -> usize {
         self.entries.len() / (self.tensors + 1)
     }
@@ -510,6 +511,7 @@ impl RowTable {
     }
 
     /// Row `r`'s length and offsets (the result's, then each operand's).
+    #[inline]
     pub fn row(&self, r: usize) -> (u64, &[u64]) {
         let w = self.tensors + 1;
         let e = &self.entries[r * w..(r + 1) * w];

@@ -282,17 +282,19 @@ fn fused_rows(
     let operands = (outer.tensors + inner.tensors).checked_sub(3)?;
     let mut entries =
         RowTable::entries_with_capacity(outer.len().saturating_mul(2 + operands)).ok()?;
-    for r in 0..outer.len() {
-        let ((len, o), (inner_len, i)) = (outer.row(r), inner.row(r));
-        // Offsets: the result first, then each operand.
-        if len != inner_len || o.get(1 + j) != i.first() {
+    // Each row: its length, then the result's offset and each operand's.
+    let rows = (outer.entries.chunks_exact(outer.tensors + 1))
+        .zip(inner.entries.chunks_exact(inner.tensors + 1));
+    for (o, i) in rows {
+        if o[0] != i[0] || o.get(2 + j) != i.get(1) {
             return None;
         }
-        entries.push(len);
-        entries.push(o[0]);
-        entries.extend_from_slice(&o[1..1 + j]);
-        entries.extend_from_slice(&i[1..]);
-        entries.extend_from_slice(&o[2 + j..]);
+        // Word by word: a row is a few words, and a copy call per part
+        // cost more than the words.
+        let words = o[..2 + j].iter().chain(&i[2..]).chain(&o[3 + j..]);
+        for &w in words {
+            entries.push(w);
+        }
     }
     RowTable::new(outer.along, operands, entries)
 }
