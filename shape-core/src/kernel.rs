@@ -1134,6 +1134,32 @@ impl Launch {
 mod row_table_tests {
     use super::*;
 
+    #[test]
+    fn a_recycled_table_lends_its_memory_to_the_next_and_the_pool_is_bounded() {
+        // A fresh thread: its pool starts empty.
+        std::thread::spawn(|| {
+            let mut big = RowTable::entries_with_capacity(3_000).unwrap();
+            big.extend(std::iter::repeat_n(1, 3_000));
+            let small = RowTable::new(0, 2, vec![1; 8]).unwrap();
+            let ptr = big.as_ptr();
+            RowTable::new(0, 2, big).unwrap().recycle();
+            small.recycle();
+            // The smallest that fits: the small one's memory for a small
+            // table, the big one's (emptied) for a large one.
+            assert!(RowTable::entries_with_capacity(4).unwrap().capacity() < 3_000);
+            let again = RowTable::entries_with_capacity(2_000).unwrap();
+            assert_eq!((again.as_ptr(), again.len()), (ptr, 0));
+            // At most SPARE_TABLES tables are kept.
+            for _ in 0..2 * SPARE_TABLES {
+                RowTable::new(0, 0, vec![0; 2]).unwrap().recycle();
+            }
+            let kept = SPARE_ENTRIES.with(|s| s.borrow().len());
+            assert_eq!(kept, SPARE_TABLES);
+        })
+        .join()
+        .unwrap();
+    }
+
     /// `out[r, j] = in0[r, j] * 2` over rows laid end to end: a launch of
     /// one iterator along the row, rows of lengths 2, 0 and 3.
     fn doubling() -> (Kernel, Launch) {
