@@ -338,7 +338,11 @@ impl<const FUSED: bool> Group<'_, FUSED> {
                 let strip = &mut packed[s * NR * KC..][..chunk.len() * NR];
                 for (k, &(_, bk)) in chunk.iter().enumerate() {
                     let row = &mut strip[k * NR..k * NR + nr];
-                    if bj == 1 {
+                    if let (1, Ok(src)) = (bj, <&[f32; NR]>::try_from(&self.b[bk + c0..][..nr])) {
+                        // A whole strip's row: a copy of known length, no
+                        // call (a call per 16 values was most of packing).
+                        row.copy_from_slice(src);
+                    } else if bj == 1 {
                         row.copy_from_slice(&self.b[bk + c0..][..nr]);
                     } else {
                         for (c, x) in row.iter_mut().enumerate() {
@@ -370,17 +374,32 @@ impl<const FUSED: bool> Group<'_, FUSED> {
             for (bi, chunk) in self.blocks.iter().enumerate() {
                 let kc = chunk.len();
                 let continues = self.continues || bi > 0;
+                // Steps one apart in `a` (a row-major `a`): each row of a
+                // tile is read as one run.
+                let runs = chunk.windows(2).all(|w| w[1].0 == w[0].0 + 1);
                 for bt in 0..block_tiles {
                     let t = sub + bt;
                     let tile = &mut pack[bt * MR * KC..][..kc * MR];
-                    for (k, &(ak, _)) in chunk.iter().enumerate() {
-                        for row in 0..MR {
-                            let r = t * MR + row;
-                            tile[k * MR + row] = if r < rows_n {
-                                self.a[ak + r * self.ai]
-                            } else {
-                                0.0
-                            };
+                    match chunk.first() {
+                        Some(&(ak, _)) if runs && (t + 1) * MR <= rows_n => {
+                            for row in 0..MR {
+                                let src = &self.a[ak + (t * MR + row) * self.ai..][..kc];
+                                for (k, &x) in src.iter().enumerate() {
+                                    tile[k * MR + row] = x;
+                                }
+                            }
+                        }
+                        _ => {
+                            for (k, &(ak, _)) in chunk.iter().enumerate() {
+                                for row in 0..MR {
+                                    let r = t * MR + row;
+                                    tile[k * MR + row] = if r < rows_n {
+                                        self.a[ak + r * self.ai]
+                                    } else {
+                                        0.0
+                                    };
+                                }
+                            }
                         }
                     }
                 }
