@@ -10,12 +10,13 @@ use std::sync::Mutex;
 /// Runs `work` on every job, first to last, on one thread per state in
 /// `states` (the caller with the first). Each job runs exactly once, on
 /// one thread, with that thread's state; a single state runs every job on
-/// the caller, in order.
+/// the caller, in order. There must be a state: with none, nothing runs.
 pub(crate) fn run<J: Send, S: Send>(
     jobs: Vec<J>,
     states: &mut [S],
     work: impl Fn(&mut S, J) + Sync,
 ) {
+    debug_assert!(!states.is_empty(), "jobs with no thread to run them");
     let Some((mine, others)) = states.split_first_mut() else {
         return;
     };
