@@ -62,10 +62,11 @@ const MIN_JOB_TILES: usize = 3;
 /// that operand. Both operands are packed, so either may be transposed.
 /// Returns false (having done nothing) otherwise.
 ///
-/// On more than one `worker`, each block of the reduction packs `b` once
-/// and the row tiles are handed out as jobs to whichever thread asks
-/// first; each result element is still summed by one thread per block, in
-/// the reference's order, so the values do not depend on the threads.
+/// On more than one `worker` (as many as [`row_jobs`] allows), the row
+/// tiles are handed out as jobs to whichever thread asks first, each
+/// thread packing each group of blocks of `b` before its first job of the
+/// group; each result element is still summed by one thread, in the
+/// reference's order, so the values do not depend on the threads.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn try_execute(
     body: &Expr,
@@ -78,9 +79,7 @@ pub(crate) fn try_execute(
     workers: usize,
 ) -> bool {
     let n = l.sizes.len();
-    let is_product = matches!(body, Expr::Binary(BinaryOp::Mul, a, b)
-        if **a == Expr::Load(0) && **b == Expr::Load(1));
-    if !is_product || accumulate != Accumulate::Add || ops.len() != 2 || np < 2 || n == np {
+    if !is_product(body, accumulate) || ops.len() != 2 || np < 2 || n == np {
         return false;
     }
     let (i, j) = (np - 2, np - 1);
@@ -99,15 +98,9 @@ pub(crate) fn try_execute(
         },
         _ => return false,
     };
-    // Jobs write disjoint runs of rows only where a row's elements end
-    // before the next row starts.
     let (rows_n, cols_n) = (l.sizes[i] as usize, l.sizes[j] as usize);
     let tiles = rows_n.div_ceil(MR);
-    let workers = if (l.result.strides[i] as usize) < cols_n {
-        1
-    } else {
-        workers.min(tiles / (2 * MIN_JOB_TILES)).max(1)
-    };
+    let workers = row_workers(l, np, workers);
     // The packed blocks, allocated fallibly: a launch too large for them
     // takes the strided path instead. `b` is packed a group of reduction
     // blocks at a time (all of them where they fit in `B_PACK_MAX`), so
@@ -143,15 +136,47 @@ pub(crate) fn try_execute(
     } else {
         run::<false>(l, np, result, &plan, block_len, &mut packs[..workers]);
     }
-    let kept: usize = packs.iter().map(|p| p.a.capacity() + p.b.capacity()).sum();
-    if kept <= SPARE_MAX {
-        SPARE.with(|spare| *spare.borrow_mut() = packs);
-    }
+    let mut kept = 0;
+    packs.retain(|p| {
+        kept += p.a.capacity() + p.b.capacity();
+        kept <= SPARE_MAX
+    });
+    SPARE.with(|spare| *spare.borrow_mut() = packs);
     true
 }
 
+/// Whether `body` accumulated by `accumulate` is a product of two
+/// operands summed: what the register tiles compute.
+pub(crate) fn is_product(body: &Expr, accumulate: Accumulate) -> bool {
+    accumulate == Accumulate::Add
+        && matches!(body, Expr::Binary(BinaryOp::Mul, a, b)
+            if **a == Expr::Load(0) && **b == Expr::Load(1))
+}
+
+/// The threads, of the `wanted`, a contraction's rows give jobs to: each
+/// at least two of the smallest, and one where rows of the result overlap
+/// (jobs write runs of rows of their own only where a row's elements end
+/// before the next row starts).
+fn row_workers(l: &Launch, np: usize, wanted: usize) -> usize {
+    let (i, j) = (np - 2, np - 1);
+    let tiles = (l.sizes[i] as usize).div_ceil(MR);
+    if (l.result.strides[i] as usize) < l.sizes[j] as usize {
+        1
+    } else {
+        wanted.min(tiles / (2 * MIN_JOB_TILES)).max(1)
+    }
+}
+
+/// Whether a contraction (of `np >= 2` parallel iterators) takes the
+/// threads it is given in row jobs: yes on one thread, and on several
+/// where its rows make jobs for more than one. A product of few rows is
+/// better split by its callers, a part per thread.
+pub(crate) fn row_jobs(l: &Launch, np: usize, wanted: usize) -> bool {
+    np >= 2 && (wanted <= 1 || row_workers(l, np, wanted) > 1)
+}
+
 /// The most values of packs kept for the next contraction on a thread
-/// (64 MiB).
+/// (64 MiB): packs past it are dropped, the first ones kept.
 const SPARE_MAX: usize = 16 << 20;
 
 thread_local! {
@@ -282,19 +307,10 @@ fn run<const FUSED: bool>(
                 continue;
             }
             // The jobs' rows of the result, split apart so that each
-            // thread writes only its own (rows do not overlap: checked in
-            // `try_execute`).
-            let mut rest = &mut result[..];
-            let mut consumed = 0;
-            let mut split = Vec::with_capacity(jobs.len());
-            for &job in &jobs {
-                let range = span(o0, job);
-                let (_, tail) = std::mem::take(&mut rest).split_at_mut(range.start - consumed);
-                let (mine, tail) = tail.split_at_mut(range.len());
-                split.push((job, mine));
-                rest = tail;
-                consumed = range.end;
-            }
+            // thread writes only its own (rows do not overlap:
+            // `row_workers`).
+            let rows = crate::jobs::split_apart(result, jobs.iter().map(|&job| span(o0, job)));
+            let split: Vec<_> = jobs.iter().copied().zip(rows).collect();
             crate::jobs::run(split, packs, |pack, (job, rows)| {
                 group.run_job(job, rows, pack)
             });
@@ -338,12 +354,15 @@ impl<const FUSED: bool> Group<'_, FUSED> {
                 let strip = &mut packed[s * NR * KC..][..chunk.len() * NR];
                 for (k, &(_, bk)) in chunk.iter().enumerate() {
                     let row = &mut strip[k * NR..k * NR + nr];
-                    if let (1, Ok(src)) = (bj, <&[f32; NR]>::try_from(&self.b[bk + c0..][..nr])) {
-                        // A whole strip's row: a copy of known length, no
-                        // call (a call per 16 values was most of packing).
-                        row.copy_from_slice(src);
-                    } else if bj == 1 {
-                        row.copy_from_slice(&self.b[bk + c0..][..nr]);
+                    if bj == 1 {
+                        let src = &self.b[bk + c0..][..nr];
+                        match <&[f32; NR]>::try_from(src) {
+                            // A whole strip's row: a copy of known length,
+                            // no call (a call per 16 values was most of
+                            // packing).
+                            Ok(whole) => row.copy_from_slice(whole),
+                            Err(_) => row.copy_from_slice(src),
+                        }
                     } else {
                         for (c, x) in row.iter_mut().enumerate() {
                             *x = self.b[bk + (c0 + c) * bj];

@@ -112,7 +112,8 @@ pub(crate) struct Threads {
 }
 
 /// Runs a checked kernel; buffers have been validated by the caller. The
-/// first parallel iterator is split into ranges, one per thread, when the
+/// first parallel iterator is split into ranges, handed out to threads as
+/// they ask ([`crate::jobs`]), when the
 /// result's elements of each range are a contiguous run of their own:
 /// every result element is still computed by one thread, in the
 /// reference's order, so the values do not depend on the thread count.
@@ -127,11 +128,14 @@ pub(crate) fn execute(
     let (k, l) = coalesce(kernel, launch);
     let points: u64 = l.sizes.iter().fold(1u64, |a, &s| a.saturating_mul(s));
     let wanted = (points / threads.min_work.max(1)).min(threads.count as u64) as usize;
-    // A matrix product (no batch iterator before its rows) shares its
-    // packed `b` between threads and splits its rows into jobs; a batched
-    // one splits its first iterator below, one product per part.
+    // A matrix product (no batch iterator before its rows) with rows
+    // enough for jobs splits its row tiles into jobs, each thread with its
+    // own packed `b`; a batched one, or one of few rows, splits its first
+    // iterator below, one product per part.
     let np = parallel_count(&k);
-    if np == 2 && k.iterators.len() > np {
+    let product = crate::contraction::is_product(&k.body, k.accumulate);
+    if product && np == 2 && k.iterators.len() > np && crate::contraction::row_jobs(&l, np, wanted)
+    {
         let ops = operand_views(operands, &l);
         if crate::contraction::try_execute(
             &k.body,
@@ -148,7 +152,9 @@ pub(crate) fn execute(
     }
     let first = l.sizes.first().copied().unwrap_or(0);
     let threads = wanted.min(first as usize);
-    let parts = threads.saturating_mul(PARTS_PER_THREAD).min(first as usize);
+    // A product packs all of `b` in each part: one part per thread.
+    let per_thread = if product { 1 } else { PARTS_PER_THREAD };
+    let parts = threads.saturating_mul(per_thread).min(first as usize);
     match (threads >= 2 && k.iterators.first() == Some(&IterKind::Parallel))
         .then(|| split_first(&l, parts))
         .flatten()
@@ -162,7 +168,7 @@ pub(crate) fn execute(
 /// that a thread that starts late takes fewer.
 const PARTS_PER_THREAD: usize = 4;
 
-/// The first iterator's ranges, one per thread, each with the span of
+/// The first iterator's ranges, `parts` of them, each with the span of
 /// result elements it writes, when each range writes a contiguous run that
 /// no other range touches (the first iterator's result stride is at least
 /// the extent of everything inside it); `None` otherwise.
@@ -204,25 +210,22 @@ fn run_split(
 ) {
     let stride0 = l.result.strides[0];
     let inner = inner_extent(l);
-    let mut rest = &mut result[..];
-    let mut consumed = 0u64;
-    let mut parts = Vec::with_capacity(ranges.len());
-    for &(start, end) in ranges {
+    let spans = ranges.iter().map(|&(start, end)| {
         let from = l.result.offset + start * stride0;
-        let to = l.result.offset + (end - 1) * stride0 + inner;
-        let taken = std::mem::take(&mut rest);
-        let (_, tail) = taken.split_at_mut((from - consumed) as usize);
-        let (mine, tail) = tail.split_at_mut((to - from) as usize);
-        rest = tail;
-        consumed = to;
-        let mut part = l.clone();
-        part.sizes[0] = end - start;
-        part.result.offset = 0;
-        for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
-            op.offset = layout.offset + start * layout.strides[0];
-        }
-        parts.push((part, mine));
-    }
+        from as usize..(l.result.offset + (end - 1) * stride0 + inner) as usize
+    });
+    let results = crate::jobs::split_apart(result, spans);
+    let parts: Vec<(Launch, &mut [f32])> = (ranges.iter().zip(results))
+        .map(|(&(start, end), mine)| {
+            let mut part = l.clone();
+            part.sizes[0] = end - start;
+            part.result.offset = 0;
+            for (op, layout) in part.operands.iter_mut().zip(&l.operands) {
+                op.offset = layout.offset + start * layout.strides[0];
+            }
+            (part, mine)
+        })
+        .collect();
     crate::jobs::run(parts, &mut vec![(); threads], |_, (part, mine)| {
         execute_coalesced(k, &part, mine, operands, fused)
     });

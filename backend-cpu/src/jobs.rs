@@ -1,8 +1,10 @@
 //! Jobs handed out to threads as they ask: the calling thread and
 //! `threads - 1` of rayon's pool take the next job from one queue until it
 //! is empty, so a thread that starts late (a sleeping vCPU took up to 4 ms
-//! to wake on the 2-core VM) takes fewer jobs instead of holding the
-//! launch up, and the caller works instead of sleeping while it waits.
+//! to wake on the 2-core VM) takes fewer jobs instead of its fixed share,
+//! and the caller works instead of sleeping while the pool wakes. The
+//! launch still ends only once every pool thread asked for has started
+//! (rayon's scope waits for it), though not for work it did not take.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -30,7 +32,8 @@ pub(crate) fn run<J: Send, S: Send>(
     let queue = Mutex::new(jobs.into_iter());
     let done = AtomicUsize::new(0);
     let drain = |state: &mut S| loop {
-        // A poisoned queue (a job panicked) still hands out the rest.
+        // The lock is released before the job runs, so a panicking job
+        // cannot poison it; a poisoned one would still hand out the rest.
         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
         let Some(job) = next else { break };
         // Counted even when the job panics, so the caller's wait ends and
@@ -45,7 +48,8 @@ pub(crate) fn run<J: Send, S: Send>(
         drain(mine);
         // Jobs are short: spinning until the last one ends keeps this
         // thread awake, where rayon's wait would put it to sleep and cost
-        // a wake-up at the end of every launch.
+        // a wake-up at the end of every launch (once every helper has
+        // started; one that has not is still waited for by the scope).
         let mut spins = 0u32;
         while done.load(Ordering::Acquire) < total {
             if spins < 1 << 16 {
@@ -56,6 +60,26 @@ pub(crate) fn run<J: Send, S: Send>(
             }
         }
     });
+}
+
+/// `slice` split into the given ranges, which must be increasing and
+/// apart (each starts at or after the end of the one before): a mutable
+/// part for each, for a job of its own.
+pub(crate) fn split_apart(
+    slice: &mut [f32],
+    ranges: impl IntoIterator<Item = std::ops::Range<usize>>,
+) -> Vec<&mut [f32]> {
+    let mut rest = slice;
+    let mut consumed = 0;
+    let mut parts = Vec::new();
+    for range in ranges {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(range.start - consumed);
+        let (mine, tail) = tail.split_at_mut(range.len());
+        parts.push(mine);
+        rest = tail;
+        consumed = range.end;
+    }
+    parts
 }
 
 /// Adds one to a count when dropped.
@@ -85,6 +109,14 @@ mod tests {
                 assert_eq!(states.iter().sum::<usize>(), n);
             }
         }
+    }
+
+    #[test]
+    fn parts_split_apart_are_the_ranges_given() {
+        let mut v: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        let parts = split_apart(&mut v, [1..3, 3..4, 7..10]);
+        let got: Vec<Vec<f32>> = parts.into_iter().map(|p| p.to_vec()).collect();
+        assert_eq!(got, vec![vec![1.0, 2.0], vec![3.0], vec![7.0, 8.0, 9.0]]);
     }
 
     #[test]

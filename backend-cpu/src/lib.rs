@@ -631,8 +631,8 @@ mod loop_order_tests {
         // In the unit tests a group of packed `b` holds 16,384 values: two
         // blocks of 256 steps at 32 columns. 600 steps take two groups,
         // the second continuing from the sums the first stored, on one
-        // thread (13 rows) and on three (72 rows: 12 tiles, jobs split
-        // between threads).
+        // thread (13 rows) and on two (72 rows: 12 tiles, jobs split
+        // between two of the three threads asked for).
         for m in [13, 72] {
             let (n, k) = (32, 600);
             let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
