@@ -627,6 +627,27 @@ mod loop_order_tests {
     }
 
     #[test]
+    fn only_products_of_rows_enough_for_two_threads_take_row_jobs() {
+        // 12 row tiles of 6 (72 rows) give two threads jobs of 3 tiles at
+        // least; fewer rows split a part per thread instead (64 x 4096 by
+        // 4096 x 4096 would otherwise run on one thread).
+        for (m, threads, jobs) in [(64, 2, false), (72, 2, true), (512, 2, true), (8, 1, true)] {
+            let (kernel, launch) = shape_core::kernel::matmul(m, 64, 64);
+            let (k, l) = coalesce(&kernel, &launch);
+            let np = k
+                .iterators
+                .iter()
+                .filter(|&&i| i == IterKind::Parallel)
+                .count();
+            assert_eq!(
+                crate::contraction::row_jobs(&l, np, threads),
+                jobs,
+                "{m} rows"
+            );
+        }
+    }
+
+    #[test]
     fn reductions_longer_than_one_group_of_packed_blocks_continue_in_order() {
         // In the unit tests a group of packed `b` holds 16,384 values: two
         // blocks of 256 steps at 32 columns. 600 steps take two groups,
