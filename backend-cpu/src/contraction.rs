@@ -22,11 +22,14 @@ pub(crate) const NR: usize = 16;
 /// Reduction steps per block: a packed block of `b` (KC x NR) and of one
 /// row tile of `a` (KC x MR) stay in the first-level cache together.
 const KC: usize = 256;
-/// Row tiles per packed block of `a`: 16 tiles of 6 rows by `KC` steps,
-/// 96 KiB, stay in the second-level cache while every column strip of
-/// the packed `b` passes over them (measured: streaming all of `a` once
-/// per strip left two threads 1.07 times as fast as one at 512^3).
-const MC_TILES: usize = 16;
+/// Row tiles per packed block of `a`: 32 tiles of 6 rows by `KC` steps,
+/// 192 KiB, stay in the second-level cache while every column strip of
+/// the packed `b` passes over them. Each block reads all of the packed
+/// `b` once: 32 tiles against 16 made 512^3 6% faster on one thread and
+/// on two (alternating binaries, `cargo bench -p backend-cpu --bench
+/// threads`); streaming all of `a` once per strip had left two threads
+/// 1.07 times as fast as one.
+const MC_TILES: usize = 32;
 
 /// The most values of `b` packed at once (16 MiB): a longer reduction
 /// packs its blocks in groups that fit. The unit tests use 16,384 values
@@ -50,10 +53,10 @@ struct Plan<'a> {
 
 /// Row tiles in the smallest job on several threads (the largest is a
 /// block of `a`, [`MC_TILES`]): a job reads every packed strip of `b`
-/// again, worth it for 3 tiles' arithmetic. Jobs shrink towards the end so
+/// again, worth it for 4 tiles' arithmetic. Jobs shrink towards the end so
 /// that the threads end together (a sleeping vCPU took 50 us to 4 ms to
 /// wake on the 2-core VM: the thread that starts late takes fewer).
-const MIN_JOB_TILES: usize = 3;
+const MIN_JOB_TILES: usize = 4;
 
 /// Runs the kernel as a register-tiled contraction when its coalesced
 /// form is one: the body is `load 0 * load 1` summed, the last parallel

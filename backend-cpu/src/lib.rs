@@ -628,10 +628,16 @@ mod loop_order_tests {
 
     #[test]
     fn only_products_of_rows_enough_for_two_threads_take_row_jobs() {
-        // 12 row tiles of 6 (72 rows) give two threads jobs of 3 tiles at
-        // least; fewer rows split a part per thread instead (64 x 4096 by
-        // 4096 x 4096 would otherwise run on one thread).
-        for (m, threads, jobs) in [(64, 2, false), (72, 2, true), (512, 2, true), (8, 1, true)] {
+        // 16 row tiles of 6 (96 rows) give two threads two jobs of 4
+        // tiles at least; fewer rows split a part per thread instead (64 x
+        // 4096 by 4096 x 4096 would otherwise run on one thread).
+        for (m, threads, jobs) in [
+            (64, 2, false),
+            (90, 2, false),
+            (96, 2, true),
+            (512, 2, true),
+            (8, 1, true),
+        ] {
             let (kernel, launch) = shape_core::kernel::matmul(m, 64, 64);
             let (k, l) = coalesce(&kernel, &launch);
             let np = k
@@ -652,9 +658,9 @@ mod loop_order_tests {
         // In the unit tests a group of packed `b` holds 16,384 values: two
         // blocks of 256 steps at 32 columns. 600 steps take two groups,
         // the second continuing from the sums the first stored, on one
-        // thread (13 rows) and on two (72 rows: 12 tiles, jobs split
+        // thread (13 rows) and on two (96 rows: 16 tiles, jobs split
         // between two of the three threads asked for).
-        for m in [13, 72] {
+        for m in [13, 96] {
             let (n, k) = (32, 600);
             let (kernel, launch) = shape_core::kernel::matmul(m, n, k);
             let inputs = [values((m * k) as usize, 3), values((k * n) as usize, 4)];

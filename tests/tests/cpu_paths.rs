@@ -349,9 +349,9 @@ proptest! {
     #[test]
     fn contractions_are_exact_by_default_and_bounded_with_fast_math(
         form in 0usize..5,
-        // Up to 19 row tiles of 6: from 12 tiles the rows are split into
-        // jobs between threads.
-        (m, n, k, k2, b) in (prop_oneof![1u64..40, 70u64..115], 1u64..70, 0u64..600, 1u64..4, 1u64..3),
+        // Up to 24 row tiles of 6: from 16 tiles (96 rows) the rows are
+        // split into jobs between threads.
+        (m, n, k, k2, b) in (prop_oneof![1u64..40, 90u64..145], 1u64..70, 0u64..600, 1u64..4, 1u64..3),
         threads in 1usize..4,
         seed in any::<u32>(),
     ) {
