@@ -26,9 +26,10 @@ const KC: usize = 256;
 /// 192 KiB, stay in the second-level cache while every column strip of
 /// the packed `b` passes over them. Each block reads all of the packed
 /// `b` once: 32 tiles against 16 made 512^3 6% faster on one thread and
-/// on two (alternating binaries, `cargo bench -p backend-cpu --bench
-/// threads`); streaming all of `a` once per strip had left two threads
-/// 1.07 times as fast as one.
+/// on two in alternating binaries of `cargo bench -p backend-cpu --bench
+/// threads`, and made no clear difference in `--bench contraction` (which
+/// runs numpy between rounds); streaming all of `a` once per strip had
+/// left two threads 1.07 times as fast as one.
 const MC_TILES: usize = 32;
 
 /// The most values of `b` packed at once (16 MiB): a longer reduction
