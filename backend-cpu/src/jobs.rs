@@ -1,13 +1,14 @@
 //! Jobs handed out to threads as they ask: the calling thread and
-//! `threads - 1` of rayon's pool take the next job from one queue until it
+//! `threads - 1` of the pool's take the next job from one queue until it
 //! is empty, so a thread that starts late (a sleeping vCPU took up to 4 ms
 //! to wake on the 2-core VM) takes fewer jobs instead of its fixed share,
 //! and the caller works instead of sleeping while the pool wakes. The
 //! launch still ends only once every pool thread asked for has started
 //! (rayon's scope waits for it), though not for work it did not take.
+//! Where the pool cannot start its threads, every job runs on the caller.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Runs `work` on every job, first to last, on one thread per state in
 /// `states` (the caller with the first). Each job runs exactly once, on
@@ -22,12 +23,13 @@ pub(crate) fn run<J: Send, S: Send>(
     let Some((mine, others)) = states.split_first_mut() else {
         return;
     };
-    if others.is_empty() || jobs.len() < 2 {
+    let pool = pool().filter(|_| !others.is_empty() && jobs.len() >= 2);
+    let Some(pool) = pool else {
         for job in jobs {
             work(mine, job);
         }
         return;
-    }
+    };
     let total = jobs.len();
     let queue = Mutex::new(jobs.into_iter());
     let done = AtomicUsize::new(0);
@@ -41,7 +43,7 @@ pub(crate) fn run<J: Send, S: Send>(
         let _counted = Counted(&done);
         work(state, job);
     };
-    rayon::in_place_scope(|scope| {
+    pool.in_place_scope(|scope| {
         for state in others.iter_mut() {
             scope.spawn(|_| drain(state));
         }
@@ -60,6 +62,21 @@ pub(crate) fn run<J: Send, S: Send>(
             }
         }
     });
+}
+
+/// The pool the helpers run on: this crate's own, started on first use
+/// (so that a user's global pool settings are theirs); `None` where its
+/// threads could not be started (a tight memory or thread limit), and
+/// then every job runs on the caller instead of the launch aborting.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("backend-cpu-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
 
 /// `slice` split into the given ranges, which must be increasing and

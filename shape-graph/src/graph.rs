@@ -2,13 +2,12 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-
-use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::sync::{Arc, OnceLock};
 
 use imbl::Vector;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use shape_core::chunks::ChunkVec;
 use shape_core::spec::{ShapeSpec, SpecError};

@@ -543,25 +543,8 @@ impl SolvedGraph {
                 .collect(),
             None => Vec::new(),
         };
-        let mut result_lengths: Vec<Vec<u64>> = vec![Vec::new(); result_levels.len()];
-        let mut result_start: Vec<u64> = vec![0; result_levels.len()];
-        let mut result_total: Vec<u64> = vec![0; result_levels.len()];
+        let mut result = ResultRows::new(result_levels.len());
         let too_many = || r.unsupported("it has more rows than fit in memory".into());
-        /// Appends a few words (one by one: no call to copy them), or
-        /// says that memory ran out.
-        #[inline(always)]
-        fn append(v: &mut Vec<u64>, x: &[u64]) -> bool {
-            if v.capacity() - v.len() < x.len() && v.try_reserve(x.len()).is_err() {
-                return false;
-            }
-            for &w in x {
-                v.push(w);
-            }
-            true
-        }
-        let push = |v: &mut Vec<u64>, x: &[u64]| -> Result<(), GraphError> {
-            append(v, x).then_some(()).ok_or_else(too_many)
-        };
         // Row iterators of dense sizes only: the number of rows is known,
         // and each list is allocated once.
         let known: Option<usize> = loops.row_sizes.iter().try_fold(1usize, |n, s| match s {
@@ -725,10 +708,8 @@ impl SolvedGraph {
                     ls[0] = ls[t];
                 }
                 if let Some(last) = result_levels.len().checked_sub(1) {
-                    result_start[last] = result_total[last];
-                    result_total[last] = result_total[last].saturating_add(ls[0]);
-                    push(&mut result_lengths[last], &[ls[0]])?;
-                    starts[0] = result_start[last].saturating_mul(result_inner);
+                    result.add(last, ls[0]).ok_or_else(too_many)?;
+                    starts[0] = result.start[last].saturating_mul(result_inner);
                 }
                 record(&mut out, &point, &ls, &sizes, &starts, &mut lowered)?;
             }
@@ -750,9 +731,7 @@ impl SolvedGraph {
                 sizes[d] = s;
                 for (l, &(_, depth)) in result_levels.iter().enumerate() {
                     if depth == Some(d) {
-                        result_start[l] = result_total[l];
-                        result_total[l] = result_total[l].saturating_add(s);
-                        push(&mut result_lengths[l], &[s])?;
+                        result.add(l, s).ok_or_else(too_many)?;
                     }
                 }
                 if s == 0 {
@@ -784,13 +763,9 @@ impl SolvedGraph {
                     let last = result_levels.len() - 1;
                     match depth {
                         Some(depth) => ls[0] = sizes[depth],
-                        None => {
-                            result_start[last] = result_total[last];
-                            result_total[last] = result_total[last].saturating_add(ls[0]);
-                            push(&mut result_lengths[last], &[ls[0]])?;
-                        }
+                        None => result.add(last, ls[0]).ok_or_else(too_many)?,
                     }
-                    starts[0] = result_start[last].saturating_mul(result_inner);
+                    starts[0] = result.start[last].saturating_mul(result_inner);
                 }
                 record(&mut out, &point, &ls, &sizes, &starts, &mut lowered)?;
             }
@@ -808,7 +783,7 @@ impl SolvedGraph {
         }
         if let Some((var, _)) = tensors[0].ragged {
             let mut levels = Vec::with_capacity(result_levels.len());
-            for (&(axis, _), lengths) in result_levels.iter().zip(&result_lengths) {
+            for (&(axis, _), lengths) in result_levels.iter().zip(&result.lengths) {
                 levels.push(
                     RaggedAxis::from_lengths(axis, lengths)
                         .map_err(|e| r.unsupported(e.to_string()))?,
@@ -1197,6 +1172,46 @@ struct Walker<'w, 'a> {
 /// A row number as a linear function of a point of the row iterators: a
 /// constant, and each `(position, weight)`.
 type LinearRow = (u64, Vec<(usize, u64)>);
+
+/// Appends a few words (one by one: no call to copy them), or says that
+/// memory ran out.
+#[inline(always)]
+fn append(v: &mut Vec<u64>, x: &[u64]) -> bool {
+    if v.capacity() - v.len() < x.len() && v.try_reserve(x.len()).is_err() {
+        return false;
+    }
+    for &w in x {
+        v.push(w);
+    }
+    true
+}
+
+/// The result's rows as the walk finds them, per ragged level (outermost
+/// first): every row's length so far, their total, and where the row
+/// added last starts.
+struct ResultRows {
+    lengths: Vec<Vec<u64>>,
+    total: Vec<u64>,
+    start: Vec<u64>,
+}
+
+impl ResultRows {
+    fn new(levels: usize) -> ResultRows {
+        ResultRows {
+            lengths: vec![Vec::new(); levels],
+            total: vec![0; levels],
+            start: vec![0; levels],
+        }
+    }
+
+    /// Adds a row of `len` at level `l`; `None` if memory ran out.
+    #[inline]
+    fn add(&mut self, l: usize, len: u64) -> Option<()> {
+        self.start[l] = self.total[l];
+        self.total[l] = self.total[l].saturating_add(len);
+        append(&mut self.lengths[l], &[len]).then_some(())
+    }
+}
 
 /// A ragged operand of one level whose row moves by a fixed step with
 /// the one row iterator (the walk's common case): row `base + i * step`

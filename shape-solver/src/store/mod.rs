@@ -4,9 +4,10 @@
 //! A [`Store`] maps dense variable ids to entries and keeps, beside the
 //! entries, everything that versions them:
 //!
-//! - a persistent vector (`chunks`): cloning a store shares its chunks of
-//!   64 entries, and an update copies the chunk it writes to if a clone
-//!   shares it, which is what lets a solver state be forked;
+//! - a persistent vector ([`shape_core::chunks::ChunkVec`]): cloning a
+//!   store shares its chunks of 1,024 entries, and an update copies the
+//!   chunk it writes to if a clone shares it, which is what lets a solver
+//!   state be forked;
 //! - an undo log with nested snapshots: [`Store::snapshot`] opens one,
 //!   [`Store::rollback_to`] takes back everything since (an inner snapshot
 //!   rolls back alone, its outer one stays open), [`Store::commit`] keeps
