@@ -1,5 +1,5 @@
 //! Jobs handed out to threads as they ask: the calling thread and
-//! `threads - 1` of the pool's take the next job from one queue until it
+//! `threads - 1` threads of the pool take the next job from one queue until it
 //! is empty, so a thread that starts late (a sleeping vCPU took up to 4 ms
 //! to wake on the 2-core VM) takes fewer jobs instead of its fixed share,
 //! and the caller works instead of sleeping while the pool wakes. The
